@@ -1,0 +1,34 @@
+"""spark-purge: consumer-aware Kafka purging on Spark, with a Delta audit."""
+from __future__ import annotations
+
+from setuptools import find_packages, setup
+
+setup(
+    name="spark-purge",
+    version="0.1.0",
+    description=(
+        "Delete Kafka records once every consumer that needs them has consumed them, "
+        "with a Delta audit of every decision."
+    ),
+    python_requires=">=3.10",
+    packages=find_packages(include=["spark_purge", "spark_purge.*"]),
+    package_data={"spark_purge": ["py.typed"]},
+    install_requires=[
+        # 4.2.0 is the newest PySpark that delta-spark 4.4.1 accepts.
+        "pyspark==4.2.0",
+        "delta-spark==4.4.1",
+        "kafka-python>=3.0.12,<3.1",
+        # Python data sources need pyarrow; PySpark 4.2 does not fully support pandas 3.
+        "pyarrow>=15,<27",
+        "pandas>=2.2,<3",
+        "PyYAML>=6.0,<7",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8,<10",
+            "chispa>=0.11,<0.13",
+            "hypothesis>=6.100,<7",
+        ],
+    },
+    entry_points={"console_scripts": ["spark-purge=spark_purge.cli:main"]},
+)

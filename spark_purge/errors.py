@@ -1,0 +1,50 @@
+"""The spark-purge exception tree. Every error the package raises derives from one root::
+
+    SparkPurgeError
+    ├── ConfigError            bad configuration or options; names the key at fault
+    ├── KafkaError             the cluster could not be read or written
+    │   ├── ClusterUnreachable bootstrap servers did not answer within the timeout
+    │   └── AuthorizationError an operation on a resource was denied
+    ├── AuditError             the Delta audit table could not be read or written
+    ├── FencedError            another purge job holds a newer lease on this cluster
+    └── LocalStackError        the local Kafka launcher failed (tests, demo, benchmarks)
+
+Branch on the class (or on ``retriable``), never on message text.
+"""
+from __future__ import annotations
+
+
+class SparkPurgeError(Exception):
+    """Raised for any failure spark-purge itself reports."""
+
+    retriable: bool = False
+
+
+class ConfigError(SparkPurgeError, ValueError):
+    """Raised when configuration, options or arguments are invalid; the message names the key."""
+
+
+class KafkaError(SparkPurgeError):
+    """Raised when the Kafka cluster could not be read or written."""
+
+
+class ClusterUnreachable(KafkaError):
+    """Raised when no bootstrap server answered within the configured timeout."""
+
+    retriable = True
+
+
+class AuthorizationError(KafkaError):
+    """Raised when the broker denied an operation on a resource (names both)."""
+
+
+class AuditError(SparkPurgeError):
+    """Raised when the Delta audit table could not be read or written."""
+
+
+class FencedError(SparkPurgeError):
+    """Raised when a newer purge job holds the lease: this one must not act."""
+
+
+class LocalStackError(SparkPurgeError):
+    """Raised when the local Kafka launcher cannot start or reach its brokers."""

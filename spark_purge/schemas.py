@@ -1,0 +1,160 @@
+"""Every DataFrame schema spark-purge reads or writes, declared once.
+
+- ``PARTITION_STATE``: one row per topic-partition of a cluster snapshot.
+- ``GROUP_OFFSETS``: one row per (consumer group, topic-partition) committed offset.
+- ``SNAPSHOT``: what the streaming source emits — ``PARTITION_STATE`` plus the partition's
+  group commits nested in ``groups`` (one consistent snapshot per micro-batch).
+- ``GROUP_PROGRESS``: when each group's commit on a partition last moved (for staleness).
+- ``PLAN``: the purge plan, one row per selected partition.
+- ``AUDIT``: the Delta audit table, one row per partition decision (intent or outcome).
+"""
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+# Columns shared by every snapshot view: which snapshot, taken when.
+_SNAPSHOT_ID = [
+    StructField("snapshot_id", StringType(), False),
+    StructField("snapshot_time", TimestampType(), False),
+]
+
+PARTITION_STATE = StructType(
+    _SNAPSHOT_ID
+    + [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("leader", IntegerType(), True),  # null: no leader right now
+        StructField("replicas", ArrayType(IntegerType(), False), False),
+        StructField("isr", ArrayType(IntegerType(), False), False),
+        StructField("log_start_offset", LongType(), False),
+        StructField("high_watermark", LongType(), False),
+        # READ_COMMITTED end offset; < high_watermark while a transaction is open.
+        StructField("last_stable_offset", LongType(), False),
+        StructField("internal", BooleanType(), False),
+        StructField("cleanup_policy", StringType(), True),  # e.g. "delete", "compact,delete"
+        StructField("retention_ms", LongType(), True),
+        StructField("remote_storage_enable", BooleanType(), True),
+        # The time floor: offset of the first record at/after time_floor_time (ListOffsets by
+        # timestamp). Null when the snapshot was not asked for a floor for this topic; equal to
+        # high_watermark when every record is older than time_floor_time.
+        StructField("time_floor_time", TimestampType(), True),
+        StructField("time_floor_offset", LongType(), True),
+    ]
+)
+
+# One group's commit on one partition (also the element type of SNAPSHOT.groups).
+_GROUP_COMMIT_FIELDS = [
+    StructField("group_id", StringType(), False),
+    StructField("group_state", StringType(), True),  # Stable, Empty, Dead, ... as the broker says
+    StructField("group_type", StringType(), True),  # "classic" | "consumer" (KIP-848) | "unknown"
+    StructField("member_count", IntegerType(), True),
+    StructField("committed_offset", LongType(), False),
+    StructField("commit_metadata", StringType(), True),
+]
+
+GROUP_COMMIT = StructType(_GROUP_COMMIT_FIELDS)
+
+GROUP_OFFSETS = StructType(
+    _SNAPSHOT_ID
+    + [
+        StructField("group_id", StringType(), False),
+        StructField("group_state", StringType(), True),
+        StructField("group_type", StringType(), True),
+        StructField("member_count", IntegerType(), True),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("committed_offset", LongType(), False),
+        StructField("commit_metadata", StringType(), True),
+    ]
+)
+
+SNAPSHOT = StructType(
+    list(PARTITION_STATE.fields)
+    + [StructField("groups", ArrayType(GROUP_COMMIT, False), False)]
+)
+
+GROUP_PROGRESS = StructType(
+    [
+        StructField("group_id", StringType(), False),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("committed_offset", LongType(), False),
+        # Last time this commit was seen to change (or first seen).
+        StructField("last_progress_time", TimestampType(), False),
+    ]
+)
+
+# Values of PLAN.binding_constraint, the reason a partition's cutoff is what it is.
+BINDING_CONSTRAINTS = (
+    "group",
+    "time_floor",
+    "high_watermark",
+    "last_stable_offset",
+    "manual",
+    "protected",
+    "compacted",
+    "internal",
+    "missing_commit",
+    "stale_group",
+    "below_min_step",
+    "nothing_to_do",
+)
+
+PLAN = StructType(
+    [
+        StructField("snapshot_id", StringType(), False),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("leader", IntegerType(), True),
+        StructField("log_start_offset", LongType(), False),
+        StructField("high_watermark", LongType(), False),
+        StructField("cutoff", LongType(), True),  # null when nothing may be deleted
+        StructField("records_to_delete", LongType(), False),
+        StructField("binding_constraint", StringType(), False),
+        StructField("blocking_group", StringType(), True),
+        StructField("rule", StringType(), True),  # name of the topic rule that selected it
+        StructField("stale_groups", ArrayType(StringType(), False), False),  # named either way
+        StructField("actionable", BooleanType(), False),
+        StructField("remote_storage_enable", BooleanType(), True),
+        StructField("detail", StringType(), True),  # human-readable why, for plan output
+    ]
+)
+
+AUDIT = StructType(
+    [
+        StructField("run_id", StringType(), False),  # one per job run (query id for streams)
+        StructField("batch_id", LongType(), False),
+        StructField("record_type", StringType(), False),  # "intent" | "outcome"
+        StructField("planned_at", TimestampType(), False),
+        StructField("executed_at", TimestampType(), True),
+        StructField("snapshot_id", StringType(), False),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("leader", IntegerType(), True),
+        StructField("prior_log_start_offset", LongType(), False),
+        StructField("high_watermark", LongType(), False),
+        StructField("cutoff", LongType(), True),
+        StructField("low_watermark", LongType(), True),
+        StructField("records_deleted", LongType(), True),
+        StructField("binding_constraint", StringType(), False),
+        StructField("blocking_group", StringType(), True),
+        StructField("stale_groups", ArrayType(StringType(), False), False),
+        StructField("rule", StringType(), True),
+        # intent: "planned"; outcome: "deleted", "skipped", "dry_run", "failed"
+        StructField("status", StringType(), False),
+        StructField("error", StringType(), True),
+        StructField("dry_run", BooleanType(), False),
+        StructField("remote_storage_enable", BooleanType(), True),
+        StructField("config_fingerprint", StringType(), False),
+        StructField("event_date", StringType(), False),  # yyyy-MM-dd (UTC), the partition column
+    ]
+)
