@@ -1,0 +1,827 @@
+"""spark-purge configuration: frozen dataclasses loaded from YAML or JSON, validated on load.
+
+``load(path)`` and ``from_dict(data)`` return a ``PurgeConfig``. Every bad input raises
+``ConfigError`` whose message starts with the key path at fault (``rules[1].min_retention``)
+and says what was expected; unknown keys get a did-you-mean.
+
+Secrets are stored as references, never values: ``{env: NAME}``, ``{spark_conf: key}`` or
+``{file: path}``. A literal password is rejected. ``kafka_client_kwargs`` resolves them at the
+last moment into kafka-python keyword arguments whose ``repr`` masks the values.
+``config_fingerprint`` hashes the canonical config (references, not values) for the audit.
+
+Top-level YAML keys (see ``conf/example.yaml`` for every option)::
+
+    kafka:            bootstrap_servers, client_id, request_timeout, delete_timeout, retries,
+                      retry_backoff, security{protocol, sasl_mechanism, sasl_username,
+                      sasl_password, ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password,
+                      ssl_check_hostname}
+    defaults:         min_retention, min_step, stale_after, on_missing_commit, on_stale_group
+    rules:            [{name, topics, required_groups, exclude_groups, <any defaults key>}]
+    protected_topics: [regex]
+    group_exclude:    [regex]  (dropped from discovered groups in every rule)
+    manual:           [{topic, partition, offset, force}]
+    audit:            path, table_name
+    stream:           checkpoint_location, trigger_interval, query_name
+    lease:            purger_id, ttl
+    dry_run:          bool
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, TypeVar
+
+import yaml
+
+from spark_purge._time import DURATION_HINT, as_utc, format_duration, parse_duration, parse_timestamp
+from spark_purge.errors import ConfigError
+
+END = -1  # manual offset sentinel for the high watermark, as in kafka-delete-records.sh
+GROUP_POLICIES = ("block", "ignore")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SECRET_REF_KINDS = ("env", "spark_conf", "file")
+# kafka-python kwargs that carry secret values: masked in every repr.
+SECRET_KWARGS = frozenset({"sasl_plain_password", "ssl_password"})
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_SECRET_HINT = "a secret reference like {env: KAFKA_PASSWORD}, {spark_conf: spark.purge.password} or {file: /path}"
+
+DAY_MS = 86_400_000
+
+
+class _FieldError(ConfigError):
+    """Raised by ``__post_init__``; the loader prefixes the key path of the object."""
+
+    def __init__(self, field_path: str, reason: str) -> None:
+        self.field_path = field_path
+        self.reason = reason
+        super().__init__(f"{field_path}: {reason}" if field_path else reason)
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _check_regex(pattern: object, path: str) -> None:
+    if not isinstance(pattern, str) or not pattern:
+        raise _FieldError(path, f"expected a regular expression string, got {pattern!r}")
+    try:
+        _compiled(pattern)
+    except re.error as err:
+        raise _FieldError(path, f"invalid regular expression {pattern!r}: {err}") from None
+
+
+def _literal_topic(pattern: str) -> str | None:
+    """The one topic name a pattern spells out (``demo\\.orders`` or ``demo.orders``), else None."""
+    text = pattern.replace("\\.", ".").replace("\\-", "-")
+    return text if _TOPIC_NAME.fullmatch(text) else None
+
+
+class _ConfLike(Protocol):
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Dataclasses
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """Where a secret lives; exactly one of ``env``, ``spark_conf``, ``file``. Holds no value."""
+
+    env: str | None = None
+    spark_conf: str | None = None
+    file: str | None = None
+
+    def __post_init__(self) -> None:
+        given = [kind for kind in SECRET_REF_KINDS if getattr(self, kind) is not None]
+        if len(given) != 1:
+            raise _FieldError("", f"expected {_SECRET_HINT} (exactly one of env, spark_conf, file)")
+        name = getattr(self, given[0])
+        if not isinstance(name, str) or not name.strip():
+            raise _FieldError(given[0], "expected a non-empty name")
+
+    @property
+    def kind(self) -> str:
+        return next(kind for kind in SECRET_REF_KINDS if getattr(self, kind) is not None)
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self, self.kind))
+
+    def __repr__(self) -> str:
+        return f"SecretRef({self.kind}={self.name!r})"
+
+    def resolve(self, path: str, env: Mapping[str, str], spark_conf: _ConfLike | None) -> str:
+        """The secret's value; ``ConfigError`` naming ``path`` and the reference when absent."""
+        value: Any = None
+        if self.env is not None:
+            value = env.get(self.env)
+        elif self.spark_conf is not None:
+            value = spark_conf.get(self.spark_conf, None) if spark_conf is not None else None
+        elif self.file is not None:
+            try:
+                value = Path(self.file).read_text(encoding="utf-8").rstrip("\r\n")
+            except OSError as err:
+                raise ConfigError(f"{path}: cannot read secret file {self.file!r}: {err.strerror}") from None
+        if value is None or value == "":
+            raise ConfigError(f"{path}: secret reference {self.kind} {self.name!r} is not set")
+        return str(value)
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    """How to authenticate to Kafka. Passwords are ``SecretRef``s; usernames may be either."""
+
+    protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | SecretRef | None = None
+    sasl_password: SecretRef | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: SecretRef | None = None
+    ssl_check_hostname: bool = True
+
+    def __post_init__(self) -> None:
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise _FieldError("protocol", f"expected one of {', '.join(SECURITY_PROTOCOLS)}, got {self.protocol!r}")
+        for key in ("sasl_password", "ssl_password"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, SecretRef):
+                # Never echo the value: it is a password.
+                raise _FieldError(key, f"expected {_SECRET_HINT}, not a literal value")
+        sasl = self.protocol.startswith("SASL_")
+        if sasl:
+            if self.sasl_mechanism not in SASL_MECHANISMS:
+                raise _FieldError(
+                    "sasl_mechanism",
+                    f"expected one of {', '.join(SASL_MECHANISMS)} with protocol {self.protocol}, "
+                    f"got {self.sasl_mechanism!r}",
+                )
+            for key in ("sasl_username", "sasl_password"):
+                if getattr(self, key) is None:
+                    raise _FieldError(key, f"required with protocol {self.protocol}")
+        else:
+            for key in ("sasl_mechanism", "sasl_username", "sasl_password"):
+                if getattr(self, key) is not None:
+                    raise _FieldError(key, f"only used with protocol SASL_PLAINTEXT or SASL_SSL, not {self.protocol}")
+        if not self.protocol.endswith("SSL"):
+            for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password"):
+                if getattr(self, key) is not None:
+                    raise _FieldError(key, f"only used with protocol SSL or SASL_SSL, not {self.protocol}")
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """The cluster to purge and how to talk to it. Durations are milliseconds."""
+
+    bootstrap_servers: tuple[str, ...]
+    client_id: str = "spark-purge"
+    request_timeout: int = 30_000
+    delete_timeout: int = 30_000  # DeleteRecords timeout_ms: how long a leader waits for followers
+    retries: int = 3
+    retry_backoff: int = 500
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers:
+            raise _FieldError("bootstrap_servers", "expected at least one host:port")
+        for i, server in enumerate(self.bootstrap_servers):
+            host, sep, port = server.rpartition(":") if isinstance(server, str) else ("", "", "")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise _FieldError(f"bootstrap_servers[{i}]", f"expected host:port, got {server!r}")
+        for key in ("request_timeout", "delete_timeout"):
+            if getattr(self, key) <= 0:
+                raise _FieldError(key, f"expected a positive duration, got {getattr(self, key)}ms")
+        if self.retries < 0:
+            raise _FieldError("retries", f"expected a non-negative integer, got {self.retries}")
+
+
+@dataclass(frozen=True)
+class RuleDefaults:
+    """Values a topic rule takes unless it sets its own."""
+
+    min_retention: int = 0  # ms; 0 means no time floor
+    min_step: int = 1  # records; act only when at least this many can go
+    stale_after: int = 7 * DAY_MS  # ms without members or commit progress before a group is stale
+    on_missing_commit: str = "block"
+    on_stale_group: str = "block"
+
+    def __post_init__(self) -> None:
+        _check_rule_values(self)
+
+
+def _check_rule_values(obj: RuleDefaults | TopicRule) -> None:
+    for key in ("on_missing_commit", "on_stale_group"):
+        if getattr(obj, key) not in GROUP_POLICIES:
+            raise _FieldError(key, f"expected 'block' or 'ignore', got {getattr(obj, key)!r}")
+    if obj.min_step < 1:
+        raise _FieldError("min_step", f"expected an integer >= 1 (records), got {obj.min_step}")
+    for key in ("min_retention", "stale_after"):
+        if getattr(obj, key) < 0:
+            raise _FieldError(key, f"expected a non-negative duration, got {getattr(obj, key)}ms")
+
+
+@dataclass(frozen=True)
+class TopicRule:
+    """Which topics (a regex, full match) and which consumer groups must have read a record first.
+
+    ``required_groups`` None means *discover*: every group with commits on the topic, minus
+    ``exclude_groups`` and the config-wide ``group_exclude`` (regexes, full match).
+    """
+
+    name: str
+    topics: str
+    required_groups: tuple[str, ...] | None = None
+    exclude_groups: tuple[str, ...] = ()
+    on_missing_commit: str = "block"
+    on_stale_group: str = "block"
+    stale_after: int = 7 * DAY_MS
+    min_retention: int = 0
+    min_step: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise _FieldError("name", f"expected a non-empty string, got {self.name!r}")
+        _check_regex(self.topics, "topics")
+        if self.required_groups is not None:
+            if len(self.required_groups) == 0:
+                raise _FieldError(
+                    "required_groups",
+                    "expected at least one group id (omit the key to discover groups from commits)",
+                )
+            seen: set[str] = set()
+            for i, group in enumerate(self.required_groups):
+                if not isinstance(group, str) or not group:
+                    raise _FieldError(f"required_groups[{i}]", f"expected a group id string, got {group!r}")
+                if group in seen:
+                    raise _FieldError(f"required_groups[{i}]", f"group {group!r} is listed twice")
+                seen.add(group)
+            if self.exclude_groups:
+                raise _FieldError(
+                    "exclude_groups", "only applies when groups are discovered (required_groups not set)"
+                )
+        for i, pattern in enumerate(self.exclude_groups):
+            _check_regex(pattern, f"exclude_groups[{i}]")
+        _check_rule_values(self)
+
+    @property
+    def discovers_groups(self) -> bool:
+        return self.required_groups is None
+
+    def matches(self, topic: str) -> bool:
+        return _compiled(self.topics).fullmatch(topic) is not None
+
+
+@dataclass(frozen=True)
+class ManualEntry:
+    """An explicit cutoff for one partition (or every partition: ``partition`` None).
+
+    Exactly one of ``offset`` (an offset, or ``END`` = -1 for the high watermark) and
+    ``timestamp`` (first offset at/after it). Still bounded by the safety checks unless ``force``.
+    """
+
+    topic: str
+    partition: int | None = None
+    offset: int | None = None
+    timestamp: datetime | None = None
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str) or not _TOPIC_NAME.fullmatch(self.topic):
+            raise _FieldError("topic", f"expected a topic name (letters, digits, '.', '_', '-'), got {self.topic!r}")
+        if self.partition is not None and self.partition < 0:
+            raise _FieldError("partition", f"expected a partition number >= 0 or 'all', got {self.partition}")
+        if (self.offset is None) == (self.timestamp is None):
+            raise _FieldError("offset", "expected exactly one of an offset, 'end' or '@<timestamp>'")
+        if self.offset is not None and self.offset < END:
+            raise _FieldError(
+                "offset", f"expected an offset >= 0, 'end' (-1) or '@<timestamp>', got {self.offset}"
+            )
+        if self.timestamp is not None:
+            object.__setattr__(self, "timestamp", as_utc(self.timestamp))
+
+    @property
+    def is_end(self) -> bool:
+        return self.offset == END
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """Where the Delta audit table lives (a path; optionally also registered as a table name)."""
+
+    path: str
+    table_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path.strip():
+            raise _FieldError("path", f"expected a non-empty path or URI, got {self.path!r}")
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """Structured-streaming settings for the continuous job."""
+
+    checkpoint_location: str
+    trigger_interval: int = 60_000
+    query_name: str = "spark-purge"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.checkpoint_location, str) or not self.checkpoint_location.strip():
+            raise _FieldError("checkpoint_location", f"expected a non-empty path or URI, got {self.checkpoint_location!r}")
+        if self.trigger_interval <= 0:
+            raise _FieldError("trigger_interval", f"expected a positive duration, got {self.trigger_interval}ms")
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    """The purger lease that fences overlapping jobs on one cluster."""
+
+    purger_id: str = "spark-purge"
+    ttl: int = 300_000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.purger_id, str) or not self.purger_id.strip():
+            raise _FieldError("purger_id", f"expected a non-empty string, got {self.purger_id!r}")
+        if self.ttl <= 0:
+            raise _FieldError("ttl", f"expected a positive duration, got {self.ttl}ms")
+
+
+MANUAL_RULE_NAME = "manual"
+
+
+@dataclass(frozen=True)
+class PurgeConfig:
+    """The whole configuration. At least one rule or one manual entry."""
+
+    kafka: KafkaConfig
+    audit: AuditConfig
+    rules: tuple[TopicRule, ...] = ()
+    protected_topics: tuple[str, ...] = ()
+    group_exclude: tuple[str, ...] = ()
+    defaults: RuleDefaults = field(default_factory=RuleDefaults)
+    manual: tuple[ManualEntry, ...] = ()
+    stream: StreamConfig | None = None
+    lease: LeaseConfig = field(default_factory=LeaseConfig)
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.rules and not self.manual:
+            raise _FieldError("rules", "expected at least one topic rule (or a manual entry)")
+        names: dict[str, int] = {}
+        for i, rule in enumerate(self.rules):
+            if rule.name in names:
+                raise _FieldError(f"rules[{i}].name", f"duplicate rule name {rule.name!r} (also rules[{names[rule.name]}])")
+            names[rule.name] = i
+        for i, pattern in enumerate(self.protected_topics):
+            _check_regex(pattern, f"protected_topics[{i}]")
+        for i, pattern in enumerate(self.group_exclude):
+            _check_regex(pattern, f"group_exclude[{i}]")
+        # Two rules spelling out topics both match: certain ambiguity, so fail at load time.
+        for i, rule in enumerate(self.rules):
+            name = _literal_topic(rule.topics)
+            if name is None:
+                continue
+            for j, other in enumerate(self.rules):
+                if j != i and other.matches(name):
+                    first, second = sorted((i, j))
+                    raise _FieldError(
+                        f"rules[{second}].topics",
+                        f"topic {name!r} would match both rules[{first}] ({self.rules[first].name!r}) and "
+                        f"rules[{second}] ({self.rules[second].name!r}); expected each topic to match exactly one rule",
+                    )
+        seen: dict[tuple[str, int | None], int] = {}
+        for i, entry in enumerate(self.manual):
+            key = (entry.topic, entry.partition)
+            if key in seen:
+                where = "all partitions" if entry.partition is None else f"partition {entry.partition}"
+                raise _FieldError(
+                    f"manual[{i}]", f"{entry.topic} {where} already has an entry (manual[{seen[key]}]); expected one per partition"
+                )
+            seen[key] = i
+
+    def matching_rules(self, topic: str) -> list[tuple[int, TopicRule]]:
+        return [(i, rule) for i, rule in enumerate(self.rules) if rule.matches(topic)]
+
+    def rule_for(self, topic: str) -> TopicRule | None:
+        """The one rule selecting ``topic``; a synthetic ``manual`` rule for manual-only topics.
+
+        Raises ``ConfigError`` when more than one rule matches (checked per actual topic).
+        """
+        found = self.matching_rules(topic)
+        if len(found) > 1:
+            listed = ", ".join(f"rules[{i}] ({rule.name!r}: {rule.topics!r})" for i, rule in found)
+            raise ConfigError(f"rules: topic {topic!r} matches {listed}; expected each topic to match exactly one rule")
+        if found:
+            return found[0][1]
+        if any(entry.topic == topic for entry in self.manual):
+            d = self.defaults
+            return TopicRule(
+                name=MANUAL_RULE_NAME,
+                topics=re.escape(topic),
+                on_missing_commit=d.on_missing_commit,
+                on_stale_group=d.on_stale_group,
+                stale_after=d.stale_after,
+                min_retention=d.min_retention,
+                min_step=d.min_step,
+            )
+        return None
+
+    def is_protected(self, topic: str) -> bool:
+        return any(_compiled(p).fullmatch(topic) for p in self.protected_topics)
+
+    def manual_for(self, topic: str, partition: int) -> ManualEntry | None:
+        """The manual entry for a partition: a partition-specific entry beats an all-partitions one."""
+        fallback = None
+        for entry in self.manual:
+            if entry.topic == topic:
+                if entry.partition == partition:
+                    return entry
+                if entry.partition is None:
+                    fallback = entry
+        return fallback
+
+    def group_excluded(self, rule: TopicRule, group_id: str) -> bool:
+        patterns = self.group_exclude + rule.exclude_groups
+        return any(_compiled(p).fullmatch(group_id) for p in patterns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+_T = TypeVar("_T")
+_MISSING: Any = object()
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _section(value: object, path: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path or '<root>'}: expected a mapping with keys {', '.join(allowed)}, got {_type_name(value)}")
+    for key in value:
+        if not isinstance(key, str) or key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{_join(path, str(key))}: unknown key{hint} (expected one of: {', '.join(allowed)})")
+    return dict(value)
+
+
+def _get(d: Mapping[str, Any], key: str, path: str, check: Callable[[Any, str], _T], default: Any = _MISSING) -> _T:
+    where = _join(path, key)
+    if key not in d or d[key] is None:
+        if default is _MISSING:
+            raise ConfigError(f"{where}: required key is missing")
+        return default  # type: ignore[no-any-return]
+    return check(d[key], where)
+
+
+def _str(value: object, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{path}: expected a non-empty string, got {_type_name(value)} {value!r}")
+    return value
+
+
+def _int(value: object, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{path}: expected an integer, got {_type_name(value)} {value!r}")
+    return value
+
+
+def _bool(value: object, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: expected true or false, got {_type_name(value)} {value!r}")
+    return value
+
+
+def _duration(value: object, path: str) -> int:
+    return parse_duration(value, path)
+
+
+def _policy(value: object, path: str) -> str:
+    if value not in GROUP_POLICIES:
+        raise ConfigError(f"{path}: expected 'block' or 'ignore', got {value!r}")
+    return str(value)
+
+
+def _regex(value: object, path: str) -> str:
+    try:
+        _check_regex(value, "")
+    except _FieldError as err:
+        raise ConfigError(f"{path}: {err.reason}") from None
+    return str(value)
+
+
+def _list(value: object, path: str, item: Callable[[Any, str], _T]) -> tuple[_T, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{path}: expected a list, got {_type_name(value)} {value!r}")
+    return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+
+def _regex_list(value: object, path: str) -> tuple[str, ...]:
+    return _list(value, path, _regex)
+
+
+def _servers(value: object, path: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(s.strip() for s in value.split(",") if s.strip())
+    return _list(value, path, _str)
+
+
+def _secret(value: object, path: str) -> SecretRef:
+    if not isinstance(value, Mapping):
+        # The value may be a password: name the key and the expectation, never the value.
+        raise ConfigError(f"{path}: expected {_SECRET_HINT}, not a literal value")
+    ref = _section(value, path, SECRET_REF_KINDS)
+    if len(ref) != 1:
+        raise ConfigError(f"{path}: expected {_SECRET_HINT} (exactly one of env, spark_conf, file)")
+    ((kind, name),) = ref.items()
+    return SecretRef(**{kind: _str(name, _join(path, kind))})
+
+
+def _username(value: object, path: str) -> str | SecretRef:
+    return _secret(value, path) if isinstance(value, Mapping) else _str(value, path)
+
+
+def _build(cls: Callable[..., _T], path: str, /, **kwargs: Any) -> _T:
+    try:
+        return cls(**kwargs)
+    except _FieldError as err:
+        where = _join(path, err.field_path) if err.field_path else (path or "<root>")
+        raise ConfigError(f"{where}: {err.reason}") from None
+
+
+_SECURITY_KEYS = tuple(f.name for f in dataclasses.fields(SecurityConfig))
+_KAFKA_KEYS = tuple(f.name for f in dataclasses.fields(KafkaConfig))
+_DEFAULT_KEYS = tuple(f.name for f in dataclasses.fields(RuleDefaults))
+_RULE_KEYS = tuple(f.name for f in dataclasses.fields(TopicRule))
+_MANUAL_KEYS = ("topic", "partition", "offset", "force")
+_AUDIT_KEYS = tuple(f.name for f in dataclasses.fields(AuditConfig))
+_STREAM_KEYS = tuple(f.name for f in dataclasses.fields(StreamConfig))
+_LEASE_KEYS = tuple(f.name for f in dataclasses.fields(LeaseConfig))
+_ROOT_KEYS = tuple(f.name for f in dataclasses.fields(PurgeConfig))
+
+
+def _security(value: object, path: str) -> SecurityConfig:
+    d = _section(value, path, _SECURITY_KEYS)
+    return _build(
+        SecurityConfig,
+        path,
+        protocol=_get(d, "protocol", path, _str, "PLAINTEXT"),
+        sasl_mechanism=_get(d, "sasl_mechanism", path, _str, None),
+        sasl_username=_get(d, "sasl_username", path, _username, None),
+        sasl_password=_get(d, "sasl_password", path, _secret, None),
+        ssl_cafile=_get(d, "ssl_cafile", path, _str, None),
+        ssl_certfile=_get(d, "ssl_certfile", path, _str, None),
+        ssl_keyfile=_get(d, "ssl_keyfile", path, _str, None),
+        ssl_password=_get(d, "ssl_password", path, _secret, None),
+        ssl_check_hostname=_get(d, "ssl_check_hostname", path, _bool, True),
+    )
+
+
+def _kafka(value: object, path: str) -> KafkaConfig:
+    d = _section(value, path, _KAFKA_KEYS)
+    return _build(
+        KafkaConfig,
+        path,
+        bootstrap_servers=_get(d, "bootstrap_servers", path, _servers),
+        client_id=_get(d, "client_id", path, _str, "spark-purge"),
+        request_timeout=_get(d, "request_timeout", path, _duration, 30_000),
+        delete_timeout=_get(d, "delete_timeout", path, _duration, 30_000),
+        retries=_get(d, "retries", path, _int, 3),
+        retry_backoff=_get(d, "retry_backoff", path, _duration, 500),
+        security=_get(d, "security", path, _security, SecurityConfig()),
+    )
+
+
+def _rule_values(d: Mapping[str, Any], path: str, base: RuleDefaults) -> dict[str, Any]:
+    return {
+        "min_retention": _get(d, "min_retention", path, _duration, base.min_retention),
+        "min_step": _get(d, "min_step", path, _int, base.min_step),
+        "stale_after": _get(d, "stale_after", path, _duration, base.stale_after),
+        "on_missing_commit": _get(d, "on_missing_commit", path, _policy, base.on_missing_commit),
+        "on_stale_group": _get(d, "on_stale_group", path, _policy, base.on_stale_group),
+    }
+
+
+def _defaults(value: object, path: str) -> RuleDefaults:
+    d = _section(value, path, _DEFAULT_KEYS)
+    return _build(RuleDefaults, path, **_rule_values(d, path, RuleDefaults()))
+
+
+def _rule(value: object, path: str, base: RuleDefaults) -> TopicRule:
+    d = _section(value, path, _RULE_KEYS)
+    groups = d.get("required_groups")
+    if isinstance(groups, str):
+        raise ConfigError(f"{path}.required_groups: expected a list of group ids, got string {groups!r}")
+    return _build(
+        TopicRule,
+        path,
+        name=_get(d, "name", path, _str),
+        topics=_get(d, "topics", path, _regex),
+        required_groups=_get(d, "required_groups", path, lambda v, p: _list(v, p, _str), None),
+        exclude_groups=_get(d, "exclude_groups", path, _regex_list, ()),
+        **_rule_values(d, path, base),
+    )
+
+
+def _manual(value: object, path: str) -> ManualEntry:
+    d = _section(value, path, _MANUAL_KEYS)
+    raw_partition = d.get("partition", "all")
+    if raw_partition is None or raw_partition == "all":
+        partition = None
+    else:
+        partition = _int(raw_partition, f"{path}.partition")
+    raw = _get(d, "offset", path, lambda v, p: v)
+    offset: int | None = None
+    timestamp: datetime | None = None
+    if isinstance(raw, str) and raw.strip().lower() == "end":
+        offset = END
+    elif isinstance(raw, str) and raw.strip().startswith("@"):
+        timestamp = parse_timestamp(raw.strip()[1:], f"{path}.offset")
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        offset = raw
+    else:
+        raise ConfigError(f"{path}.offset: expected an offset >= 0, 'end' (-1) or '@<ISO timestamp or epoch ms>', got {raw!r}")
+    return _build(
+        ManualEntry,
+        path,
+        topic=_get(d, "topic", path, _str),
+        partition=partition,
+        offset=offset,
+        timestamp=timestamp,
+        force=_get(d, "force", path, _bool, False),
+    )
+
+
+def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
+    """Build and validate a ``PurgeConfig`` from parsed YAML/JSON; ``ConfigError`` on bad input."""
+    d = _section(data, "", _ROOT_KEYS)
+    defaults = _get(d, "defaults", "", _defaults, RuleDefaults())
+    rules = _get(d, "rules", "", lambda v, p: _list(v, p, lambda r, rp: _rule(r, rp, defaults)), ())
+
+    def audit(value: object, path: str) -> AuditConfig:
+        a = _section(value, path, _AUDIT_KEYS)
+        return _build(AuditConfig, path, path=_get(a, "path", path, _str), table_name=_get(a, "table_name", path, _str, None))
+
+    def stream(value: object, path: str) -> StreamConfig:
+        s = _section(value, path, _STREAM_KEYS)
+        return _build(
+            StreamConfig,
+            path,
+            checkpoint_location=_get(s, "checkpoint_location", path, _str),
+            trigger_interval=_get(s, "trigger_interval", path, _duration, 60_000),
+            query_name=_get(s, "query_name", path, _str, "spark-purge"),
+        )
+
+    def lease(value: object, path: str) -> LeaseConfig:
+        s = _section(value, path, _LEASE_KEYS)
+        return _build(
+            LeaseConfig,
+            path,
+            purger_id=_get(s, "purger_id", path, _str, "spark-purge"),
+            ttl=_get(s, "ttl", path, _duration, 300_000),
+        )
+
+    return _build(
+        PurgeConfig,
+        "",
+        kafka=_get(d, "kafka", "", _kafka),
+        audit=_get(d, "audit", "", audit),
+        rules=rules,
+        protected_topics=_get(d, "protected_topics", "", _regex_list, ()),
+        group_exclude=_get(d, "group_exclude", "", _regex_list, ()),
+        defaults=defaults,
+        manual=_get(d, "manual", "", lambda v, p: _list(v, p, _manual), ()),
+        stream=_get(d, "stream", "", stream, None),
+        lease=_get(d, "lease", "", lease, LeaseConfig()),
+        dry_run=_get(d, "dry_run", "", _bool, False),
+    )
+
+
+def load(path: str | os.PathLike[str]) -> PurgeConfig:
+    """Read a ``.yaml``/``.yml``/``.json`` config file and validate it."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{file}: cannot read config file: {err.strerror}") from None
+    try:
+        data = json.loads(text) if file.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{file}: not valid {'JSON' if file.suffix.lower() == '.json' else 'YAML'}: {err}") from None
+    if data is None:
+        raise ConfigError(f"{file}: empty config file; expected a mapping with keys {', '.join(_ROOT_KEYS)}")
+    return from_dict(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fingerprint and secrets
+# ---------------------------------------------------------------------------------------------
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return as_utc(value).isoformat()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def canonical_json(cfg: PurgeConfig) -> str:
+    """Deterministic JSON of the config; secrets appear as their references only."""
+    return json.dumps(dataclasses.asdict(cfg), sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
+def config_fingerprint(cfg: PurgeConfig) -> str:
+    """sha256 hex of ``canonical_json(cfg)``: which configuration made a decision, for the audit."""
+    return hashlib.sha256(canonical_json(cfg).encode("utf-8")).hexdigest()
+
+
+class ClientKwargs(dict):  # type: ignore[type-arg]
+    """kafka-python keyword arguments whose ``repr``/``str`` mask secret values."""
+
+    def __repr__(self) -> str:
+        shown = {k: ("***" if k in SECRET_KWARGS else v) for k, v in self.items()}
+        return f"ClientKwargs({shown!r})"
+
+    __str__ = __repr__
+
+
+def kafka_client_kwargs(
+    cfg: PurgeConfig | KafkaConfig,
+    env: Mapping[str, str] | None = None,
+    spark_conf: _ConfLike | None = None,
+) -> ClientKwargs:
+    """Keyword arguments for ``KafkaAdminClient`` with secrets resolved from ``env``/``spark_conf``.
+
+    ``env`` defaults to ``os.environ``; ``spark_conf`` is anything with ``get(key, default)``
+    (``spark.conf`` or a dict). Raises ``ConfigError`` naming the key when a secret is unset.
+    """
+    kafka = cfg.kafka if isinstance(cfg, PurgeConfig) else cfg
+    environ: Mapping[str, str] = os.environ if env is None else env
+    sec = kafka.security
+    kwargs = ClientKwargs(
+        bootstrap_servers=list(kafka.bootstrap_servers),
+        client_id=kafka.client_id,
+        request_timeout_ms=kafka.request_timeout,
+        retry_backoff_ms=kafka.retry_backoff,
+        security_protocol=sec.protocol,
+    )
+    base = "kafka.security"
+    if sec.protocol.startswith("SASL_"):
+        kwargs["sasl_mechanism"] = sec.sasl_mechanism
+        user = sec.sasl_username
+        kwargs["sasl_plain_username"] = (
+            user.resolve(f"{base}.sasl_username", environ, spark_conf) if isinstance(user, SecretRef) else user
+        )
+        assert sec.sasl_password is not None  # validated in SecurityConfig
+        kwargs["sasl_plain_password"] = sec.sasl_password.resolve(f"{base}.sasl_password", environ, spark_conf)
+    if sec.protocol.endswith("SSL"):
+        kwargs["ssl_check_hostname"] = sec.ssl_check_hostname
+        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            if getattr(sec, key) is not None:
+                kwargs[key] = getattr(sec, key)
+        if sec.ssl_password is not None:
+            kwargs["ssl_password"] = sec.ssl_password.resolve(f"{base}.ssl_password", environ, spark_conf)
+    return kwargs
+
+
+__all__ = [
+    "END",
+    "AuditConfig",
+    "ClientKwargs",
+    "KafkaConfig",
+    "LeaseConfig",
+    "ManualEntry",
+    "PurgeConfig",
+    "RuleDefaults",
+    "SecretRef",
+    "SecurityConfig",
+    "StreamConfig",
+    "TopicRule",
+    "canonical_json",
+    "config_fingerprint",
+    "format_duration",
+    "from_dict",
+    "kafka_client_kwargs",
+    "load",
+    "DURATION_HINT",
+]

@@ -1,0 +1,387 @@
+"""A local Apache Kafka cluster (KRaft, combined broker+controller nodes) for tests, the demo
+and benchmarks.
+
+The broker jars come from Maven Central through ``./dev.sh setup`` (``.cache/jars/kafka``) or
+``SPARK_PURGE_KAFKA_JARS``. Every node binds 127.0.0.1 on free ports, lives in a temporary
+directory, and is stopped by its own PID: on ``stop()``, on leaving the ``with`` block, at
+interpreter exit, and — because each JVM is started with ``PR_SET_PDEATHSIG`` — even when the
+Python process that started it is killed outright.
+
+    with LocalKafka(nodes=3) as kafka:
+        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+        kafka.kill_node(1)      # SIGKILL one node (fault tests)
+        kafka.start_node(1)     # and bring it back on the same ports and data
+
+Broker logs are kept in ``<workdir>/node-<id>/server.log``; ``keep_logs_on_failure`` leaves the
+directory in place when the block exits with an exception.
+"""
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Iterable, Mapping
+
+from spark_purge.errors import LocalStackError
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_PR_SET_PDEATHSIG = 1
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+def kafka_jars_dir() -> Path:
+    """Folder with the broker's jars; raises LocalStackError naming how to fill it."""
+    folder = Path(os.environ.get("SPARK_PURGE_KAFKA_JARS") or REPO_ROOT / ".cache/jars/kafka")
+    if not any(folder.glob("kafka_2.13-*.jar")):
+        raise LocalStackError(
+            f"no Kafka broker jars in {folder}: run `./dev.sh setup` (resolves them from Maven "
+            "Central) or point SPARK_PURGE_KAFKA_JARS at a folder holding kafka_2.13-*.jar"
+        )
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel SIGKILLs the JVM if our process dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+@dataclass
+class KafkaNode:
+    node_id: int
+    port: int
+    controller_port: int
+    directory: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "server.log"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class LocalKafka:
+    """1 or 3 (any n >= 1) KRaft nodes on 127.0.0.1. Use as a context manager."""
+
+    nodes: int = 1
+    broker_config: Mapping[str, str] = field(default_factory=dict)
+    workdir: str | os.PathLike[str] | None = None
+    heap: str = "512m"
+    start_timeout_s: float = 90.0
+    keep_logs_on_failure: bool = True
+    extra_jvm_args: tuple[str, ...] = ()
+    # Listener security for the client listener; SASL tests override (see security tests).
+    client_listener_protocol: str = "PLAINTEXT"
+    jaas_config: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise LocalStackError(f"nodes must be >= 1, got {self.nodes}")
+        self._jars = kafka_jars_dir()
+        self._owns_workdir = self.workdir is None
+        self._dir = Path(self.workdir or tempfile.mkdtemp(prefix="spark-purge-kafka-"))
+        self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self._nodes = [
+            KafkaNode(i, free_port(), free_port(), self._dir / f"node-{i}") for i in range(1, self.nodes + 1)
+        ]
+        self._started = False
+        # Stop the JVMs at interpreter exit even if the caller forgot to.
+        self._finalizer = weakref.finalize(self, _stop_processes, [n for n in self._nodes])
+        atexit.register(self._finalizer)
+
+    # ---- public surface -------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.address for n in self._nodes)
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    def node(self, node_id: int) -> KafkaNode:
+        for n in self._nodes:
+            if n.node_id == node_id:
+                return n
+        raise LocalStackError(f"no node {node_id}; nodes are {[n.node_id for n in self._nodes]}")
+
+    @property
+    def node_ids(self) -> list[int]:
+        return [n.node_id for n in self._nodes]
+
+    def pids(self) -> list[int]:
+        return [n.process.pid for n in self._nodes if n.process is not None and n.running]
+
+    def start(self) -> "LocalKafka":
+        """Format storage, start every node, wait until a real client sees all brokers."""
+        if self._started:
+            return self
+        self._dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for n in self._nodes:
+                self._write_config(n)
+                self._format(n)
+            for n in self._nodes:
+                self._spawn(n)
+            self.wait_ready(self._nodes)
+        except BaseException:
+            self.stop()
+            raise
+        self._started = True
+        log.info("local Kafka up: %s (%s)", self.bootstrap_servers, self._dir)
+        return self
+
+    def stop(self, remove: bool | None = None) -> None:
+        """Stop every node by PID (SIGTERM, then SIGKILL after 20 s); remove the temp dir."""
+        _stop_processes(self._nodes)
+        if remove is None:
+            remove = self._owns_workdir
+        if remove:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL one node (a crash, not a clean shutdown)."""
+        n = self.node(node_id)
+        if n.process is not None and n.running:
+            n.process.kill()
+            n.process.wait(timeout=30)
+
+    def stop_node(self, node_id: int) -> None:
+        """Shut one node down cleanly."""
+        _stop_processes([self.node(node_id)])
+
+    def start_node(self, node_id: int, wait: bool = True) -> None:
+        """Restart a stopped node on its old ports and data."""
+        n = self.node(node_id)
+        if n.running:
+            return
+        self._spawn(n)
+        if wait:
+            self.wait_ready([n])
+
+    def wait_ready(self, nodes: Iterable[KafkaNode] | None = None, timeout_s: float | None = None) -> None:
+        """Block until each node's broker answers a metadata request listing every live broker."""
+        from kafka import KafkaAdminClient  # local: keeps import cheap for non-Kafka users
+
+        wanted = list(nodes or self._nodes)
+        deadline = time.monotonic() + (timeout_s or self.start_timeout_s)
+        last_error: Exception | None = None
+        for n in wanted:
+            while True:
+                if not n.running:
+                    raise LocalStackError(
+                        f"Kafka node {n.node_id} exited with code {n.process.returncode if n.process else None}; "
+                        f"log tail:\n{self.log_tail(n.node_id)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise LocalStackError(
+                        f"Kafka node {n.node_id} at {n.address} not ready after "
+                        f"{timeout_s or self.start_timeout_s:.0f}s ({last_error}); log tail:\n{self.log_tail(n.node_id)}"
+                    )
+                try:
+                    admin = KafkaAdminClient(
+                        bootstrap_servers=n.address, request_timeout_ms=5000, **self.client_kwargs()
+                    )
+                    try:
+                        brokers = admin.describe_cluster()["brokers"]
+                    finally:
+                        admin.close()
+                    live = {n2.node_id for n2 in self._nodes if n2.running}
+                    if {b.get("broker_id", b.get("node_id")) for b in brokers} >= live:
+                        break
+                except Exception as exc:  # not up yet: connection refused, no metadata
+                    last_error = exc
+                time.sleep(0.5)
+
+    def client_kwargs(self) -> dict[str, object]:
+        """kafka-python kwargs for this cluster's client listener (empty for PLAINTEXT)."""
+        return dict(self._client_kwargs) if hasattr(self, "_client_kwargs") else {}
+
+    def set_client_kwargs(self, **kwargs: object) -> None:
+        self._client_kwargs = kwargs
+
+    def log_tail(self, node_id: int, lines: int = 40) -> str:
+        path = self.node(node_id).log_file
+        if not path.exists():
+            out = self.node(node_id).directory / "stdout.log"
+            path = out if out.exists() else path
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> "LocalKafka":
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        failed = exc_type is not None
+        keep = failed and self.keep_logs_on_failure
+        if keep:
+            log.warning("keeping Kafka logs of the failed run in %s", self._dir)
+        self.stop(remove=self._owns_workdir and not keep)
+
+    # ---- internals ------------------------------------------------------------------------
+    def _quorum_voters(self) -> str:
+        return ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes)
+
+    def _write_config(self, n: KafkaNode) -> None:
+        n.directory.mkdir(parents=True, exist_ok=True)
+        rf = str(min(3, self.nodes))
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(n.node_id),
+            "controller.quorum.voters": self._quorum_voters(),
+            "listeners": f"CLIENT://127.0.0.1:{n.port},CONTROLLER://127.0.0.1:{n.controller_port}",
+            "advertised.listeners": f"CLIENT://127.0.0.1:{n.port}",
+            "listener.security.protocol.map": f"CLIENT:{self.client_listener_protocol},CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "CLIENT",
+            "log.dirs": str(n.directory / "data"),
+            "num.partitions": "1",
+            "default.replication.factor": rf,
+            "min.insync.replicas": "1",
+            "offsets.topic.replication.factor": rf,
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+            # Tests want deletes of whole segments promptly (default 30 s initial delay).
+            "log.initial.task.delay.ms": "1000",
+            "log.retention.check.interval.ms": "5000",
+            "log.segment.delete.delay.ms": "1000",
+            "replica.lag.time.max.ms": "10000",
+        }
+        props.update(self.broker_config)
+        (n.directory / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (n.directory / "log4j2.properties").write_text(_LOG4J2.format(log_file=n.log_file))
+
+    def _java_cmd(self, n: KafkaNode, main: str, *args: str) -> list[str]:
+        java = shutil.which("java") or (
+            str(Path(os.environ["JAVA_HOME"]) / "bin/java") if "JAVA_HOME" in os.environ else None
+        )
+        if java is None:
+            raise LocalStackError("java not found on PATH (and JAVA_HOME unset): Kafka needs Java 17+")
+        cmd = [
+            java,
+            f"-Xms128m",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "-XX:TieredStopAtLevel=1",  # brokers here are short-lived: start fast
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={n.directory / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={n.directory}",
+        ]
+        if self.jaas_config is not None:
+            jaas = n.directory / "jaas.conf"
+            jaas.write_text(self.jaas_config)
+            cmd.append(f"-Djava.security.auth.login.config={jaas}")
+        cmd += list(self.extra_jvm_args)
+        cmd += ["-cp", str(self._jars / "*"), main, *args]
+        return cmd
+
+    def _format(self, n: KafkaNode) -> None:
+        cmd = self._java_cmd(
+            n,
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            self._cluster_id,
+            "-c",
+            str(n.directory / "server.properties"),
+            "--ignore-formatted",
+        )
+        cmd += list(getattr(self, "_format_args", ()))
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, preexec_fn=_die_with_parent)
+        if result.returncode != 0:
+            raise LocalStackError(
+                f"formatting Kafka storage for node {n.node_id} failed ({result.returncode}): "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
+
+    def add_format_args(self, *args: str) -> None:
+        """Extra StorageTool format arguments (e.g. SCRAM users: --add-scram ...)."""
+        self._format_args = tuple(getattr(self, "_format_args", ())) + args
+
+    def _spawn(self, n: KafkaNode) -> None:
+        out = open(n.directory / "stdout.log", "ab")
+        try:
+            n.process = subprocess.Popen(
+                self._java_cmd(n, "kafka.Kafka", str(n.directory / "server.properties")),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+        finally:
+            out.close()
+
+
+def _stop_processes(nodes: Iterable[KafkaNode]) -> None:
+    """Stop each node's JVM by its own PID: SIGTERM, wait, then SIGKILL."""
+    live = [n for n in nodes if n.process is not None and n.process.poll() is None]
+    for n in live:
+        assert n.process is not None
+        try:
+            n.process.terminate()
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 20
+    for n in live:
+        assert n.process is not None
+        try:
+            n.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            n.process.kill()
+            n.process.wait(timeout=10)
