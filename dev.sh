@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# spark-purge developer entry point. Needs only Python 3.10+, Java 17+ and Maven on PATH.
+#
+#   ./dev.sh demo      set everything up, start a local Kafka, run a real purge, show the audit
+#   ./dev.sh test      set everything up and run the whole test suite (pytest args pass through)
+#   ./dev.sh setup     only set up: .venv with the package, Kafka + Delta jars from Maven Central
+#   ./dev.sh bench     run the benchmarks in bench/
+#   ./dev.sh py ARGS   run the project's Python (e.g. ./dev.sh py -m spark_purge.cli plan ...)
+#
+# Caches (ignored by git): .venv/ (Python packages), .cache/m2 (Maven repository),
+# .cache/jars/{kafka,delta} (the jars the launcher and Spark use). A second run downloads
+# nothing: each step is skipped while the stamp of its inputs (setup.py, the poms) is unchanged.
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(pwd)
+PY=${PYTHON:-python3}
+VENV=$ROOT/.venv
+
+say() { printf '\033[1m[dev.sh]\033[0m %s\n' "$*" >&2; }
+digest() { cat "$@" | sha256sum | cut -c1-16; }
+
+setup_python() {
+  local want; want=$(digest setup.py)
+  if [[ -f $VENV/.stamp && $(cat "$VENV/.stamp") == "$want" ]]; then return; fi
+  command -v "$PY" >/dev/null || { say "python3 not found on PATH"; exit 2; }
+  say "creating .venv and installing spark-purge with test extras (first run only)"
+  [[ -x $VENV/bin/python ]] || "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet -e ".[test]"
+  echo "$want" > "$VENV/.stamp"
+}
+
+setup_jars() {
+  local name=$1; shift
+  local pom=build/jvm/$name/pom.xml dest=.cache/jars/$name
+  local want; want=$(digest "$pom")
+  if [[ -f $dest/.stamp && $(cat "$dest/.stamp") == "$want" ]]; then return; fi
+  command -v mvn >/dev/null || { say "mvn not found on PATH: install Maven"; exit 2; }
+  say "resolving $name jars from Maven Central into $dest (first run only)"
+  rm -rf "$dest.tmp"
+  mvn -B -q -Dstyle.color=never -f "$pom" -Dmaven.repo.local="$ROOT/.cache/m2" \
+      dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$ROOT/$dest.tmp" "$@"
+  rm -rf "$dest"; mv "$dest.tmp" "$dest"
+  echo "$want" > "$dest/.stamp"
+}
+
+setup() {
+  command -v java >/dev/null || { say "java not found on PATH: install Java 17+"; exit 2; }
+  setup_python
+  setup_jars kafka
+  # Spark already ships Scala, Hadoop, log4j and SLF4J; take only what Delta adds.
+  setup_jars delta -DexcludeGroupIds=org.scala-lang,org.apache.logging.log4j,org.slf4j,org.apache.hadoop
+}
+
+export SPARK_LOCAL_IP=127.0.0.1
+export PYSPARK_PYTHON=$VENV/bin/python
+cmd=${1:-help}; [[ $# -gt 0 ]] && shift
+case $cmd in
+  setup) setup ;;
+  demo)  setup; exec "$VENV/bin/python" -m spark_purge.demo "$@" ;;
+  test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
+  bench) setup; for b in bench/*_bench.py; do "$VENV/bin/python" "$b" "$@"; done ;;
+  py)    setup; exec "$VENV/bin/python" "$@" ;;
+  *) sed -n '2,9p' "$0"; exit 2 ;;
+esac
