@@ -1,0 +1,213 @@
+"""The Delta audit table: every purge decision, written intent-first and exactly once.
+
+Layout: one append-only Delta table (schema ``schemas.AUDIT``) partitioned by ``event_date``.
+Each micro-batch writes at most two commits:
+
+1. **intents** — one row per actionable partition, ``record_type = "intent"``, status
+   ``planned``, committed *before* any DeleteRecords leaves the process;
+2. **outcomes** — one row per planned partition (actionable or not), ``record_type = "outcome"``,
+   status ``deleted`` / ``failed`` / ``dry_run`` / ``skipped``.
+
+Both commits are idempotent per batch through Delta's ``txnAppId``/``txnVersion`` (the batch
+id): a batch that Spark re-runs after a crash (foreachBatch is at-least-once) finds its commit
+already recorded and Delta skips it, so no row is ever duplicated. The two commits use different
+app ids, as Delta requires for two writes to one table in one batch.
+
+Readers: Spark SQL (``SELECT * FROM delta.`<path>```), Databricks, delta-rs and DuckDB.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Sequence
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from spark_purge.errors import AuditError
+from spark_purge.schemas import AUDIT, GROUP_PROGRESS
+
+log = logging.getLogger(__name__)
+
+# Delta's Python concurrency exceptions share no base class (DESIGN.md pitfalls): catch a tuple.
+try:  # pragma: no cover - import shape depends on delta-spark version
+    from delta.exceptions import (
+        ConcurrentAppendException,
+        ConcurrentDeleteReadException,
+        ConcurrentTransactionException,
+        MetadataChangedException,
+        ProtocolChangedException,
+    )
+
+    DELTA_CONFLICTS: tuple[type[BaseException], ...] = (
+        ConcurrentAppendException,
+        ConcurrentDeleteReadException,
+        ConcurrentTransactionException,
+        MetadataChangedException,
+        ProtocolChangedException,
+    )
+except ImportError:  # pragma: no cover
+    DELTA_CONFLICTS = ()
+
+BLOCKING_CONSTRAINTS = ("group", "missing_commit", "stale_group")
+
+
+@dataclass(frozen=True)
+class AuditSink:
+    """Appends audit rows to the Delta table at ``path``, exactly once per (kind, batch)."""
+
+    spark: SparkSession
+    path: str
+    # Stable across restarts of the same purge job (derived from its checkpoint): the key
+    # Delta uses to remember which batches were already written.
+    app_id: str
+
+    def ensure_table(self) -> None:
+        """Create the table (partitioned by event_date) if it does not exist yet."""
+        from delta.tables import DeltaTable
+
+        try:
+            (
+                DeltaTable.createIfNotExists(self.spark)
+                .location(self.path)
+                .addColumns(AUDIT)
+                .partitionedBy("event_date")
+                .property("delta.appendOnly", "true")
+                .execute()
+            )
+        except Exception as exc:  # Py4J errors carry the JVM message; keep it
+            raise AuditError(f"cannot create the audit table at {self.path}: {exc}") from exc
+
+    def write(self, rows: Sequence[Row] | DataFrame, kind: str, batch_id: int) -> bool:
+        """Append ``rows`` as the ``kind`` commit of ``batch_id``; a replay is skipped by Delta.
+
+        Returns False when there was nothing to write.
+        """
+        if kind not in ("intent", "outcome"):
+            raise AuditError(f"audit write kind must be 'intent' or 'outcome', got {kind!r}")
+        df = rows if isinstance(rows, DataFrame) else self.spark.createDataFrame(list(rows), AUDIT)
+        if not isinstance(rows, DataFrame) and not rows:
+            return False
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                (
+                    df.write.format("delta")
+                    .mode("append")
+                    .option("txnAppId", f"{self.app_id}:{kind}")
+                    .option("txnVersion", str(batch_id))
+                    .save(self.path)
+                )
+                return True
+            except DELTA_CONFLICTS as exc:  # another writer appended at the same time: retry
+                if attempts >= 5:
+                    raise AuditError(f"audit {kind} write for batch {batch_id} kept conflicting: {exc}") from exc
+                log.warning("audit %s write for batch %d conflicted (%s); retrying", kind, batch_id, exc)
+
+    def read(self) -> DataFrame:
+        return self.spark.read.format("delta").load(self.path)
+
+
+# ---- queries an operator or auditor runs (also exposed by `spark-purge audit`) ------------
+
+
+def deleted_per_topic_per_day(audit: DataFrame) -> DataFrame:
+    """Records deleted per topic per day (outcomes with status deleted)."""
+    return (
+        audit.where((F.col("record_type") == "outcome") & (F.col("status") == "deleted"))
+        .groupBy("event_date", "topic")
+        .agg(
+            F.sum("records_deleted").alias("records_deleted"),
+            F.countDistinct("partition").alias("partitions"),
+            F.count(F.lit(1)).alias("deletes"),
+        )
+        .orderBy("event_date", "topic")
+    )
+
+
+def latest_outcomes(audit: DataFrame) -> DataFrame:
+    """Each partition's most recent outcome row."""
+    w = Window.partitionBy("topic", "partition").orderBy(F.col("planned_at").desc(), F.col("batch_id").desc())
+    return (
+        audit.where(F.col("record_type") == "outcome")
+        .withColumn("_rank", F.row_number().over(w))
+        .where(F.col("_rank") == 1)
+        .drop("_rank")
+    )
+
+
+def blocked_now(audit: DataFrame) -> DataFrame:
+    """Partitions whose latest decision was held back by a consumer group, and by which."""
+    return (
+        latest_outcomes(audit)
+        .where(F.col("binding_constraint").isin(*BLOCKING_CONSTRAINTS))
+        .select(
+            "topic",
+            "partition",
+            "binding_constraint",
+            "blocking_group",
+            "stale_groups",
+            "prior_log_start_offset",
+            "cutoff",
+            "high_watermark",
+            "planned_at",
+        )
+        .orderBy("topic", "partition")
+    )
+
+
+def errors(audit: DataFrame) -> DataFrame:
+    """Every failed partition outcome, newest first."""
+    return (
+        audit.where((F.col("record_type") == "outcome") & (F.col("status") == "failed"))
+        .select("planned_at", "run_id", "batch_id", "topic", "partition", "leader", "cutoff", "error")
+        .orderBy(F.col("planned_at").desc(), "topic", "partition")
+    )
+
+
+# ---- group progress: when each group's commit last moved (for stale-group detection) -------
+
+
+@dataclass(frozen=True)
+class ProgressStore:
+    """A small Delta table of (group, topic, partition) -> offset and when it last changed."""
+
+    spark: SparkSession
+    path: str
+    app_id: str
+
+    def read(self) -> DataFrame:
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(self.spark, self.path):
+            return self.spark.createDataFrame([], GROUP_PROGRESS)
+        return self.spark.read.format("delta").load(self.path)
+
+    def update(self, current: DataFrame, previous: DataFrame, batch_id: int) -> None:
+        """Overwrite with the merged view: unchanged commits keep their old progress time."""
+        merged = (
+            current.alias("c")
+            .join(previous.alias("p"), ["group_id", "topic", "partition"], "left")
+            .select(
+                "group_id",
+                "topic",
+                "partition",
+                F.col("c.committed_offset").alias("committed_offset"),
+                F.when(
+                    F.col("p.committed_offset") == F.col("c.committed_offset"), F.col("p.last_progress_time")
+                )
+                .otherwise(F.col("c.last_progress_time"))
+                .alias("last_progress_time"),
+            )
+        )
+        rows = merged.collect()  # collect before overwriting the table we read from
+        (
+            self.spark.createDataFrame(rows, GROUP_PROGRESS)
+            .write.format("delta")
+            .mode("overwrite")
+            .option("txnAppId", f"{self.app_id}:progress")
+            .option("txnVersion", str(batch_id))
+            .save(self.path)
+        )
