@@ -131,7 +131,8 @@ PLAN = StructType(
 
 AUDIT = StructType(
     [
-        StructField("run_id", StringType(), False),  # one per job run (query id for streams)
+        StructField("run_id", StringType(), False),  # one per process run of the job
+        StructField("query_id", StringType(), False),  # the streaming query (stable across restarts)
         StructField("batch_id", LongType(), False),
         StructField("record_type", StringType(), False),  # "intent" | "outcome"
         StructField("planned_at", TimestampType(), False),
