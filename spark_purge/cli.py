@@ -1,0 +1,280 @@
+"""``spark-purge`` — the operator's command line.
+
+    spark-purge plan  -c conf/prod.yaml              # what would be deleted, and why not more
+    spark-purge run   -c conf/prod.yaml [--dry-run]  # one purge cycle (Trigger.AvailableNow)
+    spark-purge run   -c conf/prod.yaml --follow     # keep purging every stream.trigger_interval
+    spark-purge audit -c conf/prod.yaml [--report deleted|blocked|errors|all] [--days N]
+
+Exit codes (like ``rpk``: non-zero when anything failed):
+
+    0  all good
+    1  at least one partition's DeleteRecords failed (each is in the audit with its error)
+    2  bad arguments or configuration (the message names the key)
+    3  the Kafka cluster could not be reached or read
+    4  the Delta audit table could not be read or written
+    5  any other spark-purge error
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+from datetime import datetime, timedelta, timezone
+from typing import Sequence
+
+from spark_purge.errors import AuditError, ConfigError, KafkaError, SparkPurgeError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KAFKA, EXIT_AUDIT, EXIT_OTHER = 0, 1, 2, 3, 4, 5
+
+log = logging.getLogger("spark_purge.cli")
+
+PLAN_COLUMNS = (
+    ("topic", "topic"),
+    ("partition", "part"),
+    ("leader", "leader"),
+    ("log_start_offset", "log_start"),
+    ("high_watermark", "high_wm"),
+    ("cutoff", "cutoff"),
+    ("records_to_delete", "to_delete"),
+    ("binding_constraint", "bound_by"),
+    ("blocking_group", "group"),
+    ("actionable", "act"),
+    ("detail", "why"),
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep our wording
+        self.print_usage(sys.stderr)
+        raise ConfigError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="spark-purge", description="Consumer-aware Kafka purging on Spark with a Delta audit.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-c", "--config", required=True, help="YAML/JSON config file (see conf/example.yaml)")
+        p.add_argument("--bootstrap-servers", help="override kafka.bootstrap_servers (comma-separated)")
+        p.add_argument("--master", help="Spark master for a local run (default: local[2] outside spark-submit)")
+
+    plan = sub.add_parser("plan", help="print the purge plan as a table; changes nothing")
+    common(plan)
+    plan.add_argument("--all", action="store_true", help="also list partitions with nothing to do")
+    plan.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+
+    run = sub.add_parser("run", help="run one purge cycle (or keep running with --follow)")
+    common(run)
+    run.add_argument("--dry-run", action="store_true", help="plan and audit, delete nothing")
+    run.add_argument("--follow", action="store_true", help="keep running every stream.trigger_interval")
+    run.add_argument("--checkpoint", help="override stream.checkpoint_location")
+
+    audit = sub.add_parser("audit", help="report from the Delta audit table")
+    common(audit)
+    audit.add_argument("--report", choices=("deleted", "blocked", "errors", "all"), default="all")
+    audit.add_argument("--days", type=int, default=7, help="deleted/errors: look back this many days (default 7)")
+    return parser
+
+
+def load_config(path: str, bootstrap_servers: str | None = None):  # type: ignore[no-untyped-def]
+    from spark_purge import config as cfgmod
+
+    cfg = cfgmod.load(path)
+    if bootstrap_servers:
+        servers = tuple(s.strip() for s in bootstrap_servers.split(",") if s.strip())
+        if not servers:
+            raise ConfigError(f"--bootstrap-servers: expected host:port[,host:port...], got {bootstrap_servers!r}")
+        cfg = dataclasses.replace(cfg, kafka=dataclasses.replace(cfg.kafka, bootstrap_servers=servers))
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("kafka", "py4j"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        cfg = load_config(args.config, args.bootstrap_servers)
+        if args.command == "plan":
+            return cmd_plan(cfg, args)
+        if args.command == "run":
+            return cmd_run(cfg, args)
+        return cmd_audit(cfg, args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KafkaError as exc:
+        print(f"error: Kafka: {exc}", file=sys.stderr)
+        return EXIT_KAFKA
+    except AuditError as exc:
+        print(f"error: audit: {exc}", file=sys.stderr)
+        return EXIT_AUDIT
+    except SparkPurgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_OTHER
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _spark(master: str | None):  # type: ignore[no-untyped-def]
+    from spark_purge.session import get_spark
+
+    spark = get_spark("spark-purge", master=master)
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def unwrap_spark_error(exc: BaseException) -> BaseException:
+    """Errors raised in the Python data source reach the driver wrapped by Spark; find ours."""
+    from spark_purge.errors import ClusterUnreachable
+
+    text = str(exc)
+    for cls in (ClusterUnreachable, KafkaError, ConfigError, AuditError):
+        marker = f"{cls.__module__}.{cls.__name__}: "
+        if marker in text:
+            message = text.split(marker, 1)[1].split("\n", 1)[0]
+            return cls(message)
+    return exc
+
+
+def cmd_plan(cfg, args) -> int:  # type: ignore[no-untyped-def]
+    from spark_purge.pipeline import PurgePipeline, default_client_factory, read_snapshot
+
+    spark = _spark(args.master)
+    checkpoint = cfg.stream.checkpoint_location if cfg.stream else "var/spark-purge/plan-checkpoint"
+    pipeline = PurgePipeline(spark, cfg, default_client_factory(cfg), checkpoint_location=checkpoint, dry_run=True)
+    try:
+        plan_df, _ = pipeline.plan(read_snapshot(spark, cfg))
+        rows = [r.asDict() for r in plan_df.orderBy("topic", "partition").collect()]
+    except Exception as exc:
+        raise _translate(exc) from exc
+    shown = rows if args.all else [r for r in rows if r["binding_constraint"] != "nothing_to_do"]
+    if args.json:
+        import json
+
+        for r in shown:
+            print(json.dumps(r, default=str))
+    else:
+        print(format_table(shown, PLAN_COLUMNS))
+        total = sum(r["records_to_delete"] for r in rows if r["actionable"])
+        print(
+            f"\n{len(rows)} partitions planned, {sum(1 for r in rows if r['actionable'])} actionable, "
+            f"{total} records would be deleted"
+            + ("" if args.all else f" ({len(rows) - len(shown)} with nothing to do hidden; --all shows them)")
+        )
+    return EXIT_OK
+
+
+def cmd_run(cfg, args) -> int:  # type: ignore[no-untyped-def]
+    from spark_purge.pipeline import BatchResult, start_stream
+
+    spark = _spark(args.master)
+
+    def progress(result: BatchResult) -> None:
+        print(
+            f"batch {result.batch_id}: {result.planned} partitions planned, {result.actionable} actionable, "
+            f"{result.deleted} deleted ({result.records_deleted} records), {result.failed} failed",
+            file=sys.stderr,
+            flush=True,
+        )
+        for failure in result.failures:
+            print(f"  failed: {failure}", file=sys.stderr)
+
+    query, pipeline = start_stream(
+        spark,
+        cfg,
+        available_now=not args.follow,
+        dry_run=True if args.dry_run else None,
+        checkpoint_location=args.checkpoint,
+        on_batch=progress,
+    )
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+        raise
+    except Exception as exc:
+        raise _translate(exc) from exc
+    finally:
+        pipeline.close()
+    failed = sum(r.failed for r in pipeline.results)
+    deleted = sum(r.records_deleted for r in pipeline.results)
+    print(
+        f"done: {len(pipeline.results)} batch(es), {deleted} records deleted, {failed} partition(s) failed"
+        + (" (dry run: nothing deleted)" if pipeline.dry_run else ""),
+        file=sys.stderr,
+    )
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_audit(cfg, args) -> int:  # type: ignore[no-untyped-def]
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from spark_purge.audit import blocked_now, deleted_per_topic_per_day, errors
+
+    spark = _spark(args.master)
+    path = cfg.audit.path
+    if not DeltaTable.isDeltaTable(spark, path):
+        raise AuditError(f"audit.path: no Delta audit table at {path} yet (run `spark-purge run` first)")
+    audit = spark.read.format("delta").load(path)
+    since = (datetime.now(timezone.utc) - timedelta(days=args.days)).strftime("%Y-%m-%d")
+    recent = audit.where(F.col("event_date") >= since)
+    if args.report in ("deleted", "all"):
+        print(f"== records deleted per topic per day (since {since})")
+        print(format_table([r.asDict() for r in deleted_per_topic_per_day(recent).collect()]))
+    if args.report in ("blocked", "all"):
+        print("\n== partitions held back by a consumer group now")
+        print(format_table([r.asDict() for r in blocked_now(audit).collect()]))
+    if args.report in ("errors", "all"):
+        print(f"\n== failed deletes (since {since})")
+        print(format_table([r.asDict() for r in errors(recent).limit(200).collect()]))
+    return EXIT_OK
+
+
+def _translate(exc: BaseException) -> BaseException:
+    found = unwrap_spark_error(exc)
+    return found if isinstance(found, SparkPurgeError) else SparkPurgeError(_first_line(exc))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def format_table(rows: Sequence[dict], columns: Sequence[tuple[str, str]] | None = None) -> str:  # type: ignore[type-arg]
+    """A plain aligned text table (no extra dependency)."""
+    if not rows:
+        return "(none)"
+    cols = list(columns) if columns else [(k, k) for k in rows[0].keys()]
+    cells = [[_cell(r.get(key)) for key, _ in cols] for r in rows]
+    widths = [max(len(head), *(len(c[i]) for c in cells)) for i, (_, head) in enumerate(cols)]
+    line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()  # noqa: E731
+    return "\n".join([line([h for _, h in cols]), line(["-" * w for w in widths])] + [line(c) for c in cells])
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value)) or "-"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
