@@ -98,6 +98,7 @@ class AuditSink:
                     .mode("append")
                     .option("txnAppId", f"{self.app_id}:{kind}")
                     .option("txnVersion", str(batch_id))
+                    .option("userMetadata", f"{kind}:{batch_id}")  # DESCRIBE HISTORY shows the order
                     .save(self.path)
                 )
                 return True

@@ -1,0 +1,196 @@
+"""End-to-end purges on a real broker with real Spark + Delta (issue: end-to-end purge)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import OffsetSpec
+from kafka.structs import OffsetAndMetadata, TopicPartition
+from pyspark.sql import SparkSession
+
+from spark_purge.config import PurgeConfig, from_dict
+from spark_purge.localstack import LocalKafka
+from spark_purge.pipeline import PurgePipeline, default_client_factory, start_stream
+
+
+def produce(bootstrap: str, topic: str, counts: list[int]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    for partition, count in enumerate(counts):
+        for i in range(count):
+            producer.send(topic, value=b"r%d" % i, partition=partition)
+    producer.flush()
+    producer.close()
+
+
+def commit(admin: KafkaAdminClient, group: str, topic: str, offsets: list[int | None]) -> None:
+    """A real OffsetCommit for an (empty) group, as a consumer's commit would be."""
+    wanted = {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in enumerate(offsets) if o is not None}
+    result = admin.alter_group_offsets(group, wanted)
+    assert all(err.__name__ == "NoError" for err in result.values()), result
+
+
+def log_starts(admin: KafkaAdminClient, topic: str, n: int) -> list[int]:
+    tps = [TopicPartition(topic, p) for p in range(n)]
+    found = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
+    return [found[tp].offset for tp in tps]
+
+
+def make_config(tmp: Path, bootstrap: str, topic: str, groups: list[str] | None, **extra: object) -> PurgeConfig:
+    rule: dict[str, object] = {"name": "r", "topics": topic.replace(".", r"\.")}
+    if groups is not None:
+        rule["required_groups"] = groups
+    data: dict[str, object] = {
+        "kafka": {"bootstrap_servers": bootstrap, "request_timeout": "10s", "delete_timeout": "10s"},
+        "rules": [rule],
+        "audit": {"path": str(tmp / "audit")},
+        "stream": {"checkpoint_location": str(tmp / "checkpoint"), "trigger_interval": "1s"},
+    }
+    data.update(extra)
+    return from_dict(data)
+
+
+def run_once(spark: SparkSession, cfg: PurgeConfig, dry_run: bool = False) -> PurgePipeline:
+    query, pipeline = start_stream(spark, cfg, available_now=True, dry_run=dry_run)
+    try:
+        query.awaitTermination(180)
+        assert query.exception() is None, query.exception()
+    finally:
+        pipeline.close()
+    return pipeline
+
+
+def audit_rows(spark: SparkSession, cfg: PurgeConfig, record_type: str = "outcome") -> list[dict]:  # type: ignore[type-arg]
+    df = spark.read.format("delta").load(cfg.audit.path).where(f"record_type = '{record_type}'")
+    return [r.asDict() for r in df.orderBy("batch_id", "topic", "partition").collect()]
+
+
+@pytest.fixture
+def topic3(new_topic: Callable[..., str], kafka_cluster: LocalKafka) -> Iterator[str]:
+    name = new_topic("orders", partitions=3)
+    produce(kafka_cluster.bootstrap_servers, name, [100, 100, 100])
+    yield name
+
+
+def test_purge_cuts_each_partition_at_the_minimum_required_commit(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path
+) -> None:
+    a, b = [100, 80, 30], [60, 100, 0]
+    commit(admin, f"{topic3}-a", topic3, a)
+    commit(admin, f"{topic3}-b", topic3, b)
+    cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a", f"{topic3}-b"])
+    expected = [min(x, y) for x, y in zip(a, b)]  # computed independently of the policy code
+
+    pipeline = run_once(spark, cfg)
+
+    assert log_starts(admin, topic3, 3) == expected
+    outcomes = {r["partition"]: r for r in audit_rows(spark, cfg)}
+    assert outcomes[0]["status"] == "deleted" and outcomes[0]["low_watermark"] == 60
+    assert outcomes[0]["records_deleted"] == 60 and outcomes[0]["blocking_group"] == f"{topic3}-b"
+    assert outcomes[1]["low_watermark"] == 80 and outcomes[1]["blocking_group"] == f"{topic3}-a"
+    # The lagging group holds partition 2 at 0: untouched, and the audit names the group.
+    assert outcomes[2]["status"] == "skipped" and outcomes[2]["records_deleted"] == 0
+    assert outcomes[2]["blocking_group"] == f"{topic3}-b"
+    assert sum(r.records_deleted for r in pipeline.results) == 140
+    # Every delete has its intent, in an earlier Delta commit of the same batch.
+    intents = {(r["batch_id"], r["partition"]): r for r in audit_rows(spark, cfg, "intent")}
+    assert set(intents) == {(0, 0), (0, 1)}
+    assert all(intents[(0, p)]["cutoff"] == expected[p] for p in (0, 1))
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{cfg.audit.path}`").collect()
+    by_meta = {h["userMetadata"]: h["version"] for h in history if h["userMetadata"]}
+    assert by_meta["intent:0"] < by_meta["outcome:0"]
+
+
+def test_dry_run_changes_nothing_in_kafka(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path
+) -> None:
+    commit(admin, f"{topic3}-a", topic3, [50, 50, 50])
+    cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a"])
+
+    run_once(spark, cfg, dry_run=True)
+
+    assert log_starts(admin, topic3, 3) == [0, 0, 0]
+    rows = audit_rows(spark, cfg)
+    assert [(r["status"], r["dry_run"], r["cutoff"]) for r in rows] == [("dry_run", True, 50)] * 3
+
+
+def test_replayed_batch_leaves_no_duplicate_audit_rows(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path
+) -> None:
+    from spark_purge.pipeline import read_snapshot
+
+    commit(admin, f"{topic3}-a", topic3, [10, 20, 30])
+    cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a"])
+    pipeline = PurgePipeline(spark, cfg, default_client_factory(cfg), checkpoint_location=str(tmp_path / "cp"))
+    snapshot = read_snapshot(spark, cfg).cache()
+    snapshot.count()
+    try:
+        first = pipeline.process_batch(snapshot, 7)
+        again = pipeline.process_batch(snapshot, 7)  # what foreachBatch does after a crash
+    finally:
+        pipeline.close()
+
+    assert first.deleted == 3 and again.deleted == 3  # re-sending DeleteRecords is harmless
+    assert log_starts(admin, topic3, 3) == [10, 20, 30]
+    assert len(audit_rows(spark, cfg)) == 3
+    assert len(audit_rows(spark, cfg, "intent")) == 3
+
+
+def test_crash_after_intents_then_restart_completes_exactly_once(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path
+) -> None:
+    commit(admin, f"{topic3}-a", topic3, [40, 40, 40])
+    cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a"])
+
+    def crash(step: str, batch_id: int) -> None:
+        if step == "intents_written":
+            raise RuntimeError("simulated driver crash after the intent write")
+
+    pipeline = PurgePipeline(
+        spark, cfg, default_client_factory(cfg), checkpoint_location=cfg.stream.checkpoint_location, fault_hook=crash  # type: ignore[union-attr]
+    )
+    query, _ = start_stream(spark, cfg, available_now=True, pipeline=pipeline)
+    with pytest.raises(Exception):
+        query.awaitTermination(180)
+    pipeline.close()
+    assert log_starts(admin, topic3, 3) == [0, 0, 0]  # crashed before any delete
+    assert len(audit_rows(spark, cfg, "intent")) == 3 and audit_rows(spark, cfg) == []
+
+    # Commits move on meanwhile; the replayed batch must still plan from its own snapshot.
+    commit(admin, f"{topic3}-a", topic3, [90, 90, 90])
+    run_once(spark, cfg)
+
+    outcomes = audit_rows(spark, cfg)
+    assert [(r["batch_id"], r["cutoff"]) for r in outcomes if r["batch_id"] == 0] == [(0, 40)] * 3
+    assert len(audit_rows(spark, cfg, "intent")) == len([r for r in outcomes if r["status"] == "deleted"])
+    assert log_starts(admin, topic3, 3)[0] >= 40
+
+
+def test_stream_purges_progressively_over_three_batches(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path
+) -> None:
+    group = f"{topic3}-a"
+    cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [group])
+    steps = [[10, 10, 10], [40, 30, 20], [70, 60, 50]]
+    commit(admin, group, topic3, steps[0])
+    query, pipeline = start_stream(spark, cfg)
+    seen: list[list[int]] = []
+    try:
+        for step in steps:
+            commit(admin, group, topic3, step)
+            deadline = time.monotonic() + 90
+            while log_starts(admin, topic3, 3) != step:
+                assert query.exception() is None, query.exception()
+                assert time.monotonic() < deadline, f"stream never purged to {step}"
+                time.sleep(0.5)
+            seen.append(log_starts(admin, topic3, 3))
+    finally:
+        query.stop()
+        pipeline.close()
+
+    assert seen == steps
+    deleted = [r for r in audit_rows(spark, cfg) if r["status"] == "deleted"]
+    assert len({r["batch_id"] for r in deleted}) >= 3
+    assert sum(r["records_deleted"] for r in deleted) == sum(steps[-1])
