@@ -31,7 +31,8 @@ from pyspark.sql.streaming import StreamingQuery
 from spark_purge.audit import AuditSink, ProgressStore
 from spark_purge.config import PurgeConfig, config_fingerprint, kafka_client_kwargs
 from spark_purge.errors import ConfigError
-from spark_purge.schemas import AUDIT, GROUP_OFFSETS, GROUP_PROGRESS, PARTITION_STATE
+from spark_purge.policy import split_snapshot, time_floor_requests, timestamp_lookups
+from spark_purge.schemas import AUDIT, GROUP_PROGRESS
 
 log = logging.getLogger(__name__)
 
@@ -49,20 +50,6 @@ class DeleteClient(Protocol):
 # ---- snapshot plumbing ----------------------------------------------------------------------
 
 
-def split_snapshot(snapshot: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """One SNAPSHOT DataFrame -> (PARTITION_STATE rows, GROUP_OFFSETS rows) of the same snapshot."""
-    partitions = snapshot.select(*[F.col(f.name) for f in PARTITION_STATE.fields])
-    exploded = snapshot.select("snapshot_id", "snapshot_time", "topic", "partition", F.explode("groups").alias("g"))
-    groups = exploded.select(
-        *[
-            F.col(f"g.{f.name}").alias(f.name) if f.name not in ("snapshot_id", "snapshot_time", "topic", "partition")
-            else F.col(f.name)
-            for f in GROUP_OFFSETS.fields
-        ]
-    )
-    return partitions, groups
-
-
 def source_options(config: PurgeConfig, snapshot_dir: str | None = None, poll_interval_ms: int | None = None) -> dict[str, str]:
     """Data-source options for the ``kafka_state`` source derived from the purge config.
 
@@ -77,8 +64,11 @@ def source_options(config: PurgeConfig, snapshot_dir: str | None = None, poll_in
     # Only the topics some rule or manual entry can select are read.
     patterns = [f"(?:{r.topics})" for r in config.rules] + [re.escape(m.topic) for m in config.manual]
     opts["topic.include"] = "|".join(patterns)
+    # Floors relative to each snapshot's own time (the policy plans as of that time).
+    ref = datetime(2000, 1, 1, tzinfo=timezone.utc)
     floors = [
-        {"topic_regex": r.topics, "min_retention_ms": r.min_retention} for r in config.rules if r.min_retention > 0
+        {"topic_regex": r.topics, "min_retention_ms": int((ref - r.floor_time).total_seconds() * 1000)}
+        for r in time_floor_requests(config, ref)
     ]
     if floors:
         opts["time.floors"] = json.dumps(floors)
