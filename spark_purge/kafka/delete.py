@@ -1,0 +1,208 @@
+"""Per-leader DeleteRecords (KIP-107), every partition's outcome recorded on its own.
+
+The executor is pure logic over a small ``DeleteTransport`` (the kafka-python adapter in
+``client.py``, or a plain fake in unit tests):
+
+- one request per leader carrying only its partitions, leaders in parallel (threads);
+- NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE / UNKNOWN_LEADER_EPOCH (and a leader that
+  cannot be reached): refresh leaders and retry those partitions until the deadline;
+- REQUEST_TIMED_OUT, or the leader's whole request timing out: re-read the log start offset
+  and record it (the delete may have happened);
+- anything else (OFFSET_OUT_OF_RANGE, POLICY_VIOLATION, TOPIC_AUTHORIZATION_FAILED,
+  UNKNOWN_TOPIC_OR_PARTITION, ...) is recorded and the rest goes on.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Collection, Mapping, Optional, Protocol
+
+from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
+
+log = logging.getLogger(__name__)
+
+# Errors after which the partition goes to a (possibly new) leader again.
+RETRY_ON_NEW_LEADER = frozenset(
+    {
+        "NOT_LEADER_OR_FOLLOWER",
+        "NOT_LEADER_FOR_PARTITION",
+        "LEADER_NOT_AVAILABLE",
+        "UNKNOWN_LEADER",
+        "UNKNOWN_LEADER_EPOCH",
+        "FENCED_LEADER_EPOCH",
+        "LEADER_UNREACHABLE",  # the transport could not reach the leader at all
+        "NETWORK_EXCEPTION",
+    }
+)
+TIMED_OUT = frozenset({"REQUEST_TIMED_OUT"})
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """One partition's part of a DeleteRecords response."""
+
+    error: Optional[str]  # broker error name; None on success
+    low_watermark: int = -1
+    retriable: bool = False
+    message: Optional[str] = None
+
+
+class LeaderRequestError(Exception):
+    """The request to one leader failed as a whole (not per partition)."""
+
+    def __init__(self, message: str, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+class DeleteTransport(Protocol):
+    def leaders(self, tps: Collection[TopicPartitionKey], refresh: bool) -> Mapping[TopicPartitionKey, Optional[int]]:
+        """Leader per partition (None: no leader now). Partitions unknown to the cluster are absent."""
+        ...
+
+    def send_delete_records(
+        self, leader: int, offsets: Mapping[TopicPartitionKey, int], timeout_ms: int
+    ) -> Mapping[TopicPartitionKey, PartitionResult]:
+        """One DeleteRecords request to ``leader``; raises LeaderRequestError if it fails as a whole."""
+        ...
+
+    def log_start_offsets(self, tps: Collection[TopicPartitionKey]) -> Mapping[TopicPartitionKey, int]:
+        """Current log start offsets (partitions that could not be read are absent)."""
+        ...
+
+
+@dataclass
+class _State:
+    requested: int
+    leader: Optional[int] = None
+    attempts: int = 0
+    last_error: Optional[str] = None
+    last_message: Optional[str] = None
+
+
+class DeleteExecutor:
+    """Runs one batch of cutoffs to completion (or the deadline) and returns one outcome each."""
+
+    def __init__(
+        self,
+        transport: DeleteTransport,
+        max_parallel: int = 16,
+        backoff_ms: int = 100,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._transport = transport
+        self._max_parallel = max_parallel
+        self._backoff_ms = backoff_ms
+        self._clock = clock
+        self._sleep = sleep
+
+    def run(self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int) -> list[DeleteOutcome]:
+        deadline = self._clock() + timeout_ms / 1000
+        states = {(str(tp[0]), int(tp[1])): _State(requested=int(off)) for tp, off in cutoffs.items()}
+        outcomes: dict[TopicPartitionKey, DeleteOutcome] = {}
+        timed_out: set[TopicPartitionKey] = set()
+        pending = set(states)
+        refresh = False
+        backoff = self._backoff_ms / 1000
+        while pending:
+            leaders = self._transport.leaders(sorted(pending), refresh)
+            by_leader: dict[int, dict[TopicPartitionKey, int]] = {}
+            retry: set[TopicPartitionKey] = set()
+            for tp in sorted(pending):
+                st = states[tp]
+                if tp not in leaders:
+                    outcomes[tp] = self._final(tp, st, "UNKNOWN_TOPIC_OR_PARTITION", "not in cluster metadata", False)
+                    continue
+                st.leader = leaders[tp]
+                if st.leader is None or st.leader < 0:
+                    st.leader = None
+                    st.last_error, st.last_message = "LEADER_NOT_AVAILABLE", "no leader in metadata"
+                    retry.add(tp)
+                    continue
+                by_leader.setdefault(st.leader, {})[tp] = st.requested
+            remaining_ms = max(1, int((deadline - self._clock()) * 1000))
+            for leader, results in self._send_all(by_leader, remaining_ms):
+                for tp in by_leader[leader]:
+                    st = states[tp]
+                    st.attempts += 1
+                    if isinstance(results, LeaderRequestError):
+                        if results.timed_out:
+                            st.last_error, st.last_message = "REQUEST_TIMED_OUT", str(results)
+                            timed_out.add(tp)
+                        else:
+                            st.last_error, st.last_message = "LEADER_UNREACHABLE", str(results)
+                            retry.add(tp)
+                        continue
+                    res = results.get(tp)
+                    if res is None:
+                        st.last_error, st.last_message = "UNKNOWN_SERVER_ERROR", "partition missing from the response"
+                        outcomes[tp] = self._final(tp, st, st.last_error, st.last_message, True)
+                    elif res.error is None:
+                        outcomes[tp] = DeleteOutcome(
+                            tp[0], tp[1], st.requested, st.leader, res.low_watermark, None, None, st.attempts
+                        )
+                    elif res.error in TIMED_OUT:
+                        st.last_error, st.last_message = res.error, res.message
+                        timed_out.add(tp)
+                    elif res.error in RETRY_ON_NEW_LEADER:
+                        st.last_error, st.last_message = res.error, res.message
+                        retry.add(tp)
+                    else:
+                        outcomes[tp] = self._final(tp, st, res.error, res.message, res.retriable)
+            pending = retry
+            if pending:
+                if self._clock() + backoff >= deadline:
+                    for tp in sorted(pending):
+                        st = states[tp]
+                        msg = f"{st.last_message or st.last_error}; gave up after {st.attempts} attempt(s) at the deadline"
+                        outcomes[tp] = self._final(tp, st, st.last_error or "REQUEST_TIMED_OUT", msg, True)
+                    break
+                log.info("DeleteRecords: %d partition(s) need a new leader; refreshing metadata", len(pending))
+                self._sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                refresh = True
+        if timed_out:
+            outcomes.update(self._reread(timed_out, states))
+        return [outcomes[tp] for tp in states]  # input order
+
+    # ---- internals --------------------------------------------------------------------------
+    def _send_all(
+        self, by_leader: Mapping[int, Mapping[TopicPartitionKey, int]], timeout_ms: int
+    ) -> list[tuple[int, "Mapping[TopicPartitionKey, PartitionResult] | LeaderRequestError"]]:
+        def one(leader: int) -> "Mapping[TopicPartitionKey, PartitionResult] | LeaderRequestError":
+            try:
+                return self._transport.send_delete_records(leader, by_leader[leader], timeout_ms)
+            except LeaderRequestError as exc:
+                return exc
+
+        leaders = sorted(by_leader)
+        if len(leaders) <= 1:
+            return [(leader, one(leader)) for leader in leaders]
+        with ThreadPoolExecutor(max_workers=min(self._max_parallel, len(leaders))) as pool:
+            return list(zip(leaders, pool.map(one, leaders)))
+
+    @staticmethod
+    def _final(tp: TopicPartitionKey, st: _State, error: str, message: Optional[str], retriable: bool) -> DeleteOutcome:
+        return DeleteOutcome(tp[0], tp[1], st.requested, st.leader, None, error, message, st.attempts, retriable)
+
+    def _reread(self, tps: set[TopicPartitionKey], states: Mapping[TopicPartitionKey, _State]) -> dict[TopicPartitionKey, DeleteOutcome]:
+        try:
+            starts = dict(self._transport.log_start_offsets(sorted(tps)))
+            reread_error = None
+        except Exception as exc:  # the truth is unknown: say so, keep going
+            starts, reread_error = {}, f"{type(exc).__name__}: {exc}"
+        out = {}
+        for tp in tps:
+            st = states[tp]
+            start = starts.get(tp)
+            if start is None:
+                detail = f"log start offset could not be re-read ({reread_error or 'no answer'})"
+            else:
+                reached = "reached" if start >= st.requested else "not reached"
+                detail = f"log start offset re-read: {start} (requested {st.requested}: {reached})"
+            msg = f"{st.last_message or 'request timed out'}; {detail}"
+            out[tp] = DeleteOutcome(tp[0], tp[1], st.requested, st.leader, start, "REQUEST_TIMED_OUT", msg, st.attempts, True)
+        return out

@@ -1,0 +1,321 @@
+"""Plain values the Kafka layer takes and returns: frozen dataclasses, no kafka-python types.
+
+Everything here is picklable and JSON-round-trippable (``ClusterSnapshot.to_json`` /
+``from_json``) so the data source can persist a snapshot and replay it after a crash.
+Topic-partitions are plain ``(topic, partition)`` tuples.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Optional, Tuple
+
+from spark_purge.errors import ConfigError
+
+TopicPartitionKey = Tuple[str, int]
+
+# kafka-python settings a caller may pass through (security and client identity only).
+SECURITY_KEYS = frozenset(
+    {
+        "security_protocol",
+        "sasl_mechanism",
+        "sasl_plain_username",
+        "sasl_plain_password",
+        "sasl_kerberos_service_name",
+        "sasl_kerberos_domain_name",
+        "ssl_check_hostname",
+        "ssl_cafile",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_password",
+        "ssl_crlfile",
+        "client_id",
+        "retry_backoff_ms",
+    }
+)
+SECRET_KEYS = frozenset({"sasl_plain_password", "ssl_password"})
+_BOOL_KEYS = frozenset({"ssl_check_hostname"})
+_INT_KEYS = frozenset({"retry_backoff_ms"})
+
+
+def _compile(regex: Optional[str], key: str) -> Optional["re.Pattern[str]"]:
+    if regex is None:
+        return None
+    try:
+        return re.compile(regex)
+    except re.error as exc:
+        raise ConfigError(f"{key}: expected a regular expression, got {regex!r} ({exc})") from None
+
+
+def coerce_security(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Validate kafka-python pass-through settings; strings 'true'/'false'/digits are coerced.
+
+    Raises ConfigError naming ``prefix + key`` for unknown keys or bad values (never the value
+    of a secret).
+    """
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        name = key.replace(".", "_").lower()
+        if name not in SECURITY_KEYS:
+            raise ConfigError(
+                f"{prefix}{key}: not a supported kafka-python setting; expected one of {sorted(SECURITY_KEYS)}"
+            )
+        if name in _BOOL_KEYS and isinstance(value, str):
+            if value.strip().lower() not in ("true", "false"):
+                raise ConfigError(f"{prefix}{key}: expected true or false, got {value!r}")
+            value = value.strip().lower() == "true"
+        elif name in _INT_KEYS and isinstance(value, str):
+            if not value.strip().isdigit():
+                raise ConfigError(f"{prefix}{key}: expected an integer, got {value!r}")
+            value = int(value)
+        elif name in SECRET_KEYS and not isinstance(value, str):
+            raise ConfigError(f"{prefix}{key}: expected a string")
+        out[name] = value
+    return out
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """How to reach the cluster and which topics/groups a snapshot covers.
+
+    Regexes are full matches (Kafka tool convention). ``topics`` (explicit list) and
+    ``topic_include`` may be combined: a topic is selected if listed or matching. Listed topics
+    that do not exist are reported in ``ClusterSnapshot.missing_topics``.
+    """
+
+    bootstrap_servers: str
+    request_timeout_ms: int = 30_000
+    security: Mapping[str, Any] = field(default_factory=dict, repr=False)  # repr=False: secrets
+    topics: Optional[Tuple[str, ...]] = None
+    topic_include: Optional[str] = None
+    topic_exclude: Optional[str] = None
+    group_include: Optional[str] = None
+    group_exclude: Optional[str] = None
+    include_internal: bool = False
+
+    def __post_init__(self) -> None:
+        servers = self.bootstrap_servers
+        if isinstance(servers, (list, tuple)):
+            servers = ",".join(servers)
+            object.__setattr__(self, "bootstrap_servers", servers)
+        if not isinstance(servers, str) or not servers.strip():
+            raise ConfigError("bootstrap.servers: expected host:port[,host:port...], got nothing")
+        for s in servers.split(","):
+            host, _, port = s.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"bootstrap.servers: expected host:port, got {s.strip()!r}")
+        if not isinstance(self.request_timeout_ms, int) or self.request_timeout_ms <= 0:
+            raise ConfigError(f"request.timeout.ms: expected a positive integer, got {self.request_timeout_ms!r}")
+        object.__setattr__(self, "security", coerce_security(self.security))
+        if self.topics is not None:
+            topics = tuple(t.strip() for t in self.topics if t.strip())
+            if not topics:
+                raise ConfigError("topics: expected a comma-separated list of topic names, got an empty list")
+            object.__setattr__(self, "topics", topics)
+        _compile(self.topic_include, "topic.include")
+        _compile(self.topic_exclude, "topic.exclude")
+        _compile(self.group_include, "group.include")
+        _compile(self.group_exclude, "group.exclude")
+
+    def __repr__(self) -> str:  # never print secrets
+        return (
+            f"ClientConfig(bootstrap_servers={self.bootstrap_servers!r}, topics={self.topics!r}, "
+            f"topic_include={self.topic_include!r}, topic_exclude={self.topic_exclude!r}, "
+            f"group_include={self.group_include!r}, group_exclude={self.group_exclude!r}, "
+            f"security_keys={sorted(self.security)})"
+        )
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(str(v) for k, v in self.security.items() if k in SECRET_KEYS and v)
+
+    def selects_topic(self, topic: str, internal: bool) -> bool:
+        if self.topics is not None and topic in self.topics:
+            return True
+        if internal and not self.include_internal:
+            return False
+        if self.topics is not None and self.topic_include is None:
+            return False
+        inc = _compile(self.topic_include, "topic.include")
+        exc = _compile(self.topic_exclude, "topic.exclude")
+        if inc is not None and not inc.fullmatch(topic):
+            return False
+        return not (exc is not None and exc.fullmatch(topic))
+
+    def selects_group(self, group_id: str) -> bool:
+        inc = _compile(self.group_include, "group.include")
+        exc = _compile(self.group_exclude, "group.exclude")
+        if inc is not None and not inc.fullmatch(group_id):
+            return False
+        return not (exc is not None and exc.fullmatch(group_id))
+
+
+@dataclass(frozen=True)
+class TimeFloor:
+    """Never delete records younger than a point in time, for topics matching ``topic_regex``.
+
+    Give exactly one of ``floor_time_ms`` (absolute, epoch ms) or ``min_retention_ms``
+    (relative to the snapshot time).
+    """
+
+    topic_regex: str
+    floor_time_ms: Optional[int] = None
+    min_retention_ms: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        _compile(self.topic_regex, "time.floors.topic_regex")
+        if (self.floor_time_ms is None) == (self.min_retention_ms is None):
+            raise ConfigError(
+                f"time.floors: expected exactly one of floor_time_ms or min_retention_ms for {self.topic_regex!r}"
+            )
+        for key in ("floor_time_ms", "min_retention_ms"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ConfigError(f"time.floors.{key}: expected a non-negative integer, got {value!r}")
+
+    def matches(self, topic: str) -> bool:
+        return re.fullmatch(self.topic_regex, topic) is not None
+
+    def resolve(self, snapshot_time_ms: int) -> int:
+        if self.floor_time_ms is not None:
+            return self.floor_time_ms
+        assert self.min_retention_ms is not None
+        return snapshot_time_ms - self.min_retention_ms
+
+
+@dataclass(frozen=True)
+class SnapshotRequest:
+    """What one snapshot reads beyond partition state: time floors, groups, its clock and id."""
+
+    time_floors: Tuple[TimeFloor, ...] = ()
+    snapshot_time_ms: Optional[int] = None  # None: now
+    snapshot_id: Optional[str] = None  # None: a new uuid
+    include_groups: bool = True
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    leader: Optional[int]
+    replicas: Tuple[int, ...]
+    isr: Tuple[int, ...]
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    internal: bool
+    cleanup_policy: Optional[str]
+    retention_ms: Optional[int]
+    remote_storage_enable: Optional[bool]
+    time_floor_time_ms: Optional[int] = None
+    time_floor_offset: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    group_id: str
+    group_state: Optional[str]
+    group_type: Optional[str]  # "classic" | "consumer" (KIP-848) | broker's word | "unknown"
+    member_count: Optional[int]  # None: not known (KIP-848 groups without ConsumerGroupDescribe)
+
+
+@dataclass(frozen=True)
+class GroupCommit:
+    group_id: str
+    group_state: Optional[str]
+    group_type: Optional[str]
+    member_count: Optional[int]
+    topic: str
+    partition: int
+    committed_offset: int
+    commit_metadata: Optional[str]
+
+
+@dataclass(frozen=True)
+class DroppedPartition:
+    """A partition left out of the snapshot, and why (topic deleted mid-read, no leader...)."""
+
+    topic: str
+    partition: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class SnapshotIssue:
+    """Something the snapshot could not read but went on without (e.g. a group it may not see)."""
+
+    kind: str  # "group" | "topic_config" | "partition" | "coordinator"
+    resource: str
+    error: str  # broker error name, e.g. GROUP_AUTHORIZATION_FAILED
+    message: str
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    snapshot_id: str
+    snapshot_time_ms: int
+    partitions: Tuple[PartitionState, ...]
+    commits: Tuple[GroupCommit, ...]
+    groups: Tuple[GroupInfo, ...] = ()
+    missing_topics: Tuple[str, ...] = ()
+    dropped_partitions: Tuple[DroppedPartition, ...] = ()
+    issues: Tuple[SnapshotIssue, ...] = ()
+
+    def commits_by_partition(self) -> dict[TopicPartitionKey, list[GroupCommit]]:
+        out: dict[TopicPartitionKey, list[GroupCommit]] = {}
+        for c in self.commits:
+            out.setdefault((c.topic, c.partition), []).append(c)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "ClusterSnapshot":
+        d = json.loads(text)
+        return cls(
+            snapshot_id=d["snapshot_id"],
+            snapshot_time_ms=d["snapshot_time_ms"],
+            partitions=tuple(
+                PartitionState(**{**p, "replicas": tuple(p["replicas"]), "isr": tuple(p["isr"])}) for p in d["partitions"]
+            ),
+            commits=tuple(GroupCommit(**c) for c in d["commits"]),
+            groups=tuple(GroupInfo(**g) for g in d.get("groups", ())),
+            missing_topics=tuple(d.get("missing_topics", ())),
+            dropped_partitions=tuple(DroppedPartition(**x) for x in d.get("dropped_partitions", ())),
+            issues=tuple(SnapshotIssue(**x) for x in d.get("issues", ())),
+        )
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    """What happened to one partition's DeleteRecords.
+
+    ``error`` is None on success (``low_watermark`` is the broker's answer). On
+    REQUEST_TIMED_OUT, ``low_watermark`` is the log start offset re-read afterwards (None if
+    that failed too): the delete may or may not have gone through; this is the truth.
+    """
+
+    topic: str
+    partition: int
+    requested_offset: int
+    leader: Optional[int]
+    low_watermark: Optional[int]
+    error: Optional[str] = None
+    error_message: Optional[str] = None
+    attempts: int = 0
+    retriable: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def timed_out(self) -> bool:
+        return self.error == "REQUEST_TIMED_OUT"
+
+    @property
+    def reached(self) -> bool:
+        """The log start offset is known to be at or past the requested offset."""
+        return self.low_watermark is not None and self.low_watermark >= self.requested_offset

@@ -1,0 +1,155 @@
+"""Per-leader DeleteRecords batching over a fake transport: success, NotLeader-then-retry,
+mixed results, timeouts re-read, and leaders really sent to in parallel."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Collection, Mapping, Optional
+
+from spark_purge.kafka.delete import DeleteExecutor, LeaderRequestError, PartitionResult
+from spark_purge.kafka.model import TopicPartitionKey
+
+
+class FakeTransport:
+    """Leaders from a dict; answers scripted per (leader, call number)."""
+
+    def __init__(self, leaders: dict[TopicPartitionKey, Optional[int]]) -> None:
+        self.leader_map = dict(leaders)
+        self.after_refresh: dict[TopicPartitionKey, Optional[int]] = {}
+        self.sent: list[tuple[int, dict[TopicPartitionKey, int]]] = []
+        self.refreshes = 0
+        self.errors: dict[tuple[int, TopicPartitionKey], list[str]] = {}  # queued per leader+tp
+        self.raise_for_leader: dict[int, LeaderRequestError] = {}
+        self.starts: dict[TopicPartitionKey, int] = {}
+        self.delay_s = 0.0
+        self._lock = threading.Lock()
+
+    def leaders(self, tps: Collection[TopicPartitionKey], refresh: bool) -> Mapping[TopicPartitionKey, Optional[int]]:
+        if refresh:
+            self.refreshes += 1
+            self.leader_map.update(self.after_refresh)
+        return {tp: self.leader_map[tp] for tp in tps if tp in self.leader_map}
+
+    def send_delete_records(
+        self, leader: int, offsets: Mapping[TopicPartitionKey, int], timeout_ms: int
+    ) -> Mapping[TopicPartitionKey, PartitionResult]:
+        with self._lock:
+            self.sent.append((leader, dict(offsets)))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if leader in self.raise_for_leader:
+            raise self.raise_for_leader[leader]
+        out = {}
+        for tp, off in offsets.items():
+            queue = self.errors.get((leader, tp), [])
+            err = queue.pop(0) if queue else None
+            out[tp] = PartitionResult(err, -1 if err else off, err == "NOT_LEADER_OR_FOLLOWER", f"{err} on {tp}" if err else None)
+        return out
+
+    def log_start_offsets(self, tps: Collection[TopicPartitionKey]) -> Mapping[TopicPartitionKey, int]:
+        return {tp: self.starts[tp] for tp in tps if tp in self.starts}
+
+
+def _executor(t: FakeTransport) -> DeleteExecutor:
+    return DeleteExecutor(t, backoff_ms=1)
+
+
+def test_one_request_per_leader_with_only_its_partitions() -> None:
+    t = FakeTransport({("a", 0): 1, ("a", 1): 2, ("b", 0): 1, ("b", 1): 3})
+    cutoffs = {("a", 0): 10, ("a", 1): 11, ("b", 0): 12, ("b", 1): 13}
+
+    outcomes = _executor(t).run(cutoffs, timeout_ms=5_000)
+
+    assert sorted((leader, sorted(batch)) for leader, batch in t.sent) == [
+        (1, [("a", 0), ("b", 0)]),
+        (2, [("a", 1)]),
+        (3, [("b", 1)]),
+    ]
+    assert [(o.topic, o.partition, o.low_watermark, o.error, o.attempts) for o in outcomes] == [
+        ("a", 0, 10, None, 1),
+        ("a", 1, 11, None, 1),
+        ("b", 0, 12, None, 1),
+        ("b", 1, 13, None, 1),
+    ]
+    assert all(o.ok and o.reached for o in outcomes)
+    assert {o.leader for o in outcomes if o.topic == "a"} == {1, 2}
+
+
+def test_not_leader_refreshes_metadata_and_retries_only_that_partition() -> None:
+    t = FakeTransport({("a", 0): 1, ("a", 1): 1})
+    t.errors[(1, ("a", 1))] = ["NOT_LEADER_OR_FOLLOWER"]
+    t.after_refresh = {("a", 1): 2}
+
+    outcomes = {(o.topic, o.partition): o for o in _executor(t).run({("a", 0): 5, ("a", 1): 6}, timeout_ms=5_000)}
+
+    assert t.refreshes == 1
+    assert t.sent == [(1, {("a", 0): 5, ("a", 1): 6}), (2, {("a", 1): 6})]
+    assert outcomes[("a", 0)].attempts == 1 and outcomes[("a", 0)].ok
+    assert outcomes[("a", 1)].attempts == 2 and outcomes[("a", 1)].ok
+    assert outcomes[("a", 1)].leader == 2 and outcomes[("a", 1)].low_watermark == 6
+
+
+def test_mixed_results_are_each_recorded_and_the_rest_goes_on() -> None:
+    t = FakeTransport({("ok", 0): 1, ("compacted", 0): 1, ("denied", 0): 2, ("range", 0): 2})
+    t.errors[(1, ("compacted", 0))] = ["POLICY_VIOLATION"]
+    t.errors[(2, ("denied", 0))] = ["TOPIC_AUTHORIZATION_FAILED"]
+    t.errors[(2, ("range", 0))] = ["OFFSET_OUT_OF_RANGE"]
+    cutoffs = {("ok", 0): 3, ("compacted", 0): 3, ("denied", 0): 3, ("range", 0): 99, ("gone", 0): 1}
+
+    outcomes = {o.topic: o for o in _executor(t).run(cutoffs, timeout_ms=5_000)}
+
+    assert outcomes["ok"].ok and outcomes["ok"].low_watermark == 3
+    assert outcomes["compacted"].error == "POLICY_VIOLATION" and outcomes["compacted"].low_watermark is None
+    assert outcomes["denied"].error == "TOPIC_AUTHORIZATION_FAILED"
+    assert outcomes["range"].error == "OFFSET_OUT_OF_RANGE" and outcomes["range"].requested_offset == 99
+    assert outcomes["gone"].error == "UNKNOWN_TOPIC_OR_PARTITION" and outcomes["gone"].attempts == 0
+    assert t.refreshes == 0  # none of these is worth a retry
+    assert len(t.sent) == 2
+
+
+def test_partition_timeout_rereads_log_start_offset() -> None:
+    t = FakeTransport({("a", 0): 1, ("a", 1): 1})
+    t.errors[(1, ("a", 0))] = ["REQUEST_TIMED_OUT"]
+    t.errors[(1, ("a", 1))] = ["REQUEST_TIMED_OUT"]
+    t.starts = {("a", 0): 40, ("a", 1): 7}  # a-0 did move, a-1 did not
+
+    outcomes = {o.partition: o for o in _executor(t).run({("a", 0): 40, ("a", 1): 50}, timeout_ms=5_000)}
+
+    assert outcomes[0].timed_out and outcomes[0].low_watermark == 40 and outcomes[0].reached
+    assert outcomes[1].timed_out and outcomes[1].low_watermark == 7 and not outcomes[1].reached
+    assert "re-read: 7" in (outcomes[1].error_message or "")
+    assert outcomes[1].retriable
+
+
+def test_leader_request_timing_out_rereads_its_partitions_only() -> None:
+    t = FakeTransport({("a", 0): 1, ("a", 1): 2})
+    t.raise_for_leader[2] = LeaderRequestError("DeleteRecords to leader 2 failed: REQUEST_TIMED_OUT", timed_out=True)
+    t.starts = {("a", 1): 3}
+
+    outcomes = {o.partition: o for o in _executor(t).run({("a", 0): 4, ("a", 1): 9}, timeout_ms=5_000)}
+
+    assert outcomes[0].ok and outcomes[0].low_watermark == 4
+    assert outcomes[1].error == "REQUEST_TIMED_OUT" and outcomes[1].low_watermark == 3
+
+
+def test_unreachable_leader_gives_up_at_the_deadline_with_the_last_error() -> None:
+    t = FakeTransport({("a", 0): 1})
+    t.raise_for_leader[1] = LeaderRequestError("DeleteRecords to leader 1 failed: LEADER_UNREACHABLE", timed_out=False)
+
+    started = time.monotonic()
+    (outcome,) = DeleteExecutor(t, backoff_ms=20).run({("a", 0): 4}, timeout_ms=300)
+
+    assert time.monotonic() - started < 2.0
+    assert outcome.error == "LEADER_UNREACHABLE" and outcome.retriable
+    assert outcome.attempts >= 2 and t.refreshes >= 1
+
+
+def test_leaders_are_sent_to_in_parallel() -> None:
+    t = FakeTransport({("a", p): p + 1 for p in range(4)})
+    t.delay_s = 0.3
+
+    started = time.monotonic()
+    outcomes = _executor(t).run({("a", p): 1 for p in range(4)}, timeout_ms=5_000)
+
+    assert all(o.ok for o in outcomes)
+    assert time.monotonic() - started < 0.9  # serial would take 1.2 s
