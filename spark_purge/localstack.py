@@ -14,6 +14,21 @@ Python process that started it is killed outright.
 
 Broker logs are kept in ``<workdir>/node-<id>/server.log``; ``keep_logs_on_failure`` leaves the
 directory in place when the block exits with an exception.
+
+Security (``scram_users``): the client listener speaks SASL_PLAINTEXT with SCRAM-SHA-512, the
+``StandardAuthorizer`` denies whatever no ACL allows, and every user's SCRAM credential is
+written into the metadata log at format time (``StorageTool format --add-scram``), so it exists
+before any broker starts. ``super_user`` (default ``admin``) is the brokers' own inter-broker
+principal and a super user; :meth:`LocalKafka.client_kwargs` connects as it, and
+``client_kwargs(user)`` as any other user::
+
+    with LocalKafka(scram_users={"admin": "a-pw", "purger": "p-pw"}) as kafka:
+        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, **kafka.client_kwargs())
+        purger_kwargs = kafka.client_kwargs("purger")
+
+The controller listener stays PLAINTEXT and binds 127.0.0.1 only; its principal is
+``User:ANONYMOUS``, which therefore is a super user too (brokers register and heartbeat with
+the controller over it; without it the authorizer would deny ``CLUSTER_ACTION``).
 """
 from __future__ import annotations
 
@@ -41,6 +56,8 @@ log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _PR_SET_PDEATHSIG = 1
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+_SCRAM_FORBIDDEN = ",[]=\"' \\"  # StorageTool / JAAS separators and quotes
 
 _LOG4J2 = """\
 status = warn
@@ -118,10 +135,26 @@ class LocalKafka:
     # Listener security for the client listener; SASL tests override (see security tests).
     client_listener_protocol: str = "PLAINTEXT"
     jaas_config: str | None = None
+    # SASL/SCRAM-SHA-512 + StandardAuthorizer when non-empty: user name -> password.
+    scram_users: Mapping[str, str] = field(default_factory=dict)
+    super_user: str = "admin"
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
             raise LocalStackError(f"nodes must be >= 1, got {self.nodes}")
+        if self.scram_users:
+            if self.super_user not in self.scram_users:
+                raise LocalStackError(
+                    f"super_user {self.super_user!r} needs a password in scram_users (has {sorted(self.scram_users)})"
+                )
+            for name, password in self.scram_users.items():
+                # StorageTool parses name=...,password=... : keep both free of its separators.
+                if set(_SCRAM_FORBIDDEN) & set(name + password) or not name or not password:
+                    raise LocalStackError(
+                        f"scram_users[{name!r}]: expected a non-empty name and password "
+                        f"free of the characters {_SCRAM_FORBIDDEN!r}"
+                    )
+            self.client_listener_protocol = "SASL_PLAINTEXT"
         self._jars = kafka_jars_dir()
         self._owns_workdir = self.workdir is None
         self._dir = Path(self.workdir or tempfile.mkdtemp(prefix="spark-purge-kafka-"))
@@ -237,8 +270,23 @@ class LocalKafka:
                     last_error = exc
                 time.sleep(0.5)
 
-    def client_kwargs(self) -> dict[str, object]:
-        """kafka-python kwargs for this cluster's client listener (empty for PLAINTEXT)."""
+    def client_kwargs(self, user: str | None = None) -> dict[str, object]:
+        """kafka-python kwargs for this cluster's client listener (empty for PLAINTEXT).
+
+        With ``scram_users``: SASL/SCRAM-SHA-512 as ``user`` (default: the super user).
+        """
+        if self.scram_users:
+            name = user or self.super_user
+            if name not in self.scram_users:
+                raise LocalStackError(f"no SCRAM user {name!r}; users are {sorted(self.scram_users)}")
+            return {
+                "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": SCRAM_MECHANISM,
+                "sasl_plain_username": name,
+                "sasl_plain_password": self.scram_users[name],
+            }
+        if user is not None:
+            raise LocalStackError(f"client_kwargs({user!r}): this cluster has no SCRAM users")
         return dict(self._client_kwargs) if hasattr(self, "_client_kwargs") else {}
 
     def set_client_kwargs(self, **kwargs: object) -> None:
@@ -303,9 +351,33 @@ class LocalKafka:
             "log.segment.delete.delay.ms": "1000",
             "replica.lag.time.max.ms": "10000",
         }
+        if self.scram_users:
+            props.update(self._security_props())
         props.update(self.broker_config)
         (n.directory / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (n.directory / "log4j2.properties").write_text(_LOG4J2.format(log_file=n.log_file))
+
+    def _security_props(self) -> dict[str, str]:
+        mech = SCRAM_MECHANISM.lower()
+        password = self.scram_users[self.super_user]
+        return {
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+            # The brokers' own login (inter-broker replication, as the super user).
+            f"listener.name.client.{mech}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{self.super_user}" password="{password}";'
+            ),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": f"User:{self.super_user};User:ANONYMOUS",
+        }
+
+    def _scram_format_args(self) -> list[str]:
+        args: list[str] = []
+        for name, password in self.scram_users.items():
+            args += ["--add-scram", f"{SCRAM_MECHANISM}=[name={name},password={password}]"]
+        return args
 
     def _java_cmd(self, n: KafkaNode, main: str, *args: str) -> list[str]:
         java = shutil.which("java") or (
@@ -343,6 +415,7 @@ class LocalKafka:
             "--ignore-formatted",
         )
         cmd += list(getattr(self, "_format_args", ()))
+        cmd += self._scram_format_args()
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, preexec_fn=_die_with_parent)
         if result.returncode != 0:
             raise LocalStackError(
@@ -385,3 +458,4 @@ def _stop_processes(nodes: Iterable[KafkaNode]) -> None:
         except subprocess.TimeoutExpired:
             n.process.kill()
             n.process.wait(timeout=10)
+
