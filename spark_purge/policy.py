@@ -256,13 +256,14 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
     required = selected.select(
         "snapshot_id", "topic", "partition", "ignore_stale", "stale_before", F.explode("required").alias("group_id")
     )
-    staleness = group_staleness(groups, progress)
-    rows = required.join(commits, ["snapshot_id", "topic", "partition", "group_id"], "left").join(
-        staleness, "group_id", "left"
-    )
-    is_stale = F.coalesce(
-        F.col("stale_candidate") & (F.col("last_progress") < F.col("stale_before")), F.lit(False)
-    )
+    rows = required.join(commits, ["snapshot_id", "topic", "partition", "group_id"], "left")
+    if progress is None:
+        is_stale = F.lit(False)  # unknown progress: nobody is stale
+    else:
+        rows = rows.join(group_staleness(groups, progress), "group_id", "left")
+        is_stale = F.coalesce(
+            F.col("stale_candidate") & (F.col("last_progress") < F.col("stale_before")), F.lit(False)
+        )
     rows = rows.withColumn("is_stale", is_stale)
     counted = F.col("committed_offset").isNotNull() & ~(F.col("is_stale") & F.col("ignore_stale"))
     return rows.groupBy("snapshot_id", "topic", "partition").agg(
@@ -368,19 +369,19 @@ def compute_plan(
     """
     spark = partitions.sparkSession
     now = as_utc(now)
-    topics = [r.topic for r in partitions.select("topic").distinct().collect()]
-    selected_topics = [t for t in topics if config.rule_for(t) is not None]
-    discovering = [t for t in selected_topics if config.rule_for(t).required_groups is None]  # type: ignore[union-attr]
+    # One small driver round trip: every topic, and every group committing on it.
+    pairs = (
+        partitions.select("topic", F.lit(None).cast(StringType()).alias("group_id"))
+        .unionByName(groups.where(F.col("committed_offset") >= 0).select("topic", "group_id"))
+        .distinct()
+        .collect()
+    )
+    topics = {row.topic for row in pairs if row.group_id is None}
     discovered: dict[str, list[str]] = {}
-    if discovering:
-        pairs = (
-            groups.where((F.col("committed_offset") >= 0) & F.col("topic").isin(discovering))
-            .select("topic", "group_id")
-            .distinct()
-            .collect()
-        )
-        for row in pairs:
+    for row in pairs:
+        if row.group_id is not None:
             discovered.setdefault(row.topic, []).append(row.group_id)
+    selected_topics = [t for t in topics if config.rule_for(t) is not None]
     topic_rules = spark.createDataFrame(resolve_topics(selected_topics, discovered, config, now), TOPIC_RULES)
 
     base = partitions.join(F.broadcast(topic_rules), "topic", "inner")
@@ -452,7 +453,7 @@ def compute_plan(
     actionable = ~F.col("blocked") & ~F.col("binding_constraint").isin("nothing_to_do", "below_min_step") & (step > 0)
     df = df.select("*", F.coalesce(actionable, F.lit(False)).alias("actionable"))
 
-    first_missing = F.element_at(missing, 1)
+    first_missing = F.try_element_at(missing, F.lit(1))  # ANSI mode: element_at on [] raises
     blocking_group = (
         F.when(F.col("binding_constraint") == "missing_commit", first_missing)
         .when(~F.col("blocked") & c_bound.isin("group", "stale_group"), F.col("gmin.group_id"))

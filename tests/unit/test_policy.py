@@ -1,0 +1,437 @@
+"""compute_plan: every constraint and every binding_constraint value, manual mode, staleness."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame, Row, SparkSession
+
+from spark_purge import policy, schemas
+from spark_purge.config import PurgeConfig, from_dict
+from spark_purge.errors import ConfigError
+
+NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+SNAP = "snap-1"
+ORDERS = {"name": "orders", "topics": r"orders", "required_groups": ["billing", "analytics"]}
+CLICKS = {"name": "clicks", "topics": r"clicks\..*"}  # discovered groups
+
+
+def config(*rules: dict[str, Any], **extra: Any) -> PurgeConfig:
+    return from_dict({"kafka": {"bootstrap_servers": ["k:9092"]}, "audit": {"path": "a"}, "rules": list(rules), **extra})
+
+
+def part(
+    topic: str,
+    partition: int = 0,
+    lso: int = 0,
+    hw: int = 1000,
+    lst: int | None = None,
+    internal: bool = False,
+    cleanup: str | None = "delete",
+    floor_time: datetime | None = None,
+    floor_offset: int | None = None,
+    leader: int | None = 1,
+    remote: bool | None = None,
+) -> tuple[Any, ...]:
+    return (SNAP, NOW, topic, partition, leader, [1, 2], [1, 2], lso, hw, hw if lst is None else lst, internal, cleanup, None, remote, floor_time, floor_offset)
+
+
+def grp(group: str, topic: str, partition: int, offset: int, state: str = "Stable", kind: str = "classic", members: int = 1) -> tuple[Any, ...]:
+    return (SNAP, NOW, group, state, kind, members, topic, partition, offset, None)
+
+
+def prog(group: str, topic: str, partition: int, offset: int, age: timedelta) -> tuple[Any, ...]:
+    return (group, topic, partition, offset, NOW - age)
+
+
+def run(
+    spark: SparkSession,
+    cfg: PurgeConfig,
+    parts: list[tuple[Any, ...]],
+    groups: list[tuple[Any, ...]],
+    progress: list[tuple[Any, ...]] | None = None,
+    manual_offsets: list[tuple[Any, ...]] | None = None,
+) -> DataFrame:
+    return policy.compute_plan(
+        spark.createDataFrame(parts, schemas.PARTITION_STATE),
+        spark.createDataFrame(groups, schemas.GROUP_OFFSETS),
+        cfg,
+        NOW,
+        progress=None if progress is None else spark.createDataFrame(progress, schemas.GROUP_PROGRESS),
+        manual_offsets=None if manual_offsets is None else spark.createDataFrame(manual_offsets, policy.MANUAL_OFFSETS),
+    )
+
+
+def rows(plan: DataFrame) -> dict[tuple[str, int], Row]:
+    return {(r.topic, r.partition): r for r in plan.collect()}
+
+
+def brief(row: Row) -> tuple[Any, ...]:
+    return (row.binding_constraint, row.cutoff, row.records_to_delete, row.actionable, row.blocking_group)
+
+
+def both_groups(topic: str, partition: int, billing: int, analytics: int) -> list[tuple[Any, ...]]:
+    return [grp("billing", topic, partition, billing), grp("analytics", topic, partition, analytics)]
+
+
+def test_group_binding_exact_plan_row(spark: SparkSession) -> None:
+    plan = run(spark, config(ORDERS), [part("orders", lso=100, hw=500, remote=True)], both_groups("orders", 0, 300, 120))
+    expected = spark.createDataFrame(
+        [(SNAP, "orders", 0, 1, 100, 500, 120, 20, "group", "analytics", "orders", [], True, True, "group analytics at 120 holds back 380 records")],
+        schemas.PLAN,
+    )
+    assert plan.schema == schemas.PLAN
+    assert_df_equality(plan, expected)
+
+
+def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> None:
+    old = timedelta(days=30)
+    cfg = config(
+        {"name": "orders", "topics": r"orders\..*", "required_groups": ["billing"], "min_step": 10},
+        {"name": "aged", "topics": "aged", "required_groups": ["billing"], "min_retention": "1h"},
+        {"name": "all", "topics": r"(__.*|secret|compact|manual|stale)"},
+        protected_topics=["secret"],
+        manual=[{"topic": "manual", "partition": 0, "offset": 50}],
+    )
+    floor_ok = NOW - timedelta(hours=2)
+    parts = [
+        part("orders.group", lso=0, hw=500),
+        part("orders.hw", lso=0, hw=500),
+        part("orders.lso", lso=0, hw=500, lst=200),
+        part("orders.missing", lso=0, hw=500),
+        part("orders.step", lso=0, hw=500),
+        part("orders.none", lso=300, hw=500),
+        part("aged", lso=0, hw=500, floor_time=floor_ok, floor_offset=150),
+        part("__consumer_offsets", hw=500, internal=True),
+        part("secret", hw=500),
+        part("compact", hw=500, cleanup="compact"),
+        part("manual", hw=500),
+        part("stale", lso=0, hw=500),
+    ]
+    groups = [
+        grp("billing", "orders.group", 0, 250),
+        grp("billing", "orders.hw", 0, 900),  # above the high watermark (topic truncated)
+        grp("billing", "orders.lso", 0, 500),
+        grp("billing", "orders.step", 0, 5),
+        grp("billing", "orders.none", 0, 300),
+        grp("billing", "aged", 0, 400),
+        grp("billing", "manual", 0, 400),
+        grp("g", "__consumer_offsets", 0, 400),
+        grp("g", "secret", 0, 400),
+        grp("g", "compact", 0, 400),
+        grp("old", "stale", 0, 90, state="Empty", members=0),
+    ]
+    progress = [prog("old", "stale", 0, 90, old)]
+    got = {t: brief(r) for (t, _), r in rows(run(spark, cfg, parts, groups, progress)).items()}
+    assert got == {
+        "orders.group": ("group", 250, 250, True, "billing"),
+        "orders.hw": ("high_watermark", 500, 500, True, None),
+        "orders.lso": ("last_stable_offset", 200, 200, True, None),
+        "orders.missing": ("missing_commit", None, 0, False, "billing"),
+        "orders.step": ("below_min_step", 5, 0, False, "billing"),
+        "orders.none": ("nothing_to_do", 300, 0, False, "billing"),
+        "aged": ("time_floor", 150, 150, True, None),
+        "__consumer_offsets": ("internal", None, 0, False, None),
+        "secret": ("protected", None, 0, False, None),
+        "compact": ("compacted", None, 0, False, None),
+        "manual": ("manual", 50, 50, True, None),
+        "stale": ("stale_group", 90, 90, True, "old"),
+    }
+    assert {b for b, *_ in got.values()} == set(schemas.BINDING_CONSTRAINTS)
+
+
+def test_last_stable_offset_binds_only_below_high_watermark(spark: SparkSession) -> None:
+    cfg = config(ORDERS)
+    parts = [part("orders", 0, hw=500, lst=450), part("orders", 1, hw=500, lst=500)]
+    groups = both_groups("orders", 0, 500, 500) + both_groups("orders", 1, 700, 800)
+    got = rows(run(spark, cfg, parts, groups))
+    assert brief(got[("orders", 0)]) == ("last_stable_offset", 450, 450, True, None)
+    assert "open transaction: last stable offset 450 holds back 50 records" == got[("orders", 0)].detail
+    # No open transaction: LSO == HW, the high watermark is named.
+    assert brief(got[("orders", 1)]) == ("high_watermark", 500, 500, True, None)
+
+
+def test_ties_prefer_group_then_time_floor_then_high_watermark(spark: SparkSession) -> None:
+    cfg = config({**ORDERS, "min_retention": "1h"})
+    ft = NOW - timedelta(hours=1)
+    parts = [
+        part("orders", 0, hw=500, floor_time=ft, floor_offset=300),  # group == floor
+        part("orders", 1, hw=500, lst=400, floor_time=ft, floor_offset=400),  # floor == lso
+        part("orders", 2, hw=500, floor_time=ft, floor_offset=500),  # group == floor == hw
+    ]
+    groups = both_groups("orders", 0, 300, 600) + both_groups("orders", 1, 600, 600) + both_groups("orders", 2, 500, 500)
+    got = rows(run(spark, cfg, parts, groups))
+    assert brief(got[("orders", 0)])[:2] == ("group", 300)
+    assert brief(got[("orders", 1)])[:2] == ("time_floor", 400)
+    assert brief(got[("orders", 2)]) == ("group", 500, 500, True, "analytics")  # group id breaks ties
+
+
+def test_time_floor_bounds_and_blocks_when_unknown(spark: SparkSession) -> None:
+    cfg = config({**ORDERS, "min_retention": "1h"})
+    needed = NOW - timedelta(hours=1)
+    parts = [
+        part("orders", 0, lso=10, hw=500, floor_time=needed - timedelta(minutes=5), floor_offset=200),
+        part("orders", 1, lso=10, hw=500),  # floor never looked up
+        part("orders", 2, lso=10, hw=500, floor_time=needed + timedelta(minutes=5), floor_offset=450),  # too recent
+    ]
+    groups = [g for p in range(3) for g in both_groups("orders", p, 400, 400)]
+    got = rows(run(spark, cfg, parts, groups))
+    assert brief(got[("orders", 0)]) == ("time_floor", 200, 190, True, None)
+    assert got[("orders", 0)].detail.startswith("time floor (records since 2024-05-01 11:00:00) at 200 holds back 300")
+    assert brief(got[("orders", 1)]) == ("time_floor", None, 0, False, None)
+    assert got[("orders", 1)].detail == "time floor unknown (needed for 2024-05-01 11:00:00): not purged"
+    assert brief(got[("orders", 2)]) == ("time_floor", None, 0, False, None)
+    assert "looked up for 2024-05-01 11:05:00, need 2024-05-01 11:00:00 or earlier" in got[("orders", 2)].detail
+
+
+def test_zero_min_retention_needs_no_floor(spark: SparkSession) -> None:
+    got = rows(run(spark, config(ORDERS), [part("orders", hw=500)], both_groups("orders", 0, 400, 450)))
+    assert brief(got[("orders", 0)]) == ("group", 400, 400, True, "billing")
+
+
+def test_missing_commit_blocks_or_is_ignored(spark: SparkSession) -> None:
+    parts = [part("orders", 0, hw=500), part("orders", 1, hw=500)]
+    groups = [grp("billing", "orders", 0, 300), grp("billing", "orders", 1, 300), grp("analytics", "orders", 1, -1)]
+    blocked = rows(run(spark, config(ORDERS), parts, groups))
+    for p in (0, 1):  # a -1 commit is no commit
+        assert brief(blocked[("orders", p)]) == ("missing_commit", None, 0, False, "analytics")
+        assert blocked[("orders", p)].detail == "required group analytics has no commit on this partition"
+    ignored = rows(run(spark, config({**ORDERS, "on_missing_commit": "ignore"}), parts, groups))
+    assert brief(ignored[("orders", 0)]) == ("group", 300, 300, True, "billing")
+
+
+def test_no_commit_at_all_always_blocks(spark: SparkSession) -> None:
+    cfg = config({**ORDERS, "on_missing_commit": "ignore"}, CLICKS)
+    got = rows(run(spark, cfg, [part("orders", hw=500), part("clicks.web", hw=500)], []))
+    assert brief(got[("orders", 0)]) == ("missing_commit", None, 0, False, "analytics")
+    assert brief(got[("clicks.web", 0)]) == ("missing_commit", None, 0, False, None)
+    assert got[("clicks.web", 0)].detail.startswith("no consumer group has committed on this topic")
+
+
+def test_discovered_groups_and_exclusions(spark: SparkSession) -> None:
+    cfg = config({**CLICKS, "exclude_groups": ["adhoc-.*"]}, group_exclude=[r"console-consumer-\d+"])
+    parts = [part("clicks.web", 0, hw=500), part("clicks.web", 1, hw=500)]
+    groups = [
+        grp("etl", "clicks.web", 0, 400),
+        grp("adhoc-jane", "clicks.web", 0, 10),  # excluded by the rule
+        grp("console-consumer-42", "clicks.web", 0, 20),  # excluded config-wide
+        grp("etl", "clicks.web", 1, 450),
+        grp("ml", "clicks.web", 0, 350),  # discovered on the topic, so required on partition 1 too
+    ]
+    got = rows(run(spark, cfg, parts, groups))
+    assert brief(got[("clicks.web", 0)]) == ("group", 350, 350, True, "ml")
+    assert brief(got[("clicks.web", 1)]) == ("missing_commit", None, 0, False, "ml")
+
+
+def test_stale_group_blocks_by_default_and_can_be_ignored(spark: SparkSession) -> None:
+    parts = [part("orders", 0, hw=500)]
+    groups = [grp("billing", "orders", 0, 400), grp("analytics", "orders", 0, 100, state="Empty", members=0)]
+    progress = [prog("analytics", "orders", 0, 100, timedelta(days=10)), prog("billing", "orders", 0, 400, timedelta(days=10))]
+    blocked = rows(run(spark, config(ORDERS), parts, groups, progress))[("orders", 0)]
+    assert brief(blocked) == ("stale_group", 100, 100, True, "analytics")
+    assert blocked.stale_groups == ["analytics"]
+    assert "stale group analytics (no members, no progress for over 1w) at 100" in blocked.detail
+    ignored = rows(run(spark, config({**ORDERS, "on_stale_group": "ignore"}), parts, groups, progress))[("orders", 0)]
+    assert brief(ignored) == ("group", 400, 400, True, "billing")
+    assert ignored.stale_groups == ["analytics"]  # named either way
+    assert ignored.detail.endswith("; ignoring stale group(s) analytics")
+
+
+def test_stale_group_at_log_start_stays_named(spark: SparkSession) -> None:
+    parts = [part("orders", 0, lso=100, hw=500)]
+    groups = [grp("billing", "orders", 0, 400), grp("analytics", "orders", 0, 100, state="Dead", members=0)]
+    progress = [prog("analytics", "orders", 0, 100, timedelta(days=10))]
+    got = rows(run(spark, config(ORDERS), parts, groups, progress))[("orders", 0)]
+    assert brief(got) == ("stale_group", 100, 0, False, "analytics")
+    assert got.detail.endswith("set on_stale_group: ignore to skip it")
+
+
+STALENESS_CASES = [
+    # (state, group_type, member_count, progress age or None, progress offset, expected stale)
+    ("Empty", "classic", 0, timedelta(days=10), 100, True),
+    ("Dead", "classic", 0, timedelta(days=10), 100, True),
+    ("Dead", "consumer", 0, timedelta(days=10), 100, False),  # KIP-848 group seen via the classic API
+    ("Dead", "unknown", 0, timedelta(days=10), 100, False),
+    ("Empty", "consumer", 0, timedelta(days=10), 100, True),  # a truly empty KIP-848 group
+    ("Stable", "consumer", 0, timedelta(days=10), 100, False),  # a KIP-848 member count of 0 proves nothing
+    ("Empty", "classic", 0, timedelta(days=1), 100, False),  # progressed recently
+    ("Empty", "classic", 0, timedelta(days=10), 90, False),  # commit moved since the progress row
+    ("Empty", "classic", 0, None, None, False),  # progress unknown
+]
+
+
+def test_staleness_rules(spark: SparkSession) -> None:
+    # One topic per case (one Spark run): billing is active everywhere, case group `s<i>` lags at 100.
+    cfg = config({"name": "cases", "topics": r"case\d+", "on_stale_group": "ignore", "stale_after": "7d"})
+    parts, groups, progress = [], [], []
+    for i, (state, kind, members, age, offset, _) in enumerate(STALENESS_CASES):
+        topic = f"case{i}"
+        parts.append(part(topic, hw=500))
+        groups += [grp("billing", topic, 0, 400), grp(f"s{i}", topic, 0, 100, state=state, kind=kind, members=members)]
+        if age is not None:
+            progress.append(prog(f"s{i}", topic, 0, offset, age))
+    got = rows(run(spark, cfg, parts, groups, progress))
+    for i, case in enumerate(STALENESS_CASES):
+        row = got[(f"case{i}", 0)]
+        if case[-1]:
+            assert (row.stale_groups, row.cutoff, row.binding_constraint) == ([f"s{i}"], 400, "group"), case
+        else:
+            assert (row.stale_groups, row.cutoff, row.blocking_group) == ([], 100, f"s{i}"), case
+
+
+def test_staleness_needs_progress_table(spark: SparkSession) -> None:
+    cfg = config({**ORDERS, "on_stale_group": "ignore"})
+    groups = [grp("billing", "orders", 0, 400), grp("analytics", "orders", 0, 100, state="Empty", members=0)]
+    got = rows(run(spark, cfg, [part("orders", hw=500)], groups, None))[("orders", 0)]
+    assert (got.stale_groups, got.cutoff) == ([], 100)
+
+
+def test_group_progress_anywhere_means_not_stale(spark: SparkSession) -> None:
+    cfg = config({**ORDERS, "on_stale_group": "ignore"})
+    parts = [part("orders", 0, hw=500), part("orders", 1, hw=500)]
+    groups = both_groups("orders", 0, 400, 100) + both_groups("orders", 1, 400, 300)
+    groups = [g if g[2] != "analytics" else g[:3] + ("Empty", "classic", 0) + g[6:] for g in groups]
+    progress = [prog("analytics", "orders", 0, 100, timedelta(days=10)), prog("analytics", "orders", 1, 300, timedelta(hours=1))]
+    got = rows(run(spark, cfg, parts, groups, progress))
+    assert got[("orders", 0)].stale_groups == [] and got[("orders", 0)].cutoff == 100
+
+
+def test_below_min_step_and_nothing_to_do(spark: SparkSession) -> None:
+    cfg = config({**ORDERS, "min_step": 100})
+    parts = [part("orders", 0, lso=100, hw=500), part("orders", 1, lso=100, hw=500), part("orders", 2, lso=100, hw=500), part("orders", 3, lso=100, hw=500)]
+    groups = both_groups("orders", 0, 150, 400) + both_groups("orders", 1, 100, 400) + both_groups("orders", 2, 60, 400) + both_groups("orders", 3, 200, 400)
+    got = rows(run(spark, cfg, parts, groups))
+    assert brief(got[("orders", 0)]) == ("below_min_step", 150, 0, False, "billing")
+    assert got[("orders", 0)].detail == "group billing at 150: only 50 records deletable, min_step 100"
+    assert brief(got[("orders", 1)]) == ("nothing_to_do", 100, 0, False, "billing")
+    assert brief(got[("orders", 2)]) == ("nothing_to_do", 60, 0, False, "billing")
+    assert got[("orders", 2)].detail == "nothing to delete: group billing at 60, log start 100"
+    assert brief(got[("orders", 3)]) == ("group", 200, 100, True, "billing")  # exactly min_step acts
+
+
+def test_internal_protected_compacted_and_unselected(spark: SparkSession) -> None:
+    cfg = config({"name": "all", "topics": r"(?!ignored).*"}, protected_topics=[r"pay\..*"])
+    parts = [
+        part("__transaction_state", hw=500),  # internal by name even if the flag is false
+        part("sys", hw=500, internal=True),
+        part("pay.cards", hw=500),
+        part("logs", hw=500, cleanup="compact"),
+        part("mixed", hw=500, cleanup="compact, delete"),
+        part("unknown_policy", hw=500, cleanup=None),
+        part("ignored", hw=500),
+    ]
+    groups = [grp("g", t, 0, 400) for t in ("__transaction_state", "sys", "pay.cards", "logs", "mixed", "unknown_policy", "ignored")]
+    got = {t: r for (t, _), r in rows(run(spark, cfg, parts, groups)).items()}
+    assert "ignored" not in got  # no rule: not in the plan at all
+    assert brief(got["__transaction_state"]) == ("internal", None, 0, False, None)
+    assert brief(got["sys"]) == ("internal", None, 0, False, None)
+    assert brief(got["pay.cards"]) == ("protected", None, 0, False, None)
+    assert brief(got["logs"]) == ("compacted", None, 0, False, None)
+    assert got["logs"].detail == "cleanup.policy=compact lacks delete: the broker refuses DeleteRecords"
+    assert brief(got["mixed"]) == ("group", 400, 400, True, "g")
+    assert brief(got["unknown_policy"]) == ("group", 400, 400, True, "g")
+
+
+def test_ambiguous_rules_fail_at_plan_time(spark: SparkSession) -> None:
+    cfg = config({"name": "a", "topics": r"demo\..*"}, {"name": "b", "topics": r".*\.orders"})
+    ok = rows(run(spark, cfg, [part("demo.clicks")], [grp("g", "demo.clicks", 0, 5)]))
+    assert ok[("demo.clicks", 0)].rule == "a"
+    with pytest.raises(ConfigError, match=r"topic 'demo\.orders' matches rules\[0\] \('a'.*rules\[1\] \('b'"):
+        run(spark, cfg, [part("demo.clicks"), part("demo.orders")], [])
+
+
+def test_manual_offsets_are_bounded_by_safety(spark: SparkSession) -> None:
+    manual = [
+        {"topic": "orders", "partition": 0, "offset": 200},  # below safe cutoff: manual binds
+        {"topic": "orders", "partition": 1, "offset": 450},  # above: the group binds
+        {"topic": "orders", "partition": 2, "offset": "end"},  # high watermark, still bounded
+        {"topic": "orders", "partition": "all", "offset": 50},  # partitions without their own entry
+    ]
+    cfg = config({**ORDERS, "min_step": 1000}, manual=manual)
+    parts = [part("orders", p, lso=10, hw=500) for p in range(5)]
+    groups = [g for p in range(5) for g in both_groups("orders", p, 300, 400)]
+    groups = [g for g in groups if not (g[6] == "orders" and g[7] == 4 and g[2] == "analytics")]
+    got = rows(run(spark, cfg, parts, groups))
+    assert brief(got[("orders", 0)]) == ("manual", 200, 190, True, None)  # min_step does not apply
+    assert got[("orders", 0)].detail == "manual cutoff 200 (offset 200) holds back 300 records"
+    assert brief(got[("orders", 1)]) == ("group", 300, 290, True, "billing")
+    assert brief(got[("orders", 2)]) == ("group", 300, 290, True, "billing")
+    assert brief(got[("orders", 3)]) == ("manual", 50, 40, True, None)
+    assert brief(got[("orders", 4)]) == ("missing_commit", None, 0, False, "analytics")
+
+
+def test_forced_manual_skips_checks_but_not_hw_or_protection(spark: SparkSession) -> None:
+    manual = [
+        {"topic": "orders", "partition": 0, "offset": 450, "force": True},
+        {"topic": "orders", "partition": 1, "offset": 9000, "force": True},
+        {"topic": "orders", "partition": 2, "offset": "end", "force": True},
+        {"topic": "pay", "offset": "end", "force": True},
+        {"topic": "__consumer_offsets", "offset": "end", "force": True},
+    ]
+    cfg = config({**ORDERS, "min_retention": "1h"}, {"name": "all", "topics": "(pay|__.*)"}, protected_topics=["pay"], manual=manual)
+    parts = [part("orders", p, lso=10, hw=500, lst=480) for p in range(3)] + [part("pay", hw=500), part("__consumer_offsets", hw=500, internal=True)]
+    groups = [grp("billing", "orders", 0, 100)]  # analytics missing, floor unknown: forced anyway
+    got = rows(run(spark, cfg, parts, groups))
+    assert brief(got[("orders", 0)]) == ("manual", 450, 440, True, None)
+    assert got[("orders", 0)].detail.startswith("forced manual cutoff 450 (offset 450)")
+    assert brief(got[("orders", 1)]) == ("high_watermark", 500, 490, True, None)
+    assert brief(got[("orders", 2)]) == ("manual", 500, 490, True, None)
+    assert brief(got[("pay", 0)]) == ("protected", None, 0, False, None)
+    assert brief(got[("__consumer_offsets", 0)]) == ("internal", None, 0, False, None)
+
+
+def test_manual_timestamp_uses_looked_up_offsets(spark: SparkSession) -> None:
+    ts = datetime(2024, 4, 30, tzinfo=timezone.utc)
+    cfg = config(ORDERS, manual=[{"topic": "orders", "offset": "@2024-04-30T00:00:00Z"}])
+    lookups = policy.timestamp_lookups(cfg)
+    assert lookups == [policy.TimestampLookup("orders", None, ts)]
+    parts = [part("orders", 0, hw=500), part("orders", 1, hw=500)]
+    groups = both_groups("orders", 0, 400, 400) + both_groups("orders", 1, 400, 400)
+    got = rows(run(spark, cfg, parts, groups, manual_offsets=[("orders", 0, ts, 120)]))
+    assert brief(got[("orders", 0)]) == ("manual", 120, 120, True, None)
+    assert got[("orders", 0)].detail.startswith("manual cutoff 120 (@2024-04-30T00:00:00Z)")
+    assert brief(got[("orders", 1)]) == ("manual", None, 0, False, None)  # no answer: blocked
+    assert got[("orders", 1)].detail == "manual @2024-04-30T00:00:00Z: no offset known for that time"
+
+
+def test_manual_only_topic_is_planned_with_defaults(spark: SparkSession) -> None:
+    cfg = config(ORDERS, manual=[{"topic": "scratch", "offset": "end"}])
+    got = rows(run(spark, cfg, [part("scratch", hw=500), part("other", hw=500)], [grp("g", "scratch", 0, 400)]))
+    assert set(got) == {("scratch", 0)}
+    assert got[("scratch", 0)].rule == "manual"
+    assert brief(got[("scratch", 0)]) == ("group", 400, 400, True, "g")
+
+
+def test_snapshot_ids_must_match(spark: SparkSession) -> None:
+    other = [(("other-snap",) + g[1:]) for g in both_groups("orders", 0, 400, 400)]
+    got = rows(run(spark, config(ORDERS), [part("orders", hw=500)], other))
+    assert got[("orders", 0)].binding_constraint == "missing_commit"  # commits from another snapshot never count
+
+
+def test_time_floor_requests_and_lookup_helpers() -> None:
+    cfg = config(
+        {**ORDERS, "min_retention": "6h"},
+        {**CLICKS, "min_retention": "0s"},
+        defaults={"min_retention": "1h"},
+        manual=[{"topic": "scratch", "offset": 5}, {"topic": "orders", "partition": 1, "offset": "@1714521600000"}],
+    )
+    reqs = policy.time_floor_requests(cfg, NOW)
+    assert reqs == [
+        policy.TimeFloorRequest("orders", "orders", NOW - timedelta(hours=6)),
+        policy.TimeFloorRequest("manual", "scratch", NOW - timedelta(hours=1)),
+    ]
+    assert policy.time_floor_for(cfg, "orders", NOW) == NOW - timedelta(hours=6)
+    assert policy.time_floor_for(cfg, "clicks.web", NOW) is None
+    assert policy.time_floor_for(cfg, "unmatched", NOW) is None
+    assert policy.timestamp_lookups(cfg) == [policy.TimestampLookup("orders", 1, datetime(2024, 5, 1, tzinfo=timezone.utc))]
+
+
+def test_split_snapshot_feeds_compute_plan(spark: SparkSession) -> None:
+    p = part("orders", hw=500)
+    nested = [p + ([("billing", "Stable", "classic", 1, 300, None), ("analytics", "Stable", "classic", 1, 200, None)],)]
+    parts, groups = policy.split_snapshot(spark.createDataFrame(nested, schemas.SNAPSHOT))
+    assert parts.schema == schemas.PARTITION_STATE and groups.schema == schemas.GROUP_OFFSETS
+    got = rows(policy.compute_plan(parts, groups, config(ORDERS), NOW))
+    assert brief(got[("orders", 0)]) == ("group", 200, 200, True, "analytics")
