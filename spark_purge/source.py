@@ -1,0 +1,476 @@
+"""``kafka_state``: Kafka partition state and consumer-group commits as a PySpark Python Data Source.
+
+Batch::
+
+    register(spark)
+    spark.read.format("kafka_state").option("bootstrap.servers", "host:9092")
+        .option("view", "partitions" | "groups" | "snapshot").load()
+
+gives ``schemas.PARTITION_STATE`` / ``GROUP_OFFSETS`` / ``SNAPSHOT``.
+
+Streaming (always ``SNAPSHOT``): one micro-batch per ``poll.interval``; with
+``Trigger.AvailableNow`` exactly one snapshot, then the query stops. Offsets are ``{"seq": n}``;
+snapshot ``n`` is persisted as JSON under ``snapshot.dir`` (``<seq>.json``) by ``latestOffset``,
+so a batch replayed after a crash plans from the same file; ``commit`` prunes older files.
+
+Options (keys are case-insensitive):
+
+- ``bootstrap.servers`` (required) host:port list
+- ``view``: partitions | groups | snapshot (default snapshot)
+- ``topics``: comma list of explicit topics (missing ones are logged and left out), and/or
+  ``topic.include`` / ``topic.exclude`` full-match regexes; ``include.internal`` (false)
+- ``group.include`` / ``group.exclude`` full-match regexes
+- ``request.timeout.ms`` (30000)
+- ``time.floors``: JSON list of ``{"topic_regex", "floor_time_ms"}`` or
+  ``{"topic_regex", "min_retention_ms"}`` (relative to snapshot time)
+- ``poll.interval`` (streaming; "10s", "1m", ms integer; default 10s)
+- ``snapshot.dir`` (required for streaming)
+- ``rows.per.partition`` (5000): rows per Spark input partition
+- ``kafka.<kafka-python setting>``: security pass-through (``kafka.security_protocol``,
+  ``kafka.sasl_plain_password``, ``kafka.ssl_cafile``... dots or underscores)
+
+Where things run (see DESIGN.md pitfalls): ``partitions()`` / ``latestOffset()`` / ``commit()``
+run in a driver-side Python process; ``read()`` on executors, on another reader instance that
+sees only the pickled input partition. So the snapshot is taken on the driver side and its rows
+travel inside the input partitions; nothing that holds a socket is pickled.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from spark_purge import schemas
+from spark_purge._time import parse_duration
+from spark_purge.errors import ConfigError
+from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, SnapshotRequest, TimeFloor, coerce_security
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "kafka_state"
+VIEWS = {"partitions": schemas.PARTITION_STATE, "groups": schemas.GROUP_OFFSETS, "snapshot": schemas.SNAPSHOT}
+_KNOWN = {
+    "bootstrap.servers",
+    "view",
+    "topics",
+    "topic.include",
+    "topic.exclude",
+    "group.include",
+    "group.exclude",
+    "include.internal",
+    "request.timeout.ms",
+    "poll.interval",
+    "time.floors",
+    "snapshot.dir",
+    "rows.per.partition",
+    "path",  # Spark's own, unused
+}
+_SNAPSHOT_FILE = re.compile(r"^(\d+)\.json$")
+
+
+# ---- options ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Validated source options (picklable: plain values only)."""
+
+    client: ClientConfig
+    view: str = "snapshot"
+    time_floors: tuple[TimeFloor, ...] = ()
+    poll_interval_ms: int = 10_000
+    snapshot_dir: Optional[str] = None
+    rows_per_partition: int = 5_000
+
+    def snapshot_request(self, snapshot_time_ms: Optional[int] = None) -> SnapshotRequest:
+        return SnapshotRequest(
+            time_floors=self.time_floors,
+            snapshot_time_ms=snapshot_time_ms,
+            include_groups=self.view != "partitions",
+        )
+
+
+def _int_option(opts: Mapping[str, str], key: str, default: int, minimum: int = 1) -> int:
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    text = str(raw).strip()
+    if not text.isdigit() or int(text) < minimum:
+        raise ConfigError(f"{key}: expected an integer >= {minimum}, got {raw!r}")
+    return int(text)
+
+
+def _bool_option(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+    return text == "true"
+
+
+def parse_time_floors(raw: Optional[str]) -> tuple[TimeFloor, ...]:
+    if raw is None or not str(raw).strip():
+        return ()
+    hint = 'a JSON list like [{"topic_regex": "orders.*", "min_retention_ms": 3600000}]'
+    try:
+        items = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"time.floors: expected {hint}, got invalid JSON ({exc.msg})") from None
+    if not isinstance(items, list):
+        raise ConfigError(f"time.floors: expected {hint}, got {type(items).__name__}")
+    floors = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("topic_regex"), str):
+            raise ConfigError(f"time.floors[{i}]: expected an object with a string topic_regex, got {item!r}")
+        unknown = set(item) - {"topic_regex", "floor_time_ms", "min_retention_ms"}
+        if unknown:
+            raise ConfigError(f"time.floors[{i}]: unknown key(s) {sorted(unknown)}; expected floor_time_ms or min_retention_ms")
+        floors.append(
+            TimeFloor(item["topic_regex"], floor_time_ms=item.get("floor_time_ms"), min_retention_ms=item.get("min_retention_ms"))
+        )
+    return tuple(floors)
+
+
+def parse_options(options: Mapping[str, Any]) -> SourceOptions:
+    """Validate the data-source options; ConfigError names the option at fault."""
+    opts = {str(k).lower(): v for k, v in options.items()}
+    security: dict[str, Any] = {}
+    for key, value in opts.items():
+        if key.startswith("kafka."):
+            security[key[len("kafka."):]] = value
+        elif key not in _KNOWN:
+            raise ConfigError(f"{key}: unknown kafka_state option; expected one of {sorted(_KNOWN - {'path'})} or kafka.<setting>")
+    servers = opts.get("bootstrap.servers")
+    if not servers or not str(servers).strip():
+        raise ConfigError("bootstrap.servers: required, expected host:port[,host:port...]")
+    view = str(opts.get("view", "snapshot")).strip().lower()
+    if view not in VIEWS:
+        raise ConfigError(f"view: expected one of {sorted(VIEWS)}, got {opts.get('view')!r}")
+    topics = None
+    if opts.get("topics") is not None:
+        topics = tuple(t.strip() for t in str(opts["topics"]).split(",") if t.strip())
+    client = ClientConfig(
+        bootstrap_servers=str(servers),
+        request_timeout_ms=_int_option(opts, "request.timeout.ms", 30_000),
+        security=coerce_security(security, prefix="kafka."),
+        topics=topics,
+        topic_include=opts.get("topic.include") or None,
+        topic_exclude=opts.get("topic.exclude") or None,
+        group_include=opts.get("group.include") or None,
+        group_exclude=opts.get("group.exclude") or None,
+        include_internal=_bool_option(opts, "include.internal", False),
+    )
+    poll = parse_duration(opts.get("poll.interval", "10s"), "poll.interval")
+    if poll <= 0:
+        raise ConfigError(f"poll.interval: expected a positive duration, got {opts.get('poll.interval')!r}")
+    snapshot_dir = opts.get("snapshot.dir")
+    if snapshot_dir is not None and not str(snapshot_dir).strip():
+        raise ConfigError("snapshot.dir: expected a directory path, got an empty string")
+    return SourceOptions(
+        client=client,
+        view=view,
+        time_floors=parse_time_floors(opts.get("time.floors")),
+        poll_interval_ms=poll,
+        snapshot_dir=str(snapshot_dir) if snapshot_dir else None,
+        rows_per_partition=_int_option(opts, "rows.per.partition", 5_000),
+    )
+
+
+# ---- rows --------------------------------------------------------------------------------------
+
+
+def _ts(ms: Optional[int]) -> Optional[datetime]:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def snapshot_rows(snapshot: ClusterSnapshot, view: str) -> list[tuple[Any, ...]]:
+    """Rows of ``snapshot`` in the field order of the view's schema."""
+    sid, stime = snapshot.snapshot_id, _ts(snapshot.snapshot_time_ms)
+    if view == "groups":
+        return [
+            (sid, stime, c.group_id, c.group_state, c.group_type, c.member_count, c.topic, c.partition, c.committed_offset, c.commit_metadata)
+            for c in snapshot.commits
+        ]
+    commits = snapshot.commits_by_partition() if view == "snapshot" else {}
+    rows: list[tuple[Any, ...]] = []
+    for p in snapshot.partitions:
+        row: tuple[Any, ...] = (
+            sid,
+            stime,
+            p.topic,
+            p.partition,
+            p.leader,
+            list(p.replicas),
+            list(p.isr),
+            p.log_start_offset,
+            p.high_watermark,
+            p.last_stable_offset,
+            p.internal,
+            p.cleanup_policy,
+            p.retention_ms,
+            p.remote_storage_enable,
+            _ts(p.time_floor_time_ms),
+            p.time_floor_offset,
+        )
+        if view == "snapshot":
+            groups = [
+                (c.group_id, c.group_state, c.group_type, c.member_count, c.committed_offset, c.commit_metadata)
+                for c in commits.get((p.topic, p.partition), [])
+            ]
+            row = row + (groups,)
+        rows.append(row)
+    return rows
+
+
+@dataclass(frozen=True)
+class SnapshotChunk(InputPartition):
+    """One Spark input partition: ready-made rows of one snapshot (picklable plain values)."""
+
+    snapshot_id: str
+    index: int
+    rows: tuple[tuple[Any, ...], ...] = field(repr=False)
+
+
+def plan_chunks(snapshot: ClusterSnapshot, view: str, rows_per_partition: int) -> list[SnapshotChunk]:
+    rows = snapshot_rows(snapshot, view)
+    if not rows:
+        return [SnapshotChunk(snapshot.snapshot_id, 0, ())]
+    return [
+        SnapshotChunk(snapshot.snapshot_id, i // rows_per_partition, tuple(rows[i : i + rows_per_partition]))
+        for i in range(0, len(rows), rows_per_partition)
+    ]
+
+
+def _log_snapshot(snapshot: ClusterSnapshot) -> None:
+    if snapshot.missing_topics:
+        log.warning("kafka_state: topics not found: %s", ", ".join(snapshot.missing_topics))
+    for d in snapshot.dropped_partitions:
+        log.warning("kafka_state: partition %s-%d left out: %s", d.topic, d.partition, d.reason)
+    for issue in snapshot.issues:
+        log.warning("kafka_state: %s", issue.message)
+
+
+def take_snapshot(options: SourceOptions, snapshot_time_ms: Optional[int] = None) -> ClusterSnapshot:
+    """Connect, read one snapshot, close (used by the batch reader)."""
+    from spark_purge.kafka import open_client
+
+    with open_client(options.client) as client:
+        snapshot = client.snapshot(options.snapshot_request(snapshot_time_ms))
+    _log_snapshot(snapshot)
+    return snapshot
+
+
+# ---- snapshot files (replay) -------------------------------------------------------------------
+
+
+class SnapshotStore:
+    """``<dir>/<seq>.json`` files, written atomically, pruned on commit."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = Path(directory.removeprefix("file:"))
+
+    def path(self, seq: int) -> Path:
+        return self.directory / f"{seq:012d}.json"
+
+    def save(self, seq: int, snapshot: ClusterSnapshot) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(snapshot.to_json())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path(seq))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def load(self, seq: int) -> ClusterSnapshot:
+        path = self.path(seq)
+        try:
+            return ClusterSnapshot.from_json(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(
+                f"snapshot.dir: snapshot for batch offset {seq} not found at {path}; the directory must persist "
+                "with the checkpoint (use <checkpoint>/snapshots)"
+            ) from None
+
+    def seqs(self) -> list[int]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(int(m.group(1)) for p in self.directory.iterdir() if (m := _SNAPSHOT_FILE.match(p.name)))
+
+    def prune_below(self, seq: int) -> int:
+        removed = 0
+        for s in self.seqs():
+            if s < seq:
+                self.path(s).unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+
+# ---- readers -----------------------------------------------------------------------------------
+
+
+class KafkaStateReader(DataSourceReader):
+    """Batch: one snapshot per reader, taken at planning time, rows shipped in the partitions."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._planned: Optional[list[SnapshotChunk]] = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options, "_planned": None}  # the rows travel in the partitions only
+
+    def partitions(self) -> Sequence[InputPartition]:
+        # Planning may run more than once: the same reader answers with the same snapshot.
+        if self._planned is None:
+            snapshot = take_snapshot(self.options)
+            self._planned = plan_chunks(snapshot, self.options.view, self.options.rows_per_partition)
+        return self._planned
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, SnapshotChunk)
+        yield from partition.rows
+
+
+class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Streaming: offset {"seq": n}; snapshot n persisted under snapshot.dir before it is offered."""
+
+    # Tests swap this for a fake; it must return a context-managed client with snapshot().
+    client_factory: Callable[[ClientConfig], Any] = staticmethod(lambda cfg: _open(cfg))  # type: ignore[assignment]
+    clock: Callable[[], float] = staticmethod(time.monotonic)  # type: ignore[assignment]
+
+    def __init__(self, options: SourceOptions) -> None:
+        if options.snapshot_dir is None:
+            raise ConfigError("snapshot.dir: required for readStream (the pipeline passes <checkpoint>/snapshots)")
+        if options.view != "snapshot":
+            raise ConfigError(f"view: readStream always emits the snapshot view, got {options.view!r}")
+        self.options = options
+        self.store = SnapshotStore(options.snapshot_dir)
+        self._client: Any = None
+        self._last_taken: Optional[float] = None
+        self._available_now = False
+        self._target: Optional[int] = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None  # sockets never travel
+        return state
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"seq": 0}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = True
+        self._target = None
+
+    def latestOffset(self, start: dict[str, Any], limit: Any = None) -> dict[str, int]:
+        seq = int((start or {}).get("seq", 0))
+        if self._available_now:
+            if self._target is None:
+                self._target = seq + 1
+                self._snapshot_to(self._target)
+            return {"seq": max(seq, self._target)}
+        now = self.clock()
+        if self._last_taken is not None and now - self._last_taken < self.options.poll_interval_ms / 1000:
+            return {"seq": seq}
+        self._snapshot_to(seq + 1)
+        self._last_taken = now
+        return {"seq": seq + 1}
+
+    def _snapshot_to(self, seq: int) -> None:
+        try:
+            if self._client is None:
+                self._client = self.client_factory(self.options.client)
+            snapshot = self._client.snapshot(self.options.snapshot_request())
+        except Exception:
+            self._close_client()  # reconnect next time
+            raise
+        _log_snapshot(snapshot)
+        self.store.save(seq, snapshot)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin, stop = int((start or {}).get("seq", 0)), int((end or {}).get("seq", 0))
+        if stop <= begin:
+            return []
+        # The batch's data is snapshot `stop`, as persisted: a replay plans the very same rows.
+        snapshot = self.store.load(stop)
+        return plan_chunks(snapshot, "snapshot", self.options.rows_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, SnapshotChunk)
+        yield from partition.rows
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self.store.prune_below(int((end or {}).get("seq", 0)))
+
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # closing a broken client must not hide the original error
+                log.debug("kafka_state: closing the Kafka client failed", exc_info=True)
+
+    def stop(self) -> None:
+        self._close_client()
+
+
+def _open(cfg: ClientConfig) -> Any:
+    from spark_purge.kafka import open_client
+
+    return open_client(cfg)
+
+
+class KafkaStateDataSource(DataSource):
+    """The ``kafka_state`` data source; options are validated when it is created."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        super().__init__(options)  # type: ignore[arg-type]
+        self.parsed = parse_options(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return VIEWS[self.parsed.view]
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaStateReader(self.parsed)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStateStreamReader(self.parsed)
+
+
+def register(spark: Any) -> None:
+    """Register ``kafka_state`` with ``spark`` (idempotent)."""
+    spark.dataSource.register(KafkaStateDataSource)
+
+
+__all__ = [
+    "KafkaStateDataSource",
+    "KafkaStateReader",
+    "KafkaStateStreamReader",
+    "SnapshotChunk",
+    "SnapshotStore",
+    "SourceOptions",
+    "parse_options",
+    "plan_chunks",
+    "register",
+    "snapshot_rows",
+]
