@@ -1,0 +1,234 @@
+"""kafka_state without a JVM or a broker: option parsing, partition planning, replay from the
+snapshot directory, AvailableNow, and that everything Spark pickles pickles."""
+from __future__ import annotations
+
+import pickle
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_purge import schemas
+from spark_purge.errors import ConfigError
+from spark_purge.kafka.model import (
+    ClientConfig,
+    ClusterSnapshot,
+    GroupCommit,
+    PartitionState,
+    SnapshotRequest,
+)
+from spark_purge.source import (
+    KafkaStateDataSource,
+    KafkaStateReader,
+    KafkaStateStreamReader,
+    SnapshotChunk,
+    parse_options,
+    plan_chunks,
+    snapshot_rows,
+)
+
+BASE = {"bootstrap.servers": "127.0.0.1:9092"}
+
+
+def _snapshot(n_partitions: int = 3, sid: str = "s1") -> ClusterSnapshot:
+    parts = tuple(
+        PartitionState("t", p, 1, (1,), (1,), p, 10 + p, 10 + p, False, "delete", 1000, False, 5_000, 7 + p)
+        for p in range(n_partitions)
+    )
+    commits = (
+        GroupCommit("g1", "Empty", "classic", 0, "t", 0, 4, "m"),
+        GroupCommit("g2", "Stable", "consumer", None, "t", 0, 6, None),
+        GroupCommit("g1", "Empty", "classic", 0, "t", 1, 11, ""),
+    )
+    return ClusterSnapshot(sid, 1_700_000_000_000, parts, commits)
+
+
+# ---- options ----------------------------------------------------------------------------------
+
+
+def test_defaults_and_pass_through() -> None:
+    opts = parse_options(
+        {
+            **BASE,
+            "Topics": "a, b",
+            "topic.exclude": "tmp-.*",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.ssl_check_hostname": "False",
+            "kafka.sasl_plain_password": "hunter2",
+            "time.floors": '[{"topic_regex": "a", "min_retention_ms": 60000}, {"topic_regex": "b", "floor_time_ms": 5}]',
+            "poll.interval": "2m",
+            "request.timeout.ms": "5000",
+        }
+    )
+    assert opts.view == "snapshot" and opts.poll_interval_ms == 120_000
+    assert opts.client.topics == ("a", "b") and opts.client.request_timeout_ms == 5000
+    assert opts.client.security == {
+        "security_protocol": "SASL_SSL",
+        "ssl_check_hostname": False,
+        "sasl_plain_password": "hunter2",
+    }
+    assert [(f.topic_regex, f.resolve(100_000)) for f in opts.time_floors] == [("a", 40_000), ("b", 5)]
+    assert "hunter2" not in repr(opts)
+
+
+@pytest.mark.parametrize(
+    "options, key",
+    [
+        ({}, "bootstrap.servers"),
+        ({"bootstrap.servers": "no-port"}, "bootstrap.servers"),
+        ({**BASE, "view": "rows"}, "view"),
+        ({**BASE, "poll.interval": "soon"}, "poll.interval"),
+        ({**BASE, "request.timeout.ms": "-1"}, "request.timeout.ms"),
+        ({**BASE, "topic.include": "(["}, "topic.include"),
+        ({**BASE, "group.exclude": "*x"}, "group.exclude"),
+        ({**BASE, "time.floors": "{not json"}, "time.floors"),
+        ({**BASE, "time.floors": '[{"topic_regex": "a"}]'}, "time.floors"),
+        ({**BASE, "time.floors": '[{"topic_regex": "a", "min_retention_ms": 1, "floor_time_ms": 2}]'}, "time.floors"),
+        ({**BASE, "kafka.bogus": "1"}, "kafka.bogus"),
+        ({**BASE, "kafka.ssl_check_hostname": "maybe"}, "kafka.ssl_check_hostname"),
+        ({**BASE, "topicz": "a"}, "topicz"),
+        ({**BASE, "include.internal": "yes"}, "include.internal"),
+    ],
+)
+def test_bad_options_name_the_key(options: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_options(options)
+    assert str(info.value).startswith(key)
+
+
+def test_data_source_validates_on_creation_and_picks_the_view_schema() -> None:
+    with pytest.raises(ConfigError, match="^view"):
+        KafkaStateDataSource({**BASE, "view": "nope"})
+    assert KafkaStateDataSource.name() == "kafka_state"
+    assert KafkaStateDataSource({**BASE, "view": "groups"}).schema() == schemas.GROUP_OFFSETS
+    assert KafkaStateDataSource(dict(BASE)).schema() == schemas.SNAPSHOT
+
+
+def test_stream_reader_requires_snapshot_dir_and_snapshot_view(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="^snapshot.dir"):
+        KafkaStateDataSource(dict(BASE)).streamReader(schemas.SNAPSHOT)
+    with pytest.raises(ConfigError, match="^view"):
+        KafkaStateDataSource({**BASE, "view": "partitions", "snapshot.dir": str(tmp_path)}).streamReader(
+            schemas.PARTITION_STATE
+        )
+
+
+def test_topic_and_group_selection() -> None:
+    cfg = ClientConfig("h:1", topics=("x",), topic_include="orders-.*", topic_exclude="orders-tmp", group_exclude="tmp-.*")
+    assert cfg.selects_topic("x", False) and cfg.selects_topic("orders-1", False)
+    assert not cfg.selects_topic("orders-tmp", False) and not cfg.selects_topic("other", False)
+    assert not cfg.selects_topic("__consumer_offsets", True)
+    assert cfg.selects_group("app") and not cfg.selects_group("tmp-1")
+    only_listed = ClientConfig("h:1", topics=("x",))
+    assert only_listed.selects_topic("x", False) and not only_listed.selects_topic("y", False)
+
+
+# ---- rows and planning ------------------------------------------------------------------------
+
+
+def test_rows_follow_the_schemas_exactly() -> None:
+    snap = _snapshot()
+    for view, schema in (("partitions", schemas.PARTITION_STATE), ("groups", schemas.GROUP_OFFSETS), ("snapshot", schemas.SNAPSHOT)):
+        rows = snapshot_rows(snap, view)
+        assert rows and all(len(r) == len(schema.fields) for r in rows)
+    part = snapshot_rows(snap, "partitions")[1]
+    named = dict(zip(schemas.PARTITION_STATE.fieldNames(), part))
+    assert named["snapshot_time"] == datetime(2023, 11, 14, 22, 13, 20, tzinfo=timezone.utc)
+    assert (named["log_start_offset"], named["high_watermark"], named["time_floor_offset"]) == (1, 11, 8)
+    assert named["time_floor_time"] == datetime(1970, 1, 1, 0, 0, 5, tzinfo=timezone.utc)
+    snap_rows = {r[3]: r for r in snapshot_rows(snap, "snapshot")}
+    assert snap_rows[0][-1] == [("g1", "Empty", "classic", 0, 4, "m"), ("g2", "Stable", "consumer", None, 6, None)]
+    assert snap_rows[2][-1] == []
+    assert len(schemas.GROUP_COMMIT.fields) == len(snap_rows[0][-1][0])
+
+
+def test_planning_splits_rows_into_picklable_chunks() -> None:
+    chunks = plan_chunks(_snapshot(5), "partitions", rows_per_partition=2)
+    assert [len(c.rows) for c in chunks] == [2, 2, 1] and [c.index for c in chunks] == [0, 1, 2]
+    assert pickle.loads(pickle.dumps(chunks)) == chunks
+    assert plan_chunks(ClusterSnapshot("e", 0, (), ()), "groups", 10) == [SnapshotChunk("e", 0, ())]
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.calls: list[SnapshotRequest] = []
+        self.closed = False
+
+    def snapshot(self, request: SnapshotRequest) -> ClusterSnapshot:
+        self.calls.append(request)
+        return _snapshot(2, sid=f"s{len(self.calls)}")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _stream_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeClient, clock: list[float]) -> KafkaStateStreamReader:
+    monkeypatch.setattr(KafkaStateStreamReader, "client_factory", staticmethod(lambda cfg: fake))
+    monkeypatch.setattr(KafkaStateStreamReader, "clock", staticmethod(lambda: clock[0]))
+    ds = KafkaStateDataSource({**BASE, "snapshot.dir": str(tmp_path / "snaps"), "poll.interval": "10s"})
+    reader = ds.streamReader(schemas.SNAPSHOT)
+    assert isinstance(reader, KafkaStateStreamReader)
+    return reader
+
+
+def test_stream_polls_once_per_interval_and_replays_the_persisted_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, clock = FakeClient(), [100.0]
+    reader = _stream_reader(tmp_path, monkeypatch, fake, clock)
+    start = reader.initialOffset()
+
+    end = reader.latestOffset(start, None)
+    assert end == {"seq": 1} and len(fake.calls) == 1
+    clock[0] += 3
+    assert reader.latestOffset(end, None) == end  # within poll.interval: no new batch
+    assert reader.partitions(end, end) == []  # restart probe: nothing
+
+    first = reader.partitions(start, end)
+    again = reader.partitions(start, end)  # planning twice gives the same data
+    assert first == again and first[0].snapshot_id == "s1"
+
+    # A fresh process (crash + restart) replays batch 1 from disk: still snapshot s1.
+    replay = _stream_reader(tmp_path, monkeypatch, FakeClient(), clock).partitions(start, end)
+    assert replay == first
+    assert [r for c in replay for r in reader.read(c)] == list(first[0].rows)
+
+    clock[0] += 10
+    end2 = reader.latestOffset(end, None)
+    assert end2 == {"seq": 2} and reader.partitions(end, end2)[0].snapshot_id == "s2"
+    reader.commit(end2)
+    assert sorted(p.name for p in (tmp_path / "snaps").iterdir()) == ["000000000002.json"]
+    reader.stop()
+    assert fake.closed
+
+
+def test_available_now_takes_exactly_one_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake, clock = FakeClient(), [0.0]
+    reader = _stream_reader(tmp_path, monkeypatch, fake, clock)
+    reader.prepareForTriggerAvailableNow()
+    start = {"seq": 4}  # restarted query: resumes after its last committed batch
+
+    end = reader.latestOffset(start, None)
+    assert end == {"seq": 5}
+    assert reader.latestOffset(start, None) == end  # asked again before running: same target
+    clock[0] += 1000
+    assert reader.latestOffset(end, None) == end  # target reached: the query stops
+    assert len(fake.calls) == 1
+
+
+def test_readers_pickle_without_clients_or_cached_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ds = KafkaStateDataSource({**BASE, "kafka.sasl_plain_password": "pw", "view": "groups"})
+    assert pickle.loads(pickle.dumps(ds)).parsed == ds.parsed
+
+    batch = ds.reader(schemas.GROUP_OFFSETS)
+    assert isinstance(batch, KafkaStateReader)
+    batch._planned = plan_chunks(_snapshot(), "groups", 10)
+    restored: Any = pickle.loads(pickle.dumps(batch))
+    assert restored._planned is None and restored.options == batch.options
+
+    fake, clock = FakeClient(), [0.0]
+    stream = _stream_reader(tmp_path, monkeypatch, fake, clock)
+    stream.latestOffset(stream.initialOffset(), None)
+    assert stream._client is fake
+    assert pickle.loads(pickle.dumps(stream))._client is None
