@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
+from kafka.errors import NoError  # noqa: E402
 from kafka.protocol.admin import DescribeGroupsRequest  # noqa: E402
 from kafka.protocol.consumer import IsolationLevel, ListOffsetsRequest, OffsetFetchRequest, OffsetSpec  # noqa: E402
 from kafka.protocol.metadata import FindCoordinatorRequest  # noqa: E402
@@ -99,10 +100,15 @@ def build(cluster: LocalKafka, partitions: int, per_topic: int, groups: int, run
         offsets = {TopicPartition(topic, p): OffsetAndMetadata(records, "", -1) for p in range(n)}
         for attempt in range(120):
             try:
-                admin.alter_group_offsets(f"bench-{run}-g{g:04d}", offsets)
-                break
-            except Exception:  # coordinator still loading right after start
-                time.sleep(0.5)
+                # Per-partition errors are returned, not raised (coordinator still loading).
+                result = admin.alter_group_offsets(f"bench-{run}-g{g:04d}", offsets)
+                if all(err is NoError for err in result.values()):
+                    break
+            except Exception:  # coordinator not available yet right after start
+                pass
+            time.sleep(0.5)
+        else:
+            raise SystemExit(f"could not commit offsets for group {g}")
         commits += n
     print(f"committed {commits} offsets for {groups} groups: {time.monotonic() - t0:.1f}s", flush=True)
     admin.close()

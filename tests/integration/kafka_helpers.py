@@ -5,7 +5,7 @@ import time
 from typing import Mapping, Optional, Sequence
 
 from kafka import KafkaAdminClient, KafkaProducer
-from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError
+from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NoError, NotCoordinatorError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 
@@ -39,9 +39,13 @@ def commit(admin: KafkaAdminClient, group: str, offsets: Mapping[tuple[str, int]
     deadline = time.monotonic() + 60
     while True:
         try:
-            admin.alter_group_offsets(group, payload)
-            return
+            # Per-partition errors come back in the result, not as exceptions.
+            errors = {tp: err for tp, err in admin.alter_group_offsets(group, payload).items() if err is not NoError}
+            if not errors:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"committing offsets for {group} failed: {errors}")
         except (CoordinatorNotAvailableError, CoordinatorLoadInProgressError, NotCoordinatorError):
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.5)
+        time.sleep(0.5)

@@ -232,3 +232,19 @@ def test_readers_pickle_without_clients_or_cached_rows(tmp_path: Path, monkeypat
     stream.latestOffset(stream.initialOffset(), None)
     assert stream._client is fake
     assert pickle.loads(pickle.dumps(stream))._client is None
+
+
+def test_snapshot_json_round_trip_keeps_every_field() -> None:
+    from spark_purge.kafka.model import DroppedPartition, GroupInfo, SnapshotIssue
+
+    snap = ClusterSnapshot(
+        "sid",
+        42,
+        _snapshot(2).partitions,
+        _snapshot(2).commits,
+        groups=(GroupInfo("g2", "Stable", "consumer", None),),
+        missing_topics=("nope",),
+        dropped_partitions=(DroppedPartition("gone", 0, "UNKNOWN_TOPIC_OR_PARTITION"),),
+        issues=(SnapshotIssue("group", "g9", "GROUP_AUTHORIZATION_FAILED", "Describe on group 'g9' denied"),),
+    )
+    assert ClusterSnapshot.from_json(snap.to_json()) == snap
