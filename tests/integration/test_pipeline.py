@@ -8,6 +8,7 @@ from typing import Callable, Iterator
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import OffsetSpec
+from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 from pyspark.sql import SparkSession
 
@@ -28,7 +29,15 @@ def produce(bootstrap: str, topic: str, counts: list[int]) -> None:
 def commit(admin: KafkaAdminClient, group: str, topic: str, offsets: list[int | None]) -> None:
     """A real OffsetCommit for an (empty) group, as a consumer's commit would be."""
     wanted = {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in enumerate(offsets) if o is not None}
-    result = admin.alter_group_offsets(group, wanted)
+    deadline = time.monotonic() + 30
+    while True:  # the offsets topic is created on first use: its coordinator may not be up yet
+        try:
+            result = admin.alter_group_offsets(group, wanted)
+            break
+        except KafkaError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     assert all(err.__name__ == "NoError" for err in result.values()), result
 
 
@@ -181,7 +190,8 @@ def test_stream_purges_progressively_over_three_batches(
         for step in steps:
             commit(admin, group, topic3, step)
             deadline = time.monotonic() + 90
-            while log_starts(admin, topic3, 3) != step:
+            # Done when Kafka shows the cut and the batch that made it has written its outcomes.
+            while log_starts(admin, topic3, 3) != step or sum(r.records_deleted for r in pipeline.results) != sum(step):
                 assert query.exception() is None, query.exception()
                 assert time.monotonic() < deadline, f"stream never purged to {step}"
                 time.sleep(0.5)
