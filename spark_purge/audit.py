@@ -18,6 +18,8 @@ Readers: Spark SQL (``SELECT * FROM delta.`<path>```), Databricks, delta-rs and 
 from __future__ import annotations
 
 import logging
+import os
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -53,6 +55,13 @@ except ImportError:  # pragma: no cover
 BLOCKING_CONSTRAINTS = ("group", "missing_commit", "stale_group")
 
 
+def absolute_location(path: str) -> str:
+    """``path`` unchanged when it has a scheme (s3a://, dbfs:/, file:/), else made absolute."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
+        return path
+    return os.path.abspath(path)
+
+
 @dataclass(frozen=True)
 class AuditSink:
     """Appends audit rows to the Delta table at ``path``, exactly once per (kind, batch)."""
@@ -62,6 +71,10 @@ class AuditSink:
     # Stable across restarts of the same purge job (derived from its checkpoint): the key
     # Delta uses to remember which batches were already written.
     app_id: str
+
+    def __post_init__(self) -> None:
+        # Delta's table builder rejects relative locations; a local path is made absolute.
+        object.__setattr__(self, "path", absolute_location(self.path))
 
     def ensure_table(self) -> None:
         """Create the table (partitioned by event_date) if it does not exist yet."""
@@ -143,14 +156,19 @@ def blocked_now(audit: DataFrame) -> DataFrame:
     """Partitions whose latest decision was held back by a consumer group, and by which."""
     return (
         latest_outcomes(audit)
-        .where(F.col("binding_constraint").isin(*BLOCKING_CONSTRAINTS))
+        .withColumn(
+            "records_held",
+            F.col("high_watermark") - F.greatest(F.coalesce("low_watermark", "prior_log_start_offset"), F.coalesce("cutoff", F.lit(0))),
+        )
+        # A group that has read everything binds at the high watermark but holds nothing back.
+        .where(F.col("binding_constraint").isin(*BLOCKING_CONSTRAINTS) & (F.col("records_held") > 0))
         .select(
             "topic",
             "partition",
             "binding_constraint",
             "blocking_group",
+            "records_held",
             "stale_groups",
-            "prior_log_start_offset",
             "cutoff",
             "high_watermark",
             "planned_at",
@@ -178,6 +196,9 @@ class ProgressStore:
     spark: SparkSession
     path: str
     app_id: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", absolute_location(self.path))
 
     def read(self) -> DataFrame:
         from delta.tables import DeltaTable

@@ -103,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("kafka", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # py4j logs every exception raised in foreachBatch with its whole traceback; we report it.
+    logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
     try:
         cfg = load_config(args.config, args.bootstrap_servers)
         if args.command == "plan":

@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_purge.audit import AuditSink, ProgressStore
+from spark_purge.audit import AuditSink, ProgressStore, absolute_location
 from spark_purge.config import PurgeConfig, config_fingerprint, kafka_client_kwargs
 from spark_purge.errors import ConfigError
 from spark_purge.policy import split_snapshot, time_floor_requests, timestamp_lookups
@@ -335,6 +335,7 @@ def start_stream(
     checkpoint = checkpoint_location or (stream_cfg.checkpoint_location if stream_cfg else None)
     if not checkpoint:
         raise ConfigError("stream.checkpoint_location: expected a path for the streaming checkpoint, got nothing")
+    checkpoint = absolute_location(checkpoint)
     interval_ms = stream_cfg.trigger_interval if stream_cfg else 60_000
     if pipeline is None:
         pipeline = PurgePipeline(

@@ -36,6 +36,8 @@ travel inside the input partitions; nothing that holds a socket is pickled.
 """
 from __future__ import annotations
 
+import weakref
+
 import json
 import logging
 import os
@@ -457,9 +459,15 @@ class KafkaStateDataSource(DataSource):
         return KafkaStateStreamReader(self.parsed)
 
 
+_REGISTERED: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
 def register(spark: Any) -> None:
-    """Register ``kafka_state`` with ``spark`` (idempotent)."""
+    """Register ``kafka_state`` with ``spark`` (idempotent: once per session)."""
+    if spark in _REGISTERED:
+        return
     spark.dataSource.register(KafkaStateDataSource)
+    _REGISTERED.add(spark)
 
 
 __all__ = [
