@@ -229,9 +229,9 @@ def group_staleness(groups: DataFrame, progress: DataFrame | None) -> DataFrame:
         return commits.groupBy("group_id").agg(
             F.lit(False).alias("stale_candidate"), F.lit(None).cast(TimestampType()).alias("last_progress")
         )
-    latest = progress.groupBy("group_id", "topic", "partition").agg(
-        F.max_by("committed_offset", "last_progress_time").alias("p_offset"),
-        F.max("last_progress_time").alias("p_time"),
+    # GROUP_PROGRESS has one row per key; duplicates could only make a group look less stale.
+    latest = progress.select(
+        "group_id", "topic", "partition", F.col("committed_offset").alias("p_offset"), F.col("last_progress_time").alias("p_time")
     )
     joined = commits.join(latest, ["group_id", "topic", "partition"], "left")
     known = F.coalesce(F.col("p_offset") == F.col("committed_offset"), F.lit(False))

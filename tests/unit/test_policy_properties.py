@@ -1,0 +1,166 @@
+"""Property test: over random snapshots, compute_plan never plans a cut past a safe bound."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+
+from spark_purge import policy, schemas
+from spark_purge.config import from_dict
+
+NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+SNAP = "snap"
+GROUPS = ("g0", "g1", "g2", "adhoc-x")
+TOPICS = ("t0", "t1", "t2")
+STALE_AFTER = timedelta(days=7)
+MIN_RETENTION = timedelta(hours=1)
+
+
+@dataclass
+class Case:
+    rules: list[dict[str, Any]]
+    manual: list[dict[str, Any]]
+    parts: list[tuple[Any, ...]] = field(default_factory=list)
+    groups: list[tuple[Any, ...]] = field(default_factory=list)
+    progress: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    rules = []
+    for topic in TOPICS:
+        rule: dict[str, Any] = {
+            "name": f"r-{topic}",
+            "topics": topic,
+            "on_missing_commit": draw(st.sampled_from(["block", "block", "ignore"])),
+            "on_stale_group": draw(st.sampled_from(["block", "ignore"])),
+            "stale_after": "7d",
+            "min_retention": draw(st.sampled_from(["0s", "1h"])),
+            "min_step": draw(st.integers(1, 40)),
+        }
+        if draw(st.booleans()):
+            rule["required_groups"] = draw(st.lists(st.sampled_from(GROUPS), min_size=1, max_size=3, unique=True))
+        else:
+            rule["exclude_groups"] = ["adhoc-.*"]
+        rules.append(rule)
+    rules.append({"name": "misc", "topics": "(__internal|prot)"})
+    manual = []
+    for topic in TOPICS:
+        if draw(st.integers(0, 3)) == 0:
+            manual.append({"topic": topic, "offset": draw(st.one_of(st.just("end"), st.integers(0, 250)))})
+    case = Case(rules, manual)
+    attrs = {
+        g: (draw(st.sampled_from(["Stable", "Empty", "Dead"])), draw(st.sampled_from(["classic", "consumer", "unknown"])), draw(st.integers(0, 2)))
+        for g in GROUPS
+    }
+    for topic in TOPICS + ("__internal", "prot"):
+        for p in range(draw(st.integers(1, 8))):
+            lso = draw(st.integers(0, 100))
+            hw = lso + draw(st.integers(0, 150))
+            lst = max(lso, hw - draw(st.sampled_from([0, 0, 5, 30])))
+            floor_time, floor_offset = None, None
+            if draw(st.integers(0, 4)) > 0:
+                floor_time = NOW - MIN_RETENTION + timedelta(minutes=draw(st.sampled_from([-10, 0, 10])))
+                floor_offset = draw(st.integers(lso, hw))
+            cleanup = draw(st.sampled_from(["delete", "delete", "delete", "compact", None, "compact,delete"]))
+            internal = topic == "__internal"
+            case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], lso, hw, lst, internal, cleanup, None, None, floor_time, floor_offset))
+            for g in GROUPS:
+                choice = draw(st.integers(0, 5))
+                if choice == 0:
+                    continue  # no row: no commit
+                offset = -1 if choice == 1 else draw(st.integers(0, hw + 20))
+                state, kind, members = attrs[g]
+                case.groups.append((SNAP, NOW, g, state, kind, members, topic, p, offset, None))
+                if offset >= 0 and draw(st.booleans()):
+                    seen = offset if draw(st.integers(0, 4)) else offset + 1
+                    age = draw(st.sampled_from([timedelta(hours=1), timedelta(days=10)]))
+                    case.progress.append((g, topic, p, seen, NOW - age))
+    return case
+
+
+def stale_groups(case: Case) -> set[str]:
+    """Independent oracle for staleness (see the policy docstring)."""
+    result = set()
+    progress = {(g, t, p): (o, ts) for g, t, p, o, ts in case.progress}
+    for g in GROUPS:
+        commits = [r for r in case.groups if r[2] == g and r[8] >= 0]
+        if not commits:
+            continue
+        state, kind, members = commits[0][3], commits[0][4], commits[0][5]
+        no_members = state == "Empty" or (kind == "classic" and (state == "Dead" or members == 0))
+        known = [progress.get((g, r[6], r[7])) for r in commits]
+        if no_members and all(k is not None and k[0] == r[8] for k, r in zip(known, commits)):
+            if max(k[1] for k in known if k) < NOW - STALE_AFTER:
+                result.add(g)
+    return result
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=cases())
+def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> None:
+    cfg = from_dict(
+        {"kafka": {"bootstrap_servers": ["k:9092"]}, "audit": {"path": "a"}, "rules": case.rules, "protected_topics": ["prot"], "manual": case.manual}
+    )
+    plan = policy.compute_plan(
+        spark.createDataFrame(case.parts, schemas.PARTITION_STATE),
+        spark.createDataFrame(case.groups, schemas.GROUP_OFFSETS),
+        cfg,
+        NOW,
+        progress=spark.createDataFrame(case.progress, schemas.GROUP_PROGRESS),
+    ).collect()
+    assert len(plan) == len(case.parts)  # every partition has exactly one rule here
+    assert len({(r.topic, r.partition) for r in plan}) == len(plan)
+    stale = stale_groups(case)
+    commits = {(r[2], r[6], r[7]): r[8] for r in case.groups if r[8] >= 0}
+    parts = {(r[2], r[3]): r for r in case.parts}
+    rules = {r["topics"]: r for r in case.rules}
+    manual = {m["topic"]: m["offset"] for m in case.manual}
+    for row in plan:
+        _, _, topic, p, _, _, _, lso, hw, lst, internal, cleanup, _, _, floor_time, floor_offset = parts[(row.topic, row.partition)]
+        assert row.binding_constraint in schemas.BINDING_CONSTRAINTS
+        assert row.records_to_delete == (row.cutoff - lso if row.actionable else 0)
+        if topic in ("__internal", "prot") or (cleanup is not None and "delete" not in cleanup):
+            assert not row.actionable and row.cutoff is None
+            continue
+        rule = rules[topic]
+        listed = rule.get("required_groups")
+        on_topic = {g for (g, t, _) in commits if t == topic}
+        required = set(listed) if listed else {g for g in on_topic if not g.startswith("adhoc-")}
+        assert row.stale_groups == sorted(required & stale), row
+        ignored = stale if rule["on_stale_group"] == "ignore" else set()
+        have = {g: commits[(g, topic, p)] for g in required if (g, topic, p) in commits}
+        missing = required - set(have)
+        needs_floor = rule["min_retention"] != "0s"
+        floor_ok = floor_offset is not None and floor_time <= NOW - MIN_RETENTION
+        if row.actionable:
+            # The safety invariant.
+            assert row.cutoff > lso
+            assert row.cutoff <= hw and row.cutoff <= lst
+            for g, offset in have.items():
+                if g not in ignored:
+                    assert row.cutoff <= offset, (g, offset, row)
+            assert have, row  # some required group has read the records
+            if rule["on_missing_commit"] == "block":
+                assert not missing, row
+            if needs_floor:
+                assert floor_ok and row.cutoff <= floor_offset
+        # Exact oracle for the cutoff and the decision.
+        blocked = not have or (missing and rule["on_missing_commit"] == "block") or (needs_floor and not floor_ok)
+        if blocked:
+            assert row.cutoff is None and not row.actionable, row
+            continue
+        counted = [o for g, o in have.items() if g not in ignored]
+        safe = min(counted + ([floor_offset] if needs_floor else []) + [hw, lst])
+        target = manual.get(topic)
+        if target is not None:
+            target = hw if target == "end" else target
+            cutoff, step = min(target, safe), 1
+        else:
+            cutoff, step = safe, rule["min_step"]
+        assert row.cutoff == cutoff, (row, cutoff)
+        assert row.actionable == (cutoff - lso >= step), row
