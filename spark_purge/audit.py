@@ -71,6 +71,8 @@ class AuditSink:
     # Stable across restarts of the same purge job (derived from its checkpoint): the key
     # Delta uses to remember which batches were already written.
     app_id: str
+    # Also register the table in the catalog under this name (audit.table_name), if given.
+    table_name: str | None = None
 
     def __post_init__(self) -> None:
         # Delta's table builder rejects relative locations; a local path is made absolute.
@@ -89,6 +91,8 @@ class AuditSink:
                 .property("delta.appendOnly", "true")
                 .execute()
             )
+            if self.table_name:
+                self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.table_name} USING DELTA LOCATION '{self.path}'")
         except Exception as exc:  # Py4J errors carry the JVM message; keep it
             raise AuditError(f"cannot create the audit table at {self.path}: {exc}") from exc
 

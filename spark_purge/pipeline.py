@@ -140,7 +140,7 @@ class PurgePipeline:
 
     @property
     def audit(self) -> AuditSink:
-        return AuditSink(self.spark, self.config.audit.path, app_id=self.query_id)
+        return AuditSink(self.spark, self.config.audit.path, app_id=self.query_id, table_name=self.config.audit.table_name)
 
     @property
     def progress(self) -> ProgressStore:
@@ -165,7 +165,34 @@ class PurgePipeline:
             return self.spark.createDataFrame([], "snapshot_id string"), None
         now = _utc(first[0]["snapshot_time"])
         partitions, groups = split_snapshot(snapshot)
-        return compute_plan(partitions, groups, self.config, now=now, progress=self.progress.read()), now
+        plan = compute_plan(
+            partitions,
+            groups,
+            self.config,
+            now=now,
+            progress=self.progress.read(),
+            manual_offsets=self._manual_offsets(partitions),
+        )
+        return plan, now
+
+    def _manual_offsets(self, partitions: DataFrame) -> DataFrame | None:
+        """Answer the config's ``offset: '@timestamp'`` entries with ListOffsets by timestamp."""
+        from spark_purge.policy import MANUAL_OFFSETS
+
+        lookups = timestamp_lookups(self.config)
+        if not lookups:
+            return None
+        topics = sorted({lookup.topic for lookup in lookups})
+        wanted: dict[tuple[str, int], datetime] = {}
+        for row in partitions.select("topic", "partition").where(F.col("topic").isin(topics)).collect():
+            entry = self.config.manual_for(row["topic"], row["partition"])
+            if entry is not None and entry.timestamp is not None:
+                wanted[(row["topic"], row["partition"])] = entry.timestamp
+        found = self.client().offsets_for_times(  # type: ignore[attr-defined]
+            {tp: int(ts.timestamp() * 1000) for tp, ts in wanted.items()}
+        )
+        rows = [(t, p, ts, found.get((t, p))) for (t, p), ts in sorted(wanted.items())]
+        return self.spark.createDataFrame(rows, MANUAL_OFFSETS)
 
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
         result = BatchResult(batch_id)

@@ -204,3 +204,28 @@ def test_stream_purges_progressively_over_three_batches(
     deleted = [r for r in audit_rows(spark, cfg) if r["status"] == "deleted"]
     assert len({r["batch_id"] for r in deleted}) >= 3
     assert sum(r["records_deleted"] for r in deleted) == sum(steps[-1])
+
+
+def test_manual_timestamp_entry_resolves_through_list_offsets_by_timestamp(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic("replay", partitions=1)
+    base = int(time.time() * 1000) - 600_000  # recent: older records would meet retention.ms
+    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers)
+    for i in range(50):  # record i has timestamp base + i seconds
+        producer.send(topic, value=b"x", partition=0, timestamp_ms=base + i * 1000)
+    producer.flush()
+    producer.close()
+    from datetime import datetime, timezone
+
+    cut_at = datetime.fromtimestamp((base + 30_000) / 1000, tz=timezone.utc).isoformat()
+    cfg = make_config(
+        tmp_path, kafka_cluster.bootstrap_servers, topic, None,
+        rules=[], manual=[{"topic": topic, "offset": f"@{cut_at}", "force": True}],
+    )
+
+    run_once(spark, cfg)
+
+    assert log_starts(admin, topic, 1) == [30]  # the first record at/after the timestamp
+    (row,) = audit_rows(spark, cfg)
+    assert (row["status"], row["binding_constraint"], row["cutoff"]) == ("deleted", "manual", 30)
