@@ -23,7 +23,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
-from spark_purge.errors import AuditError, ConfigError, KafkaError, SparkPurgeError
+from spark_purge.errors import AuditError, ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KAFKA, EXIT_AUDIT, EXIT_OTHER = 0, 1, 2, 3, 4, 5
 
@@ -137,19 +137,6 @@ def _spark(master: str | None):  # type: ignore[no-untyped-def]
     return spark
 
 
-def unwrap_spark_error(exc: BaseException) -> BaseException:
-    """Errors raised in the Python data source reach the driver wrapped by Spark; find ours."""
-    from spark_purge.errors import ClusterUnreachable
-
-    text = str(exc)
-    for cls in (ClusterUnreachable, KafkaError, ConfigError, AuditError):
-        marker = f"{cls.__module__}.{cls.__name__}: "
-        if marker in text:
-            message = text.split(marker, 1)[1].split("\n", 1)[0]
-            return cls(message)
-    return exc
-
-
 def cmd_plan(cfg, args) -> int:  # type: ignore[no-untyped-def]
     from spark_purge.pipeline import PurgePipeline, default_client_factory, read_snapshot
 
@@ -179,7 +166,7 @@ def cmd_plan(cfg, args) -> int:  # type: ignore[no-untyped-def]
 
 
 def cmd_run(cfg, args) -> int:  # type: ignore[no-untyped-def]
-    from spark_purge.pipeline import BatchResult, start_stream
+    from spark_purge.pipeline import BatchResult, run_continuous, start_stream
 
     spark = _spark(args.master)
 
@@ -193,23 +180,22 @@ def cmd_run(cfg, args) -> int:  # type: ignore[no-untyped-def]
         for failure in result.failures:
             print(f"  failed: {failure}", file=sys.stderr)
 
-    query, pipeline = start_stream(
-        spark,
-        cfg,
-        available_now=not args.follow,
-        dry_run=True if args.dry_run else None,
-        checkpoint_location=args.checkpoint,
-        on_batch=progress,
-    )
-    try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
-        query.stop()
-        raise
-    except Exception as exc:
-        raise _translate(exc) from exc
-    finally:
-        pipeline.close()
+    dry_run = True if args.dry_run else None
+    if args.follow:
+        pipeline = run_continuous(spark, cfg, dry_run=dry_run, checkpoint_location=args.checkpoint, on_batch=progress)
+    else:
+        query, pipeline = start_stream(
+            spark, cfg, available_now=True, dry_run=dry_run, checkpoint_location=args.checkpoint, on_batch=progress
+        )
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
+            raise
+        except Exception as exc:
+            raise _translate(exc) from exc
+        finally:
+            pipeline.close()
     failed = sum(r.failed for r in pipeline.results)
     deleted = sum(r.records_deleted for r in pipeline.results)
     print(
@@ -246,7 +232,7 @@ def cmd_audit(cfg, args) -> int:  # type: ignore[no-untyped-def]
 
 
 def _translate(exc: BaseException) -> BaseException:
-    found = unwrap_spark_error(exc)
+    found = from_spark_exception(exc)
     return found if isinstance(found, SparkPurgeError) else SparkPurgeError(_first_line(exc))
 
 

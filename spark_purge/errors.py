@@ -48,3 +48,18 @@ class FencedError(SparkPurgeError):
 
 class LocalStackError(SparkPurgeError):
     """Raised when the local Kafka launcher cannot start or reach its brokers."""
+
+
+def from_spark_exception(exc: BaseException) -> BaseException:
+    """The spark-purge error inside an exception Spark wrapped (a data source or foreachBatch
+    failure reaches the driver as a Py4J/StreamingQueryException whose text holds ours).
+    Returns ``exc`` itself when none is found."""
+    if isinstance(exc, SparkPurgeError):
+        return exc
+    text = str(exc)
+    # Most specific first: the marker of a subclass also names its module path.
+    for cls in (ClusterUnreachable, AuthorizationError, KafkaError, ConfigError, AuditError, FencedError):
+        marker = f"{cls.__module__}.{cls.__name__}: "
+        if marker in text:
+            return cls(text.split(marker, 1)[1].split("\n", 1)[0].strip())
+    return exc

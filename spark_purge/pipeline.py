@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,7 +31,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from spark_purge.audit import AuditSink, ProgressStore, absolute_location
 from spark_purge.config import PurgeConfig, config_fingerprint, kafka_client_kwargs
-from spark_purge.errors import ConfigError
+from spark_purge.errors import ConfigError, KafkaError, from_spark_exception
 from spark_purge.policy import split_snapshot, time_floor_requests, timestamp_lookups
 from spark_purge.schemas import AUDIT, GROUP_PROGRESS
 
@@ -384,3 +385,49 @@ def start_stream(
         writer = writer.queryName(stream_cfg.query_name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=f"{interval_ms} milliseconds")
     return writer.start(), pipeline
+
+
+def run_continuous(
+    spark: SparkSession,
+    config: PurgeConfig,
+    *,
+    dry_run: bool | None = None,
+    checkpoint_location: str | None = None,
+    on_batch: Callable[[BatchResult], None] | None = None,
+    initial_backoff_s: float = 1.0,
+    max_backoff_s: float = 60.0,
+    max_restarts: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PurgePipeline:
+    """The continuous purge: restarts the query with exponential backoff while the cluster is
+    unreachable (a retriable ``KafkaError``), reporting each retry; any other error ends it.
+
+    Returns when the query is stopped (``query.stop()``, SIGTERM) or ``max_restarts`` is spent.
+    A restart resumes from the checkpoint, so no batch is lost or audited twice.
+    """
+    backoff = initial_backoff_s
+    restarts = 0
+    while True:
+        query, pipeline = start_stream(
+            spark, config, dry_run=dry_run, checkpoint_location=checkpoint_location, on_batch=on_batch
+        )
+        try:
+            query.awaitTermination()
+            return pipeline
+        except KeyboardInterrupt:
+            query.stop()
+            raise
+        except Exception as exc:
+            found = from_spark_exception(exc)
+            if not (isinstance(found, KafkaError) and found.retriable):
+                raise found from exc
+            if max_restarts is not None and restarts >= max_restarts:
+                raise found from exc
+            if pipeline.results:  # it made progress since the last failure: start over gently
+                backoff = initial_backoff_s
+            restarts += 1
+            log.warning("Kafka unreachable (%s); restarting the purge stream in %.0fs (retry %d)", found, backoff, restarts)
+            sleep(backoff)
+            backoff = min(max_backoff_s, backoff * 2)
+        finally:
+            pipeline.close()
