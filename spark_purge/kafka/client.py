@@ -198,6 +198,9 @@ class _Meta:
 class KafkaPythonClient:
     """``ClusterClient`` over kafka-python 3.0.x. Thread-safe; use as a context manager."""
 
+    # DeleteRecords re-sends per partition after a leader move (None: until the timeout).
+    delete_max_retries: Optional[int] = None
+
     def __init__(self, config: ClientConfig, admin_factory: Callable[..., KafkaAdminClient] = KafkaAdminClient) -> None:
         self.config = config
         self._requests = _Requests()
@@ -787,7 +790,7 @@ class KafkaPythonClient:
         ``DeleteOutcome`` per partition (in input order). Never raises for a partition error."""
         if not cutoffs:
             return []
-        return DeleteExecutor(_Transport(self)).run(cutoffs, timeout_ms)
+        return DeleteExecutor(_Transport(self), max_retries=self.delete_max_retries).run(cutoffs, timeout_ms)
 
     def _send_delete_records(self, leader: int, offsets: Mapping[TopicPartitionKey, int], timeout_ms: int) -> dict[TopicPartitionKey, PartitionResult]:
         _Topic = DeleteRecordsRequest.DeleteRecordsTopic
@@ -863,16 +866,19 @@ def open_client(config: Any) -> KafkaPythonClient:
     from spark_purge.config import kafka_client_kwargs
 
     kwargs = dict(kafka_client_kwargs(config))
+    retries = config.kafka.retries
     servers = kwargs.pop("bootstrap_servers")
     timeout = kwargs.pop("request_timeout_ms", 30_000)
     security = {k: v for k, v in kwargs.items() if v is not None}
-    return KafkaPythonClient(
+    client = KafkaPythonClient(
         ClientConfig(
             bootstrap_servers=",".join(servers) if isinstance(servers, (list, tuple)) else str(servers),
             request_timeout_ms=int(timeout),
             security=security,
         )
     )
+    client.delete_max_retries = retries  # kafka.retries: re-sends after a leader move or an unreachable leader
+    return client
 
 
 __all__ = ["ClusterClient", "KafkaPythonClient", "open_client", "error_name"]

@@ -90,12 +90,14 @@ class DeleteExecutor:
         transport: DeleteTransport,
         max_parallel: int = 16,
         backoff_ms: int = 100,
+        max_retries: Optional[int] = None,  # per partition, on top of the first attempt; None: until the deadline
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._transport = transport
         self._max_parallel = max_parallel
         self._backoff_ms = backoff_ms
+        self._max_retries = max_retries
         self._clock = clock
         self._sleep = sleep
 
@@ -153,6 +155,12 @@ class DeleteExecutor:
                     else:
                         outcomes[tp] = self._final(tp, st, res.error, res.message, res.retriable)
             pending = retry
+            if self._max_retries is not None:
+                for tp in sorted(tp for tp in pending if states[tp].attempts > self._max_retries):
+                    st = states[tp]
+                    msg = f"{st.last_message or st.last_error}; gave up after {st.attempts} attempt(s) (retries={self._max_retries})"
+                    outcomes[tp] = self._final(tp, st, st.last_error or "LEADER_NOT_AVAILABLE", msg, True)
+                    pending = pending - {tp}
             if pending:
                 if self._clock() + backoff >= deadline:
                     for tp in sorted(pending):

@@ -153,3 +153,26 @@ def test_leaders_are_sent_to_in_parallel() -> None:
 
     assert all(o.ok for o in outcomes)
     assert time.monotonic() - started < 0.9  # serial would take 1.2 s
+
+
+def test_retries_bound_the_resends_after_leader_moves() -> None:
+    """kafka.retries caps re-sends: a partition whose leader keeps moving gives up early."""
+
+    class AlwaysMoving:
+        sends = 0
+
+        def leaders(self, tps, refresh):  # type: ignore[no-untyped-def]
+            return {tp: 1 for tp in tps}
+
+        def send_delete_records(self, leader, offsets, timeout_ms):  # type: ignore[no-untyped-def]
+            AlwaysMoving.sends += 1
+            return {tp: PartitionResult("NOT_LEADER_OR_FOLLOWER", -1, True, "moved") for tp in offsets}
+
+        def log_start_offsets(self, tps):  # type: ignore[no-untyped-def]
+            return {}
+
+    (outcome,) = DeleteExecutor(AlwaysMoving(), max_retries=2, sleep=lambda s: None).run({("t", 0): 5}, timeout_ms=60_000)
+
+    assert AlwaysMoving.sends == 3  # first attempt + 2 retries
+    assert outcome.error == "NOT_LEADER_OR_FOLLOWER" and outcome.attempts == 3 and outcome.retriable
+    assert "retries=2" in (outcome.error_message or "")
