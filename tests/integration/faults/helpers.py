@@ -72,8 +72,18 @@ def commit(admin: KafkaAdminClient, group: str, topic: str, offsets: list[Option
     """A real OffsetCommit for an (empty) group, as a consumer's commit would be."""
     wanted = {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in enumerate(offsets) if o is not None}
 
+    attempts: list[int] = []
+
     def once() -> None:
-        result = admin.alter_group_offsets(group, wanted)
+        # kafka-python caches the group coordinator forever; after a node kill the stale one
+        # answers NOT_COORDINATOR, so retries go through a fresh client.
+        attempts.append(1)
+        client = admin if len(attempts) == 1 else KafkaAdminClient(bootstrap_servers=admin.config["bootstrap_servers"])
+        try:
+            result = client.alter_group_offsets(group, wanted)
+        finally:
+            if client is not admin:
+                client.close()
         assert all(err.__name__ == "NoError" for err in result.values()), result
 
     retry(once, f"commit {group}")
