@@ -100,6 +100,15 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+def _port_open(address: str, timeout_s: float = 0.5) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
 @dataclass
 class KafkaNode:
     node_id: int
@@ -255,6 +264,12 @@ class LocalKafka:
                         f"Kafka node {n.node_id} at {n.address} not ready after "
                         f"{timeout_s or self.start_timeout_s:.0f}s ({last_error}); log tail:\n{self.log_tail(n.node_id)}"
                     )
+                if not _port_open(n.address):
+                    # Not listening yet: a bare TCP probe, so kafka-python does not log a
+                    # connection error (and back off for seconds) on every attempt.
+                    last_error = ConnectionRefusedError(f"{n.address} not listening yet")
+                    time.sleep(0.2)
+                    continue
                 try:
                     admin = KafkaAdminClient(
                         bootstrap_servers=n.address, request_timeout_ms=5000, **self.client_kwargs()
