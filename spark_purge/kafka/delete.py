@@ -9,7 +9,10 @@ The executor is pure logic over a small ``DeleteTransport`` (the kafka-python ad
 - REQUEST_TIMED_OUT, or the leader's whole request timing out: re-read the log start offset
   and record it (the delete may have happened);
 - anything else (OFFSET_OUT_OF_RANGE, POLICY_VIOLATION, TOPIC_AUTHORIZATION_FAILED,
-  UNKNOWN_TOPIC_OR_PARTITION, ...) is recorded and the rest goes on.
+  UNKNOWN_TOPIC_OR_PARTITION, ...) is recorded and the rest goes on;
+- a leader lookup (Metadata) that fails is retried until the deadline; then each partition
+  still pending gets a failed outcome (METADATA_UNAVAILABLE or its last error): ``run`` never
+  raises, so every partition's outcome reaches the audit.
 """
 from __future__ import annotations
 
@@ -110,7 +113,25 @@ class DeleteExecutor:
         refresh = False
         backoff = self._backoff_ms / 1000
         while pending:
-            leaders = self._transport.leaders(sorted(pending), refresh)
+            try:
+                leaders = self._transport.leaders(sorted(pending), refresh)
+            except Exception as exc:  # metadata unreadable (a broker just died, cluster away)
+                # Nothing was sent for these partitions in this round: retry the lookup until the
+                # deadline, then give every pending partition its own failed outcome - never raise
+                # and lose the outcomes of partitions already done.
+                lookup = f"leader lookup failed: {type(exc).__name__}: {exc}"
+                if self._clock() + backoff >= deadline:
+                    for tp in sorted(pending):
+                        st = states[tp]
+                        before = f"{st.last_message or st.last_error}; " if st.last_error else ""
+                        msg = f"{before}{lookup}; gave up after {st.attempts} attempt(s) at the deadline"
+                        outcomes[tp] = self._final(tp, st, st.last_error or "METADATA_UNAVAILABLE", msg, True)
+                    break
+                log.warning("DeleteRecords: %s; retrying", lookup)
+                self._sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                refresh = True
+                continue
             by_leader: dict[int, dict[TopicPartitionKey, int]] = {}
             retry: set[TopicPartitionKey] = set()
             for tp in sorted(pending):

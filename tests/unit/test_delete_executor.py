@@ -176,3 +176,61 @@ def test_retries_bound_the_resends_after_leader_moves() -> None:
     assert AlwaysMoving.sends == 3  # first attempt + 2 retries
     assert outcome.error == "NOT_LEADER_OR_FOLLOWER" and outcome.attempts == 3 and outcome.retriable
     assert "retries=2" in (outcome.error_message or "")
+
+
+class FlakyMetadata(FakeTransport):
+    """Leader lookups raise ``failures`` times (a broker just died), then answer."""
+
+    def __init__(self, leaders: dict[TopicPartitionKey, Optional[int]], failures: int) -> None:
+        super().__init__(leaders)
+        self.failures = failures
+        self.lookups = 0
+
+    def leaders(self, tps: Collection[TopicPartitionKey], refresh: bool) -> Mapping[TopicPartitionKey, Optional[int]]:
+        self.lookups += 1
+        if self.lookups <= self.failures:
+            raise ConnectionError("metadata request to node 2 failed: connection refused")
+        return super().leaders(tps, refresh)
+
+
+def test_failed_leader_lookup_is_retried_then_succeeds() -> None:
+    t = FlakyMetadata({("a", 0): 1, ("a", 1): 2}, failures=2)
+
+    outcomes = _executor(t).run({("a", 0): 5, ("a", 1): 6}, timeout_ms=5_000)
+
+    assert t.lookups == 3
+    assert [(o.partition, o.low_watermark, o.error) for o in outcomes] == [(0, 5, None), (1, 6, None)]
+
+
+def test_leader_lookup_failing_until_the_deadline_gives_every_partition_an_outcome() -> None:
+    t = FlakyMetadata({("a", 0): 1, ("b", 3): 2}, failures=10**6)
+
+    started = time.monotonic()
+    outcomes = DeleteExecutor(t, backoff_ms=10).run({("a", 0): 5, ("b", 3): 6}, timeout_ms=200)
+
+    assert time.monotonic() - started < 2.0
+    assert t.sent == []  # nothing was sent: the failure is the truth
+    assert [(o.topic, o.partition, o.error, o.low_watermark) for o in outcomes] == [
+        ("a", 0, "METADATA_UNAVAILABLE", None),
+        ("b", 3, "METADATA_UNAVAILABLE", None),
+    ]
+    assert all(o.retriable and "connection refused" in (o.error_message or "") for o in outcomes)
+    assert all((o.error_message or "").count("leader lookup failed") == 1 for o in outcomes)
+
+
+def test_leader_lookup_failing_after_a_leader_move_keeps_the_done_partitions() -> None:
+    t = FlakyMetadata({("a", 0): 1, ("a", 1): 1}, failures=0)
+    t.errors[(1, ("a", 1))] = ["NOT_LEADER_OR_FOLLOWER"]
+    original = t.leaders
+
+    def refresh_fails(tps: Collection[TopicPartitionKey], refresh: bool) -> Mapping[TopicPartitionKey, Optional[int]]:
+        if refresh:
+            raise ConnectionError("no broker answers Metadata")
+        return original(tps, refresh)
+
+    t.leaders = refresh_fails  # type: ignore[method-assign]
+    outcomes = DeleteExecutor(t, backoff_ms=10).run({("a", 0): 5, ("a", 1): 6}, timeout_ms=200)
+
+    assert outcomes[0].ok and outcomes[0].low_watermark == 5
+    assert outcomes[1].error == "NOT_LEADER_OR_FOLLOWER" and outcomes[1].attempts == 1
+    assert "no broker answers Metadata" in (outcomes[1].error_message or "")
