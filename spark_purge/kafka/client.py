@@ -76,6 +76,7 @@ _METADATA_RETRY = {
     "UNKNOWN_TOPIC_OR_PARTITION",
     "LEADER_UNREACHABLE",
     "REQUEST_TIMED_OUT",
+    "OFFSET_NOT_AVAILABLE",  # a new leader whose high watermark has not caught up yet (KIP-207)
 }
 _RETRY_ROUNDS = 5
 
@@ -309,6 +310,22 @@ class KafkaPythonClient:
         self._requests.add(str(request.name))
         return self._manager.send(request, node_id=node_id, request_timeout_ms=timeout_ms)
 
+    async def _send_any(self, request: Any, attempts: int = 4) -> Any:
+        """Send a request any broker can answer (Metadata, DescribeConfigs, FindCoordinator).
+
+        kafka-python picks the least loaded node, which may be one that just died; it then backs
+        that node off, so the next attempt goes to another broker instead of failing the snapshot.
+        """
+        for attempt in range(attempts):
+            try:
+                return await self._send(request)
+            except (Errors.KafkaConnectionError, Errors.NodeNotReadyError) as exc:
+                if attempt == attempts - 1:
+                    raise
+                log.info("%s to an unreachable broker (%s); trying another", request.name, _exc_name(exc))
+                await self._sleep(0.1 * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def _gather(self, futures: Sequence[Any]) -> list[Any]:
         """Await futures already in flight; each result is the value or the exception."""
         out: list[Any] = []
@@ -332,7 +349,7 @@ class KafkaPythonClient:
             topics=None if topics is None else [_Topic(name=t) for t in sorted(topics)],
             allow_auto_topic_creation=False,
         )
-        response = await self._send(request)
+        response = await self._send_any(request)
         meta = _Meta()
         for b in response.brokers:
             meta.brokers[b.node_id] = f"{b.host}:{b.port}"
@@ -455,7 +472,7 @@ class KafkaPythonClient:
             resources=[_Res(resource_type=_TOPIC_RESOURCE, resource_name=t, configuration_keys=list(_CONFIG_KEYS)) for t in sorted(topics)],
             include_synonyms=False,
         )
-        response = await self._send(request)
+        response = await self._send_any(request)
         configs: dict[str, dict[str, Optional[str]]] = {}
         errors: dict[str, str] = {}
         for result in response.results:
@@ -475,11 +492,8 @@ class KafkaPythonClient:
             if not unknown:
                 break
             if self._manager.broker_version_data.api_version(FindCoordinatorRequest) >= 4:
-                futures = [self._send(FindCoordinatorRequest(key_type=0, coordinator_keys=unknown, min_version=4))]
-                answers = await self._gather(futures)
-                if isinstance(answers[0], Exception):
-                    raise answers[0]
-                rows = [(c.key, c.error_code, c.node_id, c.error_message) for c in answers[0].coordinators]
+                answer = await self._send_any(FindCoordinatorRequest(key_type=0, coordinator_keys=unknown, min_version=4))
+                rows = [(c.key, c.error_code, c.node_id, c.error_message) for c in answer.coordinators]
             else:
                 futures = [self._send(FindCoordinatorRequest(key=g, key_type=0, max_version=3)) for g in unknown]
                 answers = await self._gather(futures)
