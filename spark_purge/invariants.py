@@ -31,6 +31,7 @@ import random
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -77,6 +78,8 @@ class InvariantReport:
         ]
         lines += [f"  violation: {v}" for v in self.violations[:20]]
         lines += [f"  cycle error: {e}" for e in self.cycle_errors[:10]]
+        if self.cycle_errors:
+            lines.append("  (full tracebacks: cycle_errors.log in the workdir)")
         return "\n".join(lines)
 
 
@@ -101,9 +104,15 @@ class InvariantWorkload:
         fault_rate: float = 0.35,
         delete_timeout: str = "15s",
         sabotage_cycle: Optional[int] = None,
+        schedule: Optional[Sequence[Optional[str]]] = None,
         out: Callable[[str], None] = print,
     ) -> None:
-        from kafka import KafkaAdminClient, KafkaProducer
+        from kafka import KafkaAdminClient
+
+        unknown = sorted({f for f in schedule or () if f is not None and f not in FAULTS})
+        if unknown:
+            raise ValueError(f"schedule: unknown fault(s) {unknown}; expected None or one of {list(FAULTS)}")
+        self.schedule = list(schedule) if schedule else None  # fault per cycle (cycled), instead of random
 
         self.spark = spark
         self.cluster = cluster
@@ -120,7 +129,7 @@ class InvariantWorkload:
         servers = cluster.bootstrap_servers
         kwargs = cluster.client_kwargs()
         self.admin = KafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=15000, **kwargs)
-        self.producer = KafkaProducer(bootstrap_servers=servers, acks="all", linger_ms=5, **kwargs)
+        self.producer = self._new_producer()
         # offset -> CreateTime we set, per partition, from the producer's own acknowledgements
         self.timestamps: dict[TopicPartitionKey, list[int]] = {}
         self.commits: dict[str, dict[TopicPartitionKey, int]] = {g: {} for g in GROUP_SPEEDS}
@@ -148,6 +157,13 @@ class InvariantWorkload:
                 "audit": {"path": str(self.workdir / "audit")},
                 "stream": {"checkpoint_location": str(self.workdir / "checkpoint"), "trigger_interval": "1s"},
             }
+        )
+
+    def _new_producer(self) -> Any:
+        from kafka import KafkaProducer
+
+        return KafkaProducer(
+            bootstrap_servers=self.cluster.bootstrap_servers, acks="all", linger_ms=5, **self.cluster.client_kwargs()
         )
 
     def _create_topics(self) -> None:
@@ -204,7 +220,10 @@ class InvariantWorkload:
         self._restart_down()
         self._produce()
         self._consume()
-        fault = self.rng.choice(FAULTS) if self.rng.random() < self.fault_rate else None
+        if self.schedule is not None:
+            fault = self.schedule[cycle % len(self.schedule)]
+        else:
+            fault = self.rng.choice(FAULTS) if self.rng.random() < self.fault_rate else None
         if fault in ("node_kill", "leader_kill_mid_cycle") and len(self.cluster.node_ids) < 3:
             fault = self.rng.choice(("group_rewind", "partitions_added"))  # one node: no node faults
         if fault == "group_rewind":
@@ -228,8 +247,12 @@ class InvariantWorkload:
             finally:
                 snapshot.unpersist()
         except Exception as exc:  # noqa: BLE001 - a failed cycle is reported; safety still checked
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            self.report.cycle_errors.append(f"cycle {cycle}: {type(exc).__name__}: {first[:300]}")
+            lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [type(exc).__name__]
+            # Spark wraps a data-source error: its last line is the Python exception itself.
+            cause = f" ... {lines[-1][:300]}" if len(lines) > 1 else ""
+            self.report.cycle_errors.append(f"cycle {cycle}: {type(exc).__name__}: {lines[0][:200]}{cause}")
+            with open(self.workdir / "cycle_errors.log", "a", encoding="utf-8") as f:
+                f.write(f"=== cycle {cycle} (fault: {fault})\n{traceback.format_exc()}\n")
             pipeline.close()  # a fresh client next cycle
         if self.sabotage_cycle == cycle:
             self._sabotage(before)
@@ -317,6 +340,10 @@ class InvariantWorkload:
         self.partitions[topic] += 1
         self._retry(lambda: self.admin.create_partitions({topic: NewPartitions(self.partitions[topic])}), "add partition")
         self._retry(lambda: self._assert_leaders(topic), f"leaders of {topic}")
+        # kafka-python's producer rejects a partition its cached metadata does not list yet
+        # ("Unrecognized partition"): a fresh producer reads the new count on its first send.
+        self.producer.close()
+        self.producer = self._new_producer()
 
     def _mid_cycle_hook(self, step: str, batch_id: int) -> None:
         if step == "intents_written" and self._mid_cycle_kill and not self.down:
@@ -444,12 +471,15 @@ def run_invariants(
     workdir: Path,
     fault_rate: float = 0.35,
     sabotage_cycle: Optional[int] = None,
+    schedule: Optional[Sequence[Optional[str]]] = None,
     out: Callable[[str], None] = print,
 ) -> InvariantReport:
     """Run the seeded workload for ``cycles`` purge cycles; returns the report (never raises
-    for a violation: the caller decides)."""
+    for a violation: the caller decides). ``schedule`` fixes the fault of each cycle (cycled;
+    ``None`` entries are quiet cycles) instead of drawing it at ``fault_rate``."""
     workload = InvariantWorkload(
-        spark, cluster, seed=seed, workdir=workdir, fault_rate=fault_rate, sabotage_cycle=sabotage_cycle, out=out
+        spark, cluster, seed=seed, workdir=workdir, fault_rate=fault_rate, sabotage_cycle=sabotage_cycle,
+        schedule=schedule, out=out,
     )
     return workload.run(cycles)
 
