@@ -4,12 +4,14 @@
 #   ./dev.sh demo      set everything up, start a local Kafka, run a real purge, show the audit
 #   ./dev.sh test      set everything up and run the whole test suite (pytest args pass through)
 #   ./dev.sh setup     only set up: .venv with the package, Kafka + Delta jars from Maven Central
-#   ./dev.sh bench     run the benchmarks in bench/
+#   ./dev.sh bench     set up (+ kafka-tools, the kafka-delete-records.sh baseline), run bench/
 #   ./dev.sh py ARGS   run the project's Python (e.g. ./dev.sh py -m spark_purge.cli plan ...)
 #
 # Caches (ignored by git): .venv/ (Python packages), .cache/m2 (Maven repository),
-# .cache/jars/{kafka,delta} (the jars the launcher and Spark use). A second run downloads
-# nothing: each step is skipped while the stamp of its inputs (setup.py, the poms) is unchanged.
+# .cache/jars/{kafka,delta} (the jars the launcher and Spark use), .cache/jars/tools (kafka-tools
+# 4.3.1 for the benchmarks' kafka-delete-records.sh baseline; only `bench` resolves it). A second
+# run downloads nothing: each step is skipped while the stamp of its inputs (setup.py, the poms)
+# is unchanged.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -59,7 +61,7 @@ case $cmd in
   setup) setup ;;
   demo)  setup; exec "$VENV/bin/python" -m spark_purge.demo "$@" ;;
   test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
-  bench) setup; for b in bench/*_bench.py; do "$VENV/bin/python" "$b" "$@"; done ;;
+  bench) setup; setup_jars tools; for b in bench/*_bench.py; do "$VENV/bin/python" "$b" "$@"; done ;;
   py)    setup; exec "$VENV/bin/python" "$@" ;;
   *) sed -n '2,9p' "$0"; exit 2 ;;
 esac

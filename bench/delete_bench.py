@@ -1,4 +1,4 @@
-"""DeleteRecords benchmark: batched per leader vs per-partition loop vs kafka-python vs Spark tasks.
+"""DeleteRecords benchmark: batched per leader vs per-partition loop vs kafka-python vs Spark tasks vs kafka-delete-records.sh.
 
     ./dev.sh py bench/delete_bench.py --partitions 600
 
@@ -22,10 +22,24 @@ rotates each round):
                   leader, leaders one after another (raises on the first partition error);
     spark-tasks   the same per-leader grouping run as Spark tasks (local[2], one task per leader);
                   each task opens its own KafkaPythonClient from the picklable ClientConfig and
-                  sends its leader's request (``--no-spark`` skips it).
+                  sends its leader's request (``--no-spark`` skips it);
+    kafka-delete-records.sh
+                  Kafka's own operator tool: each turn writes the offset JSON file it reads
+                  (``{"partitions":[{"topic":..,"partition":..,"offset":..}],"version":1}``) and runs
+                  ``java -cp '.cache/jars/tools/*' org.apache.kafka.tools.DeleteRecordsCommand
+                  --bootstrap-server .. --offset-json-file ..`` (the class the script runs) as a
+                  subprocess; the time is the whole run as an operator sees it, JVM start included.
+                  Its admin client sends Metadata, then one DeleteRecords per leader, but the tool
+                  reports no request counts, so none are shown: only its wall time. Its own output
+                  must list every partition at the cutoff (exit 0 alone proves nothing: it exits 0
+                  on partition errors). kafka-tools 4.4.0 is not on Maven Central, so the jars are
+                  kafka-tools 4.3.1 (its admin client talks to the 4.4.0 brokers), resolved into
+                  .cache/jars/tools by ``./dev.sh bench`` only; without them the strategy is
+                  skipped with a message (``--no-tools`` skips it too).
 
 For each strategy it prints the wall time per round (best and median), the Kafka requests sent
-per round (by API), and the ratio of its median to batched's (``naive / batched: 14.2x``).
+per round (by API; not counted for kafka-delete-records.sh), and the ratio of its median to
+batched's (``naive / batched: 14.2x``, ``kafka-delete-records.sh / batched: ...x``).
 After every turn the log start offsets (ListOffsets EARLIEST) of the partitions it deleted on
 are read back: if any is not exactly at the cutoff, the benchmark says so and exits 1 without
 reporting a speed. Not a test: numbers depend on the machine (cores, disk, what else is running).
@@ -33,9 +47,12 @@ reporting a speed. Not a test: numbers depend on the machine (cores, disk, what 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -43,7 +60,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
@@ -53,8 +71,12 @@ from kafka.structs import TopicPartition  # noqa: E402
 from spark_purge.kafka import ClientConfig, KafkaPythonClient, LeaderRequestError, error_name  # noqa: E402
 from spark_purge.localstack import LocalKafka  # noqa: E402
 
-STRATEGIES = ("batched", "naive", "kafka-python", "spark-tasks")
+TOOLS = "kafka-delete-records.sh"
+STRATEGIES = ("batched", "naive", "kafka-python", "spark-tasks", TOOLS)
 DELETE_TIMEOUT_MS = 30_000
+TOOLS_JARS = ROOT / ".cache/jars/tools"  # kafka-tools 4.3.1 + runtime jars (./dev.sh bench)
+TOOLS_MAIN = "org.apache.kafka.tools.DeleteRecordsCommand"
+TOOLS_NOT_COUNTED = "1 JVM + its admin client's Metadata and per-leader DeleteRecords (not counted)"
 
 TP = tuple[str, int]
 Cutoffs = dict[TP, int]
@@ -227,6 +249,46 @@ def run_spark_tasks(sc: Any, config: ClientConfig, cutoffs: Cutoffs, leaders: Ma
     return counts
 
 
+def run_delete_records_sh(bootstrap_servers: str, json_file: Path, cutoffs: Cutoffs) -> Counter[str]:
+    """kafka-delete-records.sh as an operator runs it: write the offset JSON file, start one JVM
+    running DeleteRecordsCommand, wait for it. Returns no request counts (the tool gives none)."""
+    json_file.write_text(json.dumps({
+        "partitions": [{"topic": t, "partition": p, "offset": off} for (t, p), off in sorted(cutoffs.items())],
+        "version": 1,
+    }))
+    cmd = ["java", "-cp", str(TOOLS_JARS / "*"), TOOLS_MAIN,
+           "--bootstrap-server", bootstrap_servers, "--offset-json-file", str(json_file)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=DELETE_TIMEOUT_MS / 1000 + 60)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # this JVM only, by its PID
+        proc.communicate()
+        raise BenchFailure(f"{TOOLS_MAIN} still running after {DELETE_TIMEOUT_MS / 1000 + 60:.0f} s: killed") from None
+    except BaseException:  # Ctrl-C: do not leave the JVM behind
+        proc.kill()
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        tail = (err.strip() or out.strip()).splitlines()[-3:]
+        raise BenchFailure(f"{TOOLS_MAIN} exited {proc.returncode}: {' | '.join(tail) or 'no output'}")
+    # "partition: <topic>-<p>\tlow_watermark: <n>" or "partition: <topic>-<p>\terror: <message>"
+    results = [line.removeprefix("partition: ").partition("\t")[::2] for line in out.splitlines() if line.startswith("partition: ")]
+    errors = [f"{tp}: {rest}" for tp, rest in results if not rest.startswith("low_watermark: ")]
+    wanted = {f"{t}-{p}": off for (t, p), off in cutoffs.items()}
+    wrong = [f"{tp} {rest}" for tp, rest in results
+             if rest.startswith("low_watermark: ") and (tp not in wanted or int(rest.split(": ", 1)[1]) != wanted[tp])]
+    if errors or wrong or len(results) != len(cutoffs):
+        example = (errors or wrong or [""])[0]
+        raise BenchFailure(f"{TOOLS_MAIN} reported {len(results)} of {len(cutoffs)} partition(s), {len(errors)} error(s), "
+                           f"{len(wrong)} low watermark(s) off the cutoff{', e.g. ' + example if example else ''}")
+    return Counter()
+
+
+def tools_jars_present() -> bool:
+    return any(TOOLS_JARS.glob("kafka-tools-*.jar"))
+
+
 # ---- verification ------------------------------------------------------------------------------
 
 
@@ -273,10 +335,18 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="partitions the sequential per-partition loop deletes on (0 = all); its time is extrapolated")
     ap.add_argument("--spark", action=argparse.BooleanOptionalAction, default=True,
                     help="also time the spark-tasks strategy (local[2]); --no-spark skips it")
+    ap.add_argument("--tools", action=argparse.BooleanOptionalAction, default=True,
+                    help=f"also time {TOOLS} (kafka-tools 4.3.1's DeleteRecordsCommand, one JVM per turn); "
+                         "--no-tools skips it")
     args = ap.parse_args(argv)
     if args.partitions < 1 or args.per_topic < 1 or args.repeat < 1 or args.naive_partitions < 0:
         ap.error("--partitions, --per-topic and --repeat must be >= 1, --naive-partitions >= 0")
-    strategies = [s for s in STRATEGIES if not (s == "naive" and args.skip_naive) and not (s == "spark-tasks" and not args.spark)]
+    if args.tools and not tools_jars_present():
+        print(f"{TOOLS} skipped: no kafka-tools jars in {TOOLS_JARS} (run `./dev.sh bench`, which resolves them)",
+              file=sys.stderr, flush=True)
+        args.tools = False
+    strategies = [s for s in STRATEGIES if not (s == "naive" and args.skip_naive)
+                  and not (s == "spark-tasks" and not args.spark) and not (s == TOOLS and not args.tools)]
     turns = (args.repeat + 1) * len(strategies)
     if args.records < turns:
         ap.error(f"--records {args.records} is too few: {args.repeat} + 1 rounds x {len(strategies)} strategies "
@@ -346,6 +416,9 @@ def run_rounds(args: argparse.Namespace, strategies: list[str], cluster: LocalKa
             sc.setLogLevel("ERROR")
             print(f"Spark local[2] up: {time.monotonic() - t0:.1f}s", flush=True)
             runners["spark-tasks"] = lambda c: run_spark_tasks(sc, config, c, leaders, task_times)
+        if TOOLS in strategies:
+            json_file = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="delbench-tools-"))) / "offsets.json"
+            runners[TOOLS] = lambda c: run_delete_records_sh(cluster.bootstrap_servers, json_file, c)
 
         times: dict[str, list[float]] = {s: [] for s in strategies}
         counts: dict[str, list[Counter[str]]] = {s: [] for s in strategies}
@@ -381,14 +454,15 @@ def run_rounds(args: argparse.Namespace, strategies: list[str], cluster: LocalKa
         print()
         print(f"DeleteRecords on {len(tps)} partitions ({args.nodes} node(s), {len(per_leader)} leader(s)), "
               f"{args.repeat} timed round(s) each, every round verified by ListOffsets EARLIEST:")
-        print(f"  {'strategy':<13} {'best':>10} {'median':>10}   requests per round")
+        width = max(13, *(len(s) for s in strategies))
+        print(f"  {'strategy':<{width}} {'best':>10} {'median':>10}   requests per round")
         for name in strategies:
             ts = [t * scale[name] for t in times[name]]
             mark = "~" if scale[name] != 1 else ""
             note = " + each task's client bootstrap" if name == "spark-tasks" else ""
-            requests = per_round(counts[name], scale[name])
+            requests = TOOLS_NOT_COUNTED if name == TOOLS else per_round(counts[name], scale[name])
             best, median = f"{mark}{min(ts):.3f}s", f"{mark}{statistics.median(ts):.3f}s"
-            print(f"  {name:<13} {best:>10} {median:>10}   {requests}{note}")
+            print(f"  {name:<{width}} {best:>10} {median:>10}   {requests}{note}")
         if "naive" in strategies and scale["naive"] != 1:
             n = len(targets["naive"])
             med = statistics.median(times["naive"])
@@ -398,6 +472,8 @@ def run_rounds(args: argparse.Namespace, strategies: list[str], cluster: LocalKa
             opens = statistics.median(t[0] for t in task_times)
             sends = statistics.median(t[1] for t in task_times)
             print(f"  spark-tasks, per task (median): client open {opens:.3f}s, DeleteRecords {sends:.3f}s")
+        if TOOLS in strategies:
+            print(f"  {TOOLS}: wall time of the whole java process (JVM start included; kafka-tools 4.3.1)")
         print()
         for name in strategies:
             if name != "batched":
