@@ -450,16 +450,24 @@ class InvariantWorkload:
             raise
 
     def _retry(self, fn: Callable[[], Any], what: str, timeout_s: float = 60.0) -> Any:
-        from kafka.errors import KafkaError as KafkaPythonError
+        return retry_kafka(fn, what, timeout_s)
 
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                return fn()
-            except (KafkaPythonError, AssertionError) as exc:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{what}: still failing after {timeout_s:.0f}s: {exc!r}") from exc
-                time.sleep(0.5)
+
+def retry_kafka(
+    fn: Callable[[], Any], what: str, timeout_s: float = 60.0, fail: type[Exception] = RuntimeError
+) -> Any:
+    """Call ``fn`` until it stops raising a kafka-python error or AssertionError (a node just
+    restarted, a coordinator is loading); after ``timeout_s`` raise ``fail`` naming ``what``."""
+    from kafka.errors import KafkaError as KafkaPythonError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return fn()
+        except (KafkaPythonError, AssertionError) as exc:
+            if time.monotonic() > deadline:
+                raise fail(f"{what}: still failing after {timeout_s:.0f}s: {exc!r}") from exc
+            time.sleep(0.5)
 
 
 def run_invariants(

@@ -3,18 +3,17 @@ acks=all producers, real group commits, log start offsets read from Kafka itself
 cycle in-process, and the audit read back with Spark."""
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic, OffsetSpec
-from kafka.errors import KafkaError as KafkaPythonError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 from pyspark.sql import SparkSession
 
 from spark_purge.config import PurgeConfig, from_dict
+from spark_purge.invariants import retry_kafka
 from spark_purge.pipeline import BatchResult, PurgePipeline, default_client_factory, read_snapshot
 
 REPLICATION = 3
@@ -23,14 +22,7 @@ MIN_ISR = "2"
 
 def retry(fn: Callable[[], Any], what: str, timeout_s: float = 60.0) -> Any:
     """Call ``fn`` until it stops raising a retriable kafka-python error (a node just restarted)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return fn()
-        except (KafkaPythonError, AssertionError) as exc:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: still failing after {timeout_s:.0f}s: {exc!r}") from exc
-            time.sleep(0.5)
+    return retry_kafka(fn, what, timeout_s, fail=AssertionError)
 
 
 def create_topic(admin: KafkaAdminClient, prefix: str, partitions: int, replication: int = REPLICATION) -> str:
