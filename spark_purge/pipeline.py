@@ -161,10 +161,12 @@ class PurgePipeline:
         """The plan DataFrame for a snapshot, planned as of the snapshot's own time."""
         from spark_purge.policy import compute_plan
 
-        first = snapshot.select("snapshot_time").limit(1).collect()
+        first = snapshot.select("snapshot_time", "unreadable_groups").limit(1).collect()
         if not first:
             return self.spark.createDataFrame([], "snapshot_id string"), None
         now = _utc(first[0]["snapshot_time"])
+        # Every row of a snapshot carries the same list; unknown commits must block, not vanish.
+        unreadable = {g["group_id"]: g["error"] for g in first[0]["unreadable_groups"]}
         partitions, groups = split_snapshot(snapshot)
         plan = compute_plan(
             partitions,
@@ -173,6 +175,7 @@ class PurgePipeline:
             now=now,
             progress=self.progress.read(),
             manual_offsets=self._manual_offsets(partitions),
+            unreadable_groups=unreadable,
         )
         return plan, now
 

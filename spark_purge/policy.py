@@ -25,7 +25,10 @@ Decisions (binding_constraint, first match wins):
    set and lacking ``delete``; unknown policy proceeds, the broker would refuse anyway): no cutoff,
    even for forced manual entries.
 2. ``manual`` when a manual ``@timestamp`` entry has no looked-up offset.
-3. ``missing_commit``: a required group has no commit on the partition and the rule blocks on
+3. ``group_unreadable``: the snapshot could not read the commits of a group the topic may need
+   (a listed required group; with discovery, any group not excluded, since its commits — on
+   any topic — are unknown). Whatever ``on_missing_commit`` says: unknown is not "none".
+   ``missing_commit``: a required group has no commit on the partition and the rule blocks on
    that, or *no* required group has a commit at all (always blocks, whatever the rule says).
 4. ``time_floor``: the rule needs a floor and the snapshot has none usable ("floor unknown").
 5. Otherwise the bound itself. Ties prefer ``group``/``stale_group``, then ``time_floor``, then
@@ -94,6 +97,9 @@ TOPIC_RULES = StructType(
         StructField("stale_after", StringType(), False),
         StructField("min_step", LongType(), False),
         StructField("floor_time", TimestampType(), True),  # null: the rule needs no time floor
+        # Unreadable groups this topic may need: listed ones, or (discovery) any not excluded.
+        StructField("unreadable", ArrayType(StringType(), False), False),
+        StructField("unreadable_note", StringType(), True),  # "g (ERROR), ..." for the detail
     ]
 )
 
@@ -158,6 +164,13 @@ def timestamp_lookups(config: PurgeConfig) -> list[TimestampLookup]:
     ]
 
 
+def unreadable_groups_of(snapshot: DataFrame) -> dict[str, str]:
+    """group -> error for the groups a ``SNAPSHOT`` DataFrame could not read (one row's worth:
+    every row of a snapshot carries the same list)."""
+    first = snapshot.select("unreadable_groups").limit(1).collect()
+    return {g["group_id"]: g["error"] for g in first[0]["unreadable_groups"]} if first else {}
+
+
 def split_snapshot(snapshot: DataFrame) -> tuple[DataFrame, DataFrame]:
     """``SNAPSHOT`` rows -> (``PARTITION_STATE``, ``GROUP_OFFSETS``) DataFrames."""
     partitions = snapshot.select(*PARTITION_STATE.fieldNames())
@@ -176,18 +189,22 @@ def resolve_topics(
     discovered: Mapping[str, Iterable[str]],
     config: PurgeConfig,
     now: datetime,
+    unreadable: Mapping[str, str] | None = None,
 ) -> list[tuple]:
     """``TOPIC_RULES`` rows for the topics a rule selects (pure Python, Python regex semantics).
 
-    ``discovered`` maps a topic to the groups with commits on it. Raises ``ConfigError`` when a
-    topic matches more than one rule.
+    ``discovered`` maps a topic to the groups with commits on it; ``unreadable`` maps groups whose
+    commits the snapshot could not read to the error. Raises ``ConfigError`` when a topic matches
+    more than one rule.
     """
     now = as_utc(now)
+    unreadable = unreadable or {}
     rows = []
     for topic in sorted(set(topics)):
         rule = config.rule_for(topic)
         if rule is None:
             continue
+        blind = unreadable_required(rule, unreadable, config)
         rows.append(
             (
                 topic,
@@ -200,9 +217,20 @@ def resolve_topics(
                 format_duration(rule.stale_after),
                 rule.min_step,
                 now - timedelta(milliseconds=rule.min_retention) if rule.min_retention > 0 else None,
+                list(blind),
+                ", ".join(f"{g} ({unreadable[g]})" for g in blind) or None,
             )
         )
     return rows
+
+
+def unreadable_required(rule: TopicRule, unreadable: Iterable[str], config: PurgeConfig) -> tuple[str, ...]:
+    """The unreadable groups a rule's topic may need: listed required groups among them; with
+    discovery every one not excluded — its commits are unknown, so it may have some on the topic."""
+    found = set(unreadable)
+    if rule.required_groups is not None:
+        return tuple(g for g in rule.required_groups if g in found)
+    return tuple(sorted(g for g in found if not config.group_excluded(rule, g)))
 
 
 def required_groups(rule: TopicRule, discovered: Iterable[str], config: PurgeConfig) -> tuple[str, ...]:
@@ -357,12 +385,15 @@ def compute_plan(
     now: datetime,
     progress: DataFrame | None = None,
     manual_offsets: DataFrame | None = None,
+    unreadable_groups: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
     ``partitions``: ``PARTITION_STATE``; ``groups``: ``GROUP_OFFSETS`` (a committed_offset < 0
     means no commit); ``progress``: ``GROUP_PROGRESS`` or None (then no group is stale);
-    ``manual_offsets``: ``MANUAL_OFFSETS`` answering ``timestamp_lookups(config)``.
+    ``manual_offsets``: ``MANUAL_OFFSETS`` answering ``timestamp_lookups(config)``;
+    ``unreadable_groups``: group -> error for groups whose commits the snapshot could not read
+    (``unreadable_groups_of(snapshot)``).
 
     Collects the distinct topics and their committing groups to the driver (small) to resolve
     rules with Python regexes; raises ``ConfigError`` when a topic matches two rules.
@@ -382,7 +413,9 @@ def compute_plan(
         if row.group_id is not None:
             discovered.setdefault(row.topic, []).append(row.group_id)
     selected_topics = [t for t in topics if config.rule_for(t) is not None]
-    topic_rules = spark.createDataFrame(resolve_topics(selected_topics, discovered, config, now), TOPIC_RULES)
+    topic_rules = spark.createDataFrame(
+        resolve_topics(selected_topics, discovered, config, now, unreadable_groups), TOPIC_RULES
+    )
 
     base = partitions.join(F.broadcast(topic_rules), "topic", "inner")
     status = group_status(base, groups, progress)
@@ -425,6 +458,7 @@ def compute_plan(
     policies = F.split(F.regexp_replace(F.lower(F.col("cleanup_policy")), r"\s", ""), ",")
     is_compacted = F.col("cleanup_policy").isNotNull() & ~F.array_contains(policies, "delete")
     blocked_missing = ~forced & (((F.size(missing) > 0) & F.col("block_missing")) | (n_commits == 0))
+    blocked_unreadable = ~forced & (F.size("unreadable") > 0)
     floor_unknown = ~forced & needs_floor & ~floor_ok
     step = F.col("c_cutoff") - lso
     c_bound = F.col("c_bound")
@@ -434,6 +468,7 @@ def compute_plan(
         (F.col("protected"), "protected"),
         (is_compacted, "compacted"),
         (F.col("m_unknown"), "manual"),
+        (blocked_unreadable, "group_unreadable"),
         (blocked_missing, "missing_commit"),
         (floor_unknown, "time_floor"),
     ]
@@ -456,6 +491,7 @@ def compute_plan(
     first_missing = F.try_element_at(missing, F.lit(1))  # ANSI mode: element_at on [] raises
     blocking_group = (
         F.when(F.col("binding_constraint") == "missing_commit", first_missing)
+        .when(F.col("binding_constraint") == "group_unreadable", F.try_element_at(F.col("unreadable"), F.lit(1)))
         .when(~F.col("blocked") & c_bound.isin("group", "stale_group"), F.col("gmin.group_id"))
     )
     held = hw - F.col("c_cutoff")
@@ -492,6 +528,14 @@ def compute_plan(
             F.format_string("cleanup.policy=%s lacks delete: the broker refuses DeleteRecords", F.col("cleanup_policy")),
         )
         .when((bc == "manual") & F.col("blocked"), F.format_string("manual %s: no offset known for that time", F.col("m_kind")))
+        .when(
+            bc == "group_unreadable",
+            F.format_string(
+                "commits of %s could not be read, so what they consumed is unknown: not purged "
+                "(grant Describe on the group, wait for its coordinator, or exclude it)",
+                F.col("unreadable_note"),
+            ),
+        )
         .when(
             (bc == "missing_commit") & (n_commits == 0) & (F.size(missing) == 0),
             F.lit("no consumer group has committed on this topic: nothing is known to be consumed"),
@@ -562,4 +606,6 @@ __all__ = [
     "time_floor_for",
     "time_floor_requests",
     "timestamp_lookups",
+    "unreadable_groups_of",
+    "unreadable_required",
 ]

@@ -3,7 +3,8 @@
 - ``PARTITION_STATE``: one row per topic-partition of a cluster snapshot.
 - ``GROUP_OFFSETS``: one row per (consumer group, topic-partition) committed offset.
 - ``SNAPSHOT``: what the streaming source emits — ``PARTITION_STATE`` plus the partition's
-  group commits nested in ``groups`` (one consistent snapshot per micro-batch).
+  group commits nested in ``groups`` and the snapshot's ``unreadable_groups`` (one consistent
+  snapshot per micro-batch).
 - ``GROUP_PROGRESS``: when each group's commit on a partition last moved (for staleness).
 - ``PLAN``: the purge plan, one row per selected partition.
 - ``AUDIT``: the Delta audit table, one row per partition decision (intent or outcome).
@@ -77,9 +78,20 @@ GROUP_OFFSETS = StructType(
     ]
 )
 
+# A selected group whose commits the snapshot could not read, and the error (e.g.
+# GROUP_AUTHORIZATION_FAILED, COORDINATOR_NOT_AVAILABLE).
+UNREADABLE_GROUP = StructType(
+    [StructField("group_id", StringType(), False), StructField("error", StringType(), False)]
+)
+
 SNAPSHOT = StructType(
     list(PARTITION_STATE.fields)
-    + [StructField("groups", ArrayType(GROUP_COMMIT, False), False)]
+    + [
+        StructField("groups", ArrayType(GROUP_COMMIT, False), False),
+        # The same on every row of one snapshot: groups whose commits could not be read. They may
+        # hold commits on any topic, so the policy blocks partitions they could be required for.
+        StructField("unreadable_groups", ArrayType(UNREADABLE_GROUP, False), False),
+    ]
 )
 
 GROUP_PROGRESS = StructType(
@@ -104,6 +116,7 @@ BINDING_CONSTRAINTS = (
     "compacted",
     "internal",
     "missing_commit",
+    "group_unreadable",
     "stale_group",
     "below_min_step",
     "nothing_to_do",

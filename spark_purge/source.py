@@ -207,6 +207,7 @@ def snapshot_rows(snapshot: ClusterSnapshot, view: str) -> list[tuple[Any, ...]]
             for c in snapshot.commits
         ]
     commits = snapshot.commits_by_partition() if view == "snapshot" else {}
+    unreadable = sorted(snapshot.unreadable_group_errors().items()) if view == "snapshot" else []
     rows: list[tuple[Any, ...]] = []
     for p in snapshot.partitions:
         row: tuple[Any, ...] = (
@@ -232,7 +233,7 @@ def snapshot_rows(snapshot: ClusterSnapshot, view: str) -> list[tuple[Any, ...]]
                 (c.group_id, c.group_state, c.group_type, c.member_count, c.committed_offset, c.commit_metadata)
                 for c in commits.get((p.topic, p.partition), [])
             ]
-            row = row + (groups,)
+            row = row + (groups, unreadable)
         rows.append(row)
     return rows
 
@@ -263,6 +264,11 @@ def _log_snapshot(snapshot: ClusterSnapshot) -> None:
         log.warning("kafka_state: partition %s-%d left out: %s", d.topic, d.partition, d.reason)
     for issue in snapshot.issues:
         log.warning("kafka_state: %s", issue.message)
+    if snapshot.unreadable_groups:
+        log.warning(
+            "kafka_state: commits of %d group(s) could not be read, partitions they may be required for "
+            "are not purged: %s", len(snapshot.unreadable_groups), ", ".join(snapshot.unreadable_groups[:20])
+        )
 
 
 def take_snapshot(options: SourceOptions, snapshot_time_ms: Optional[int] = None) -> ClusterSnapshot:

@@ -627,14 +627,16 @@ class KafkaPythonClient:
 
     async def _groups(
         self, brokers: Collection[int], topics: Collection[str], issues: list[SnapshotIssue], deadline: float
-    ) -> tuple[list[GroupInfo], list[tuple[GroupInfo, TopicPartitionKey, int, Optional[str]]]]:
+    ) -> tuple[list[GroupInfo], list[tuple[GroupInfo, TopicPartitionKey, int, Optional[str]]], list[str]]:
+        """(groups, their commits on ``topics``, groups whose commits could not be read)."""
         listed = await self._list_groups(brokers)
         selected = sorted(
             g for g, (_, gtype, _) in listed.items() if gtype != "share" and self.config.selects_group(g)
         )
         if not selected:
-            return [], []
+            return [], [], []
         offsets, described = await self._fetch_group_state(selected, listed, issues, deadline)
+        unreadable = [g for g in selected if g not in offsets]
         topic_set = set(topics)
         infos: list[GroupInfo] = []
         commits: list[tuple[GroupInfo, TopicPartitionKey, int, Optional[str]]] = []
@@ -651,7 +653,7 @@ class KafkaPythonClient:
             for tp, (offset, metadata) in sorted(offsets.get(g, {}).items()):
                 if tp[0] in topic_set:
                     commits.append((info, tp, offset, metadata))
-        return infos, commits
+        return infos, commits, unreadable
 
     # ---- snapshot ----------------------------------------------------------------------------
     def snapshot(self, request: Optional[SnapshotRequest] = None) -> ClusterSnapshot:
@@ -746,8 +748,9 @@ class KafkaPythonClient:
         kept = {(p.topic, p.partition) for p in partitions}
         infos: list[GroupInfo] = []
         commits: list[GroupCommit] = []
+        unreadable: list[str] = []
         if groups_future is not None:
-            infos, raw = await groups_future
+            infos, raw, unreadable = await groups_future
             for info, tp, offset, metadata in raw:
                 if tp in kept:
                     commits.append(
@@ -764,6 +767,7 @@ class KafkaPythonClient:
             missing_topics=tuple(missing),
             dropped_partitions=tuple(dropped),
             issues=tuple(issues),
+            unreadable_groups=tuple(unreadable),
         )
 
     # ---- offsets by time / log start ----------------------------------------------------------

@@ -261,6 +261,14 @@ class ClusterSnapshot:
     missing_topics: Tuple[str, ...] = ()
     dropped_partitions: Tuple[DroppedPartition, ...] = ()
     issues: Tuple[SnapshotIssue, ...] = ()
+    # Selected groups whose commits could not be read (coordinator down, Describe denied, ...):
+    # they may hold commits on any topic, so the policy must not purge past them blindly.
+    unreadable_groups: Tuple[str, ...] = ()
+
+    def unreadable_group_errors(self) -> dict[str, str]:
+        """Each unreadable group with the error that made it so (from ``issues``)."""
+        errors = {i.resource: i.error for i in self.issues if i.kind in ("group", "coordinator")}
+        return {g: errors.get(g, "UNKNOWN") for g in self.unreadable_groups}
 
     def commits_by_partition(self) -> dict[TopicPartitionKey, list[GroupCommit]]:
         out: dict[TopicPartitionKey, list[GroupCommit]] = {}
@@ -280,6 +288,7 @@ class ClusterSnapshot:
             "missing_topics": list(self.missing_topics),
             "dropped_partitions": [list(vars(d).values()) for d in self.dropped_partitions],
             "issues": [list(vars(i).values()) for i in self.issues],
+            "unreadable_groups": list(self.unreadable_groups),
         }
         return json.dumps(doc, separators=(",", ":"))
 
@@ -301,6 +310,7 @@ class ClusterSnapshot:
             missing_topics=tuple(d["missing_topics"]),
             dropped_partitions=tuple(DroppedPartition(*x) for x in d["dropped_partitions"]),
             issues=tuple(SnapshotIssue(*x) for x in d["issues"]),
+            unreadable_groups=tuple(d.get("unreadable_groups", ())),
         )
 
 

@@ -263,3 +263,68 @@ def test_secured_listener_rejects_a_client_without_credentials(secure_cluster: L
     """The launcher really enforces SASL: a PLAINTEXT client gets no metadata."""
     with pytest.raises(KafkaPythonError):
         KafkaAdminClient(bootstrap_servers=secure_cluster.bootstrap_servers, request_timeout_ms=3000, api_version_auto_timeout_ms=3000).describe_cluster()
+
+
+def test_group_the_purger_may_not_describe_blocks_discovered_topics(
+    spark: SparkSession,
+    secure_cluster: LocalKafka,
+    secure_topics: tuple[str, str],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ListGroups (Cluster Describe) shows a group whose OffsetFetch the purger is denied: its
+    commits are unknown, so a rule that discovers its groups must not purge past them blindly."""
+    topic, hidden = f"sec.blind-{uuid.uuid4().hex[:6]}", f"sec-hidden-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=secure_cluster.bootstrap_servers, **secure_cluster.client_kwargs())
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        producer = KafkaProducer(bootstrap_servers=secure_cluster.bootstrap_servers, **secure_cluster.client_kwargs())
+        for i in range(RECORDS):
+            producer.send(topic, value=b"v%d" % i, partition=0)
+        producer.flush()
+        producer.close()
+        tp = TopicPartition(topic, 0)
+        _commit_when_coordinator_ready(admin, {tp: OffsetAndMetadata(45, "", -1)})  # GROUP: readable
+        assert all(e.__name__ == "NoError" for e in admin.alter_group_offsets(hidden, {tp: OffsetAndMetadata(10, "", -1)}).values())
+        allow = [
+            ACL("User:purger", "*", op, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, topic))
+            for op in (ACLOperation.DESCRIBE, ACLOperation.DESCRIBE_CONFIGS, ACLOperation.DELETE)
+        ]
+        assert admin.create_acls(allow)["failed"] == []  # nothing on the group `hidden`
+    finally:
+        admin.close()
+    monkeypatch.setenv(PASSWORD_ENV, PURGER_PASSWORD)
+
+    def plan(exclude: list[str]) -> dict[str, object]:
+        cfg = yaml.safe_load(_write_config(tmp_path, secure_cluster.bootstrap_servers, secure_topics).read_text())
+        cfg["rules"] = [{"name": "blind", "topics": topic.replace(".", r"\."), "exclude_groups": exclude}]
+        path = tmp_path / "blind.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        code = main(["plan", "-c", str(path), "--all", "--json"])
+        out = capfd.readouterr()
+        assert code == EXIT_OK, out.err[-3000:]
+        (row,) = [json.loads(line) for line in out.out.splitlines() if line.startswith("{")]
+        return row  # type: ignore[no-any-return]
+
+    blind = plan(exclude=[])
+    assert (blind["binding_constraint"], blind["blocking_group"], blind["cutoff"], blind["actionable"]) == (
+        "group_unreadable", hidden, None, False
+    ), blind
+    assert f"{hidden} (GROUP_AUTHORIZATION_FAILED)" in str(blind["detail"])
+
+    # Excluded from the rule, the hidden group no longer matters: the readable group binds.
+    seen = plan(exclude=["sec-hidden-.*"])
+    assert (seen["binding_constraint"], seen["blocking_group"], seen["cutoff"], seen["actionable"]) == (
+        "group", GROUP, 45, True
+    ), seen
+    assert _log_starts_of(secure_cluster, topic) == 0  # plan changes nothing
+
+
+def _log_starts_of(cluster: LocalKafka, topic: str) -> int:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, **cluster.client_kwargs())
+    try:
+        tp = TopicPartition(topic, 0)
+        return int(admin.list_partition_offsets({tp: OffsetSpec.EARLIEST})[tp].offset)
+    finally:
+        admin.close()

@@ -53,6 +53,7 @@ def run(
     groups: list[tuple[Any, ...]],
     progress: list[tuple[Any, ...]] | None = None,
     manual_offsets: list[tuple[Any, ...]] | None = None,
+    unreadable: dict[str, str] | None = None,
 ) -> DataFrame:
     return policy.compute_plan(
         spark.createDataFrame(parts, schemas.PARTITION_STATE),
@@ -61,6 +62,7 @@ def run(
         NOW,
         progress=None if progress is None else spark.createDataFrame(progress, schemas.GROUP_PROGRESS),
         manual_offsets=None if manual_offsets is None else spark.createDataFrame(manual_offsets, policy.MANUAL_OFFSETS),
+        unreadable_groups=unreadable,
     )
 
 
@@ -92,7 +94,9 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         {"name": "orders", "topics": r"orders\..*", "required_groups": ["billing"], "min_step": 10},
         {"name": "aged", "topics": "aged", "required_groups": ["billing"], "min_retention": "1h"},
         {"name": "all", "topics": r"(__.*|secret|compact|manual|stale)"},
+        {"name": "blind", "topics": "blind", "required_groups": ["billing", "ghost"]},
         protected_topics=["secret"],
+        group_exclude=["ghost"],  # so only the rule that lists it is blinded
         manual=[{"topic": "manual", "partition": 0, "offset": 50}],
     )
     floor_ok = NOW - timedelta(hours=2)
@@ -109,6 +113,7 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         part("compact", hw=500, cleanup="compact"),
         part("manual", hw=500),
         part("stale", lso=0, hw=500),
+        part("blind", lso=0, hw=500),
     ]
     groups = [
         grp("billing", "orders.group", 0, 250),
@@ -122,9 +127,11 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         grp("g", "secret", 0, 400),
         grp("g", "compact", 0, 400),
         grp("old", "stale", 0, 90, state="Empty", members=0),
+        grp("billing", "blind", 0, 400),
     ]
     progress = [prog("old", "stale", 0, 90, old)]
-    got = {t: brief(r) for (t, _), r in rows(run(spark, cfg, parts, groups, progress)).items()}
+    plan = run(spark, cfg, parts, groups, progress, unreadable={"ghost": "GROUP_AUTHORIZATION_FAILED"})
+    got = {t: brief(r) for (t, _), r in rows(plan).items()}
     assert got == {
         "orders.group": ("group", 250, 250, True, "billing"),
         "orders.hw": ("high_watermark", 500, 500, True, None),
@@ -138,6 +145,7 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         "compact": ("compacted", None, 0, False, None),
         "manual": ("manual", 50, 50, True, None),
         "stale": ("stale_group", 90, 90, True, "old"),
+        "blind": ("group_unreadable", None, 0, False, "ghost"),
     }
     assert {b for b, *_ in got.values()} == set(schemas.BINDING_CONSTRAINTS)
 
@@ -430,8 +438,59 @@ def test_time_floor_requests_and_lookup_helpers() -> None:
 
 def test_split_snapshot_feeds_compute_plan(spark: SparkSession) -> None:
     p = part("orders", hw=500)
-    nested = [p + ([("billing", "Stable", "classic", 1, 300, None), ("analytics", "Stable", "classic", 1, 200, None)],)]
-    parts, groups = policy.split_snapshot(spark.createDataFrame(nested, schemas.SNAPSHOT))
+    nested = [p + ([("billing", "Stable", "classic", 1, 300, None), ("analytics", "Stable", "classic", 1, 200, None)], [])]
+    snapshot = spark.createDataFrame(nested, schemas.SNAPSHOT)
+    assert policy.unreadable_groups_of(snapshot) == {}
+    parts, groups = policy.split_snapshot(snapshot)
     assert parts.schema == schemas.PARTITION_STATE and groups.schema == schemas.GROUP_OFFSETS
     got = rows(policy.compute_plan(parts, groups, config(ORDERS), NOW))
     assert brief(got[("orders", 0)]) == ("group", 200, 200, True, "analytics")
+
+
+def test_unreadable_listed_group_blocks_even_when_missing_commits_are_ignored(spark: SparkSession) -> None:
+    cfg = config(
+        {**ORDERS, "on_missing_commit": "ignore"},
+        {"name": "audit", "topics": "audit", "required_groups": ["billing"]},
+        manual=[{"topic": "audit", "offset": 10}],
+    )
+    parts = [part("orders", hw=500), part("audit", hw=500)]
+    groups = [grp("billing", "orders", 0, 300), grp("billing", "audit", 0, 300)]
+
+    got = rows(run(spark, cfg, parts, groups, unreadable={"analytics": "COORDINATOR_NOT_AVAILABLE"}))
+
+    orders = got[("orders", 0)]
+    assert brief(orders) == ("group_unreadable", None, 0, False, "analytics")
+    assert "analytics (COORDINATOR_NOT_AVAILABLE)" in orders.detail and "could not be read" in orders.detail
+    # A rule that does not list the unreadable group is planned as usual.
+    assert brief(got[("audit", 0)]) == ("manual", 10, 10, True, None)
+
+
+def test_unreadable_group_blocks_every_discovered_topic_unless_excluded(spark: SparkSession) -> None:
+    parts = [part("clicks.web", hw=500), part("clicks.app", hw=500), part("orders", hw=500)]
+    groups = [grp("web", "clicks.web", 0, 200), grp("web", "clicks.app", 0, 250), *both_groups("orders", 0, 400, 300)]
+
+    # Its commits are unknown, so it may have some on any discovered topic: those are blocked.
+    blind = rows(run(spark, config(CLICKS, ORDERS), parts, groups, unreadable={"adhoc-1": "GROUP_AUTHORIZATION_FAILED"}))
+    assert {t: brief(r) for (t, _), r in blind.items()} == {
+        "clicks.web": ("group_unreadable", None, 0, False, "adhoc-1"),
+        "clicks.app": ("group_unreadable", None, 0, False, "adhoc-1"),
+        "orders": ("group", 300, 300, True, "analytics"),  # listed groups only: unaffected
+    }
+
+    # Excluded from discovery (per rule or globally): it could never be required, so no block.
+    for cfg in (config({**CLICKS, "exclude_groups": ["adhoc-.*"]}, ORDERS), config(CLICKS, ORDERS, group_exclude=["adhoc-.*"])):
+        seen = rows(run(spark, cfg, parts, groups, unreadable={"adhoc-1": "GROUP_AUTHORIZATION_FAILED"}))
+        assert brief(seen[("clicks.web", 0)]) == ("group", 200, 200, True, "web")
+        assert brief(seen[("clicks.app", 0)]) == ("group", 250, 250, True, "web")
+
+
+def test_forced_manual_entry_is_not_blocked_by_an_unreadable_group(spark: SparkSession) -> None:
+    cfg = config(ORDERS, manual=[{"topic": "orders", "offset": 120, "force": True}])
+    got = rows(run(spark, cfg, [part("orders", hw=500)], both_groups("orders", 0, 400, 300), unreadable={"billing": "X"}))
+    assert brief(got[("orders", 0)]) == ("manual", 120, 120, True, None)
+
+
+def test_unreadable_groups_of_reads_the_snapshot_column(spark: SparkSession) -> None:
+    nested = [part("orders", p) + ([], [("ghost", "GROUP_AUTHORIZATION_FAILED"), ("lost", "COORDINATOR_NOT_AVAILABLE")]) for p in range(2)]
+    snapshot = spark.createDataFrame(nested, schemas.SNAPSHOT)
+    assert policy.unreadable_groups_of(snapshot) == {"ghost": "GROUP_AUTHORIZATION_FAILED", "lost": "COORDINATOR_NOT_AVAILABLE"}

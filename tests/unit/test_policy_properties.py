@@ -27,6 +27,7 @@ class Case:
     parts: list[tuple[Any, ...]] = field(default_factory=list)
     groups: list[tuple[Any, ...]] = field(default_factory=list)
     progress: list[tuple[Any, ...]] = field(default_factory=list)
+    unreadable: frozenset[str] = frozenset()  # groups the snapshot could not read: no commits seen
 
 
 @st.composite
@@ -52,7 +53,8 @@ def cases(draw: st.DrawFn) -> Case:
     for topic in TOPICS:
         if draw(st.integers(0, 3)) == 0:
             manual.append({"topic": topic, "offset": draw(st.one_of(st.just("end"), st.integers(0, 250)))})
-    case = Case(rules, manual)
+    unreadable = draw(st.one_of(st.just(frozenset()), st.frozensets(st.sampled_from(GROUPS), min_size=1, max_size=2)))
+    case = Case(rules, manual, unreadable=unreadable)
     attrs = {
         g: (draw(st.sampled_from(["Stable", "Empty", "Dead"])), draw(st.sampled_from(["classic", "consumer", "unknown"])), draw(st.integers(0, 2)))
         for g in GROUPS
@@ -71,8 +73,8 @@ def cases(draw: st.DrawFn) -> Case:
             case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], lso, hw, lst, internal, cleanup, None, None, floor_time, floor_offset))
             for g in GROUPS:
                 choice = draw(st.integers(0, 5))
-                if choice == 0:
-                    continue  # no row: no commit
+                if choice == 0 or g in unreadable:
+                    continue  # no row: no commit (or none the snapshot could read)
                 offset = -1 if choice == 1 else draw(st.integers(0, hw + 20))
                 state, kind, members = attrs[g]
                 case.groups.append((SNAP, NOW, g, state, kind, members, topic, p, offset, None))
@@ -112,6 +114,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         cfg,
         NOW,
         progress=spark.createDataFrame(case.progress, schemas.GROUP_PROGRESS),
+        unreadable_groups={g: "GROUP_AUTHORIZATION_FAILED" for g in case.unreadable},
     ).collect()
     assert len(plan) == len(case.parts)  # every partition has exactly one rule here
     assert len({(r.topic, r.partition) for r in plan}) == len(plan)
@@ -131,6 +134,8 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         listed = rule.get("required_groups")
         on_topic = {g for (g, t, _) in commits if t == topic}
         required = set(listed) if listed else {g for g in on_topic if not g.startswith("adhoc-")}
+        # Unreadable groups the topic may need: listed ones, or any a discovery would not exclude.
+        blind = (set(listed) if listed else {g for g in GROUPS if not g.startswith("adhoc-")}) & case.unreadable
         assert row.stale_groups == sorted(required & stale), row
         ignored = stale if rule["on_stale_group"] == "ignore" else set()
         have = {g: commits[(g, topic, p)] for g in required if (g, topic, p) in commits}
@@ -141,6 +146,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             # The safety invariant.
             assert row.cutoff > lso
             assert row.cutoff <= hw and row.cutoff <= lst
+            assert not blind, row  # what an unreadable group consumed is unknown
             for g, offset in have.items():
                 if g not in ignored:
                     assert row.cutoff <= offset, (g, offset, row)
@@ -150,9 +156,11 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             if needs_floor:
                 assert floor_ok and row.cutoff <= floor_offset
         # Exact oracle for the cutoff and the decision.
-        blocked = not have or (missing and rule["on_missing_commit"] == "block") or (needs_floor and not floor_ok)
+        blocked = bool(blind) or not have or (missing and rule["on_missing_commit"] == "block") or (needs_floor and not floor_ok)
         if blocked:
             assert row.cutoff is None and not row.actionable, row
+            if blind:
+                assert row.binding_constraint == "group_unreadable" and row.blocking_group in blind, row
             continue
         counted = [o for g, o in have.items() if g not in ignored]
         safe = min(counted + ([floor_offset] if needs_floor else []) + [hw, lst])

@@ -137,10 +137,32 @@ def test_rows_follow_the_schemas_exactly() -> None:
     assert named["snapshot_time"] == datetime(2023, 11, 14, 22, 13, 20, tzinfo=timezone.utc)
     assert (named["log_start_offset"], named["high_watermark"], named["time_floor_offset"]) == (1, 11, 8)
     assert named["time_floor_time"] == datetime(1970, 1, 1, 0, 0, 5, tzinfo=timezone.utc)
-    snap_rows = {r[3]: r for r in snapshot_rows(snap, "snapshot")}
-    assert snap_rows[0][-1] == [("g1", "Empty", "classic", 0, 4, "m"), ("g2", "Stable", "consumer", None, 6, None)]
-    assert snap_rows[2][-1] == []
-    assert len(schemas.GROUP_COMMIT.fields) == len(snap_rows[0][-1][0])
+    snap_rows = {r[3]: dict(zip(schemas.SNAPSHOT.fieldNames(), r)) for r in snapshot_rows(snap, "snapshot")}
+    assert snap_rows[0]["groups"] == [("g1", "Empty", "classic", 0, 4, "m"), ("g2", "Stable", "consumer", None, 6, None)]
+    assert snap_rows[2]["groups"] == []
+    assert len(schemas.GROUP_COMMIT.fields) == len(snap_rows[0]["groups"][0])
+    assert all(r["unreadable_groups"] == [] for r in snap_rows.values())
+
+
+def test_unreadable_groups_reach_every_snapshot_row_with_their_error() -> None:
+    from dataclasses import replace
+
+    from spark_purge.kafka.model import SnapshotIssue
+
+    snap = replace(
+        _snapshot(),
+        issues=(
+            SnapshotIssue("group", "g9", "GROUP_AUTHORIZATION_FAILED", "Describe on group 'g9' denied"),
+            SnapshotIssue("coordinator", "g7", "COORDINATOR_NOT_AVAILABLE", "no coordinator for group 'g7'"),
+        ),
+        unreadable_groups=("g7", "g9"),
+    )
+    rows = snapshot_rows(snap, "snapshot")
+    column = schemas.SNAPSHOT.fieldNames().index("unreadable_groups")
+    assert rows and all(
+        r[column] == [("g7", "COORDINATOR_NOT_AVAILABLE"), ("g9", "GROUP_AUTHORIZATION_FAILED")] for r in rows
+    )
+    assert len(schemas.UNREADABLE_GROUP.fields) == 2
 
 
 def test_planning_splits_rows_into_picklable_chunks() -> None:
@@ -246,5 +268,6 @@ def test_snapshot_json_round_trip_keeps_every_field() -> None:
         missing_topics=("nope",),
         dropped_partitions=(DroppedPartition("gone", 0, "UNKNOWN_TOPIC_OR_PARTITION"),),
         issues=(SnapshotIssue("group", "g9", "GROUP_AUTHORIZATION_FAILED", "Describe on group 'g9' denied"),),
+        unreadable_groups=("g9",),
     )
     assert ClusterSnapshot.from_json(snap.to_json()) == snap
