@@ -35,6 +35,7 @@ import kafka.errors as Errors
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import (
     DeleteRecordsRequest,
+    DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
@@ -79,6 +80,8 @@ _METADATA_RETRY = {
     "OFFSET_NOT_AVAILABLE",  # a new leader whose high watermark has not caught up yet (KIP-207)
 }
 _RETRY_ROUNDS = 5
+_ACL_DESCRIBE = 8  # AclOperation DESCRIBE: its bit in the authorized-operations bitfield
+_AUTHORIZED_OPS_UNKNOWN = -2147483648  # INT32_MIN: the broker did not compute them
 
 
 class ClusterClient(Protocol):
@@ -531,6 +534,31 @@ class KafkaPythonClient:
                 for key in [k for k in cache if isinstance(k, tuple) and k[-1] == g]:
                     cache.pop(key, None)
 
+    async def _check_cluster_describe(self) -> None:
+        """Raise unless the principal has Describe on the cluster.
+
+        Without it the broker answers ListGroups with only the groups the principal may describe,
+        silently: a consumer group the purge cannot see could then never hold a topic back.
+        """
+        try:
+            self._manager.broker_version_data.api_version(DescribeClusterRequest)
+        except Errors.IncompatibleBrokerVersion:  # brokers before 2.8
+            log.warning("broker has no DescribeCluster API: cannot check the Cluster Describe ACL")
+            return
+        answer = await self._send_any(DescribeClusterRequest(include_cluster_authorized_operations=True))
+        err = error_name(answer.error_code)
+        if err in _AUTH_ERRORS:
+            raise AuthorizationError(f"Describe on the cluster denied ({err}, DescribeCluster)")
+        ops = answer.authorized_operations  # kafka-python decodes the bitfield: a set of AclOperation codes
+        if isinstance(ops, int):  # the raw INT32 bitfield, should a version hand it over undecoded
+            ops = None if ops == _AUTHORIZED_OPS_UNKNOWN else {b for b in range(32) if ops & (1 << b)}
+        if err is None and ops is not None and _ACL_DESCRIBE not in ops:
+            raise AuthorizationError(
+                "Describe on the cluster denied to the purge principal: ListGroups would then silently hide "
+                "every consumer group it may not describe, and a hidden group could not hold its topics back; "
+                "grant it Cluster Describe (kafka-acls --operation Describe --cluster)"
+            )
+
     async def _list_groups(self, brokers: Collection[int]) -> dict[str, tuple[Optional[str], Optional[str], str]]:
         """group id -> (state, type, protocol_type), from ListGroups on every broker in parallel."""
         order = sorted(brokers)
@@ -629,6 +657,7 @@ class KafkaPythonClient:
         self, brokers: Collection[int], topics: Collection[str], issues: list[SnapshotIssue], deadline: float
     ) -> tuple[list[GroupInfo], list[tuple[GroupInfo, TopicPartitionKey, int, Optional[str]]], list[str]]:
         """(groups, their commits on ``topics``, groups whose commits could not be read)."""
+        await self._check_cluster_describe()
         listed = await self._list_groups(brokers)
         selected = sorted(
             g for g, (_, gtype, _) in listed.items() if gtype != "share" and self.config.selects_group(g)

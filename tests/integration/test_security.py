@@ -37,6 +37,7 @@ from pyspark.sql import SparkSession
 
 from spark_purge.cli import EXIT_FAILED, EXIT_KAFKA, EXIT_OK, EXIT_USAGE, main
 from spark_purge.config import load
+from spark_purge.errors import AuthorizationError
 from spark_purge.kafka import open_client
 from spark_purge.localstack import LocalKafka
 
@@ -44,6 +45,7 @@ PASSWORD_ENV = "SPARK_PURGE_TEST_PURGER_PASSWORD"
 # Distinctive strings, so a leak cannot hide behind a common substring.
 PURGER_PASSWORD = f"purger-pw-{uuid.uuid4().hex}"
 ADMIN_PASSWORD = f"admin-pw-{uuid.uuid4().hex}"
+NOCLUSTER_PASSWORD = f"nocluster-pw-{uuid.uuid4().hex}"
 WRONG_PASSWORD = f"wrong-pw-{uuid.uuid4().hex}"
 GROUP = "sec-billing"
 PARTITIONS = 2
@@ -66,7 +68,8 @@ class _Collect(logging.Handler):
 
 @pytest.fixture(scope="module")
 def secure_cluster() -> Iterator[LocalKafka]:
-    with LocalKafka(nodes=1, scram_users={"admin": ADMIN_PASSWORD, "purger": PURGER_PASSWORD}) as cluster:
+    users = {"admin": ADMIN_PASSWORD, "purger": PURGER_PASSWORD, "nocluster": NOCLUSTER_PASSWORD}
+    with LocalKafka(nodes=1, scram_users=users) as cluster:
         yield cluster
 
 
@@ -328,3 +331,32 @@ def _log_starts_of(cluster: LocalKafka, topic: str) -> int:
         return int(admin.list_partition_offsets({tp: OffsetSpec.EARLIEST})[tp].offset)
     finally:
         admin.close()
+
+
+def test_principal_without_cluster_describe_is_refused_with_the_reason(
+    secure_cluster: LocalKafka, secure_topics: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without Cluster Describe, ListGroups hides every group the principal may not describe —
+    silently. The snapshot refuses to plan from such a list and says which ACL is missing."""
+    allowed, _ = secure_topics
+    admin = KafkaAdminClient(bootstrap_servers=secure_cluster.bootstrap_servers, **secure_cluster.client_kwargs())
+    try:
+        acls = [
+            ACL("User:nocluster", "*", op, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, allowed))
+            for op in (ACLOperation.DESCRIBE, ACLOperation.DESCRIBE_CONFIGS, ACLOperation.DELETE)
+        ]
+        acls.append(ACL("User:nocluster", "*", ACLOperation.DESCRIBE, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.GROUP, GROUP)))
+        assert admin.create_acls(acls)["failed"] == []
+    finally:
+        admin.close()
+    cfg = yaml.safe_load(_write_config(tmp_path, secure_cluster.bootstrap_servers, secure_topics).read_text())
+    cfg["kafka"]["security"]["sasl_username"] = "nocluster"
+    path = tmp_path / "nocluster.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    monkeypatch.setenv(PASSWORD_ENV, NOCLUSTER_PASSWORD)
+
+    with open_client(load(str(path))) as client:
+        with pytest.raises(AuthorizationError) as denied:
+            client.snapshot()
+    assert "Describe on the cluster denied" in str(denied.value) and "Cluster Describe" in str(denied.value)
+    assert NOCLUSTER_PASSWORD not in str(denied.value)
