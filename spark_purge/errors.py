@@ -4,6 +4,7 @@
     ├── ConfigError            bad configuration or options; names the key at fault
     ├── KafkaError             the cluster could not be read or written
     │   ├── ClusterUnreachable bootstrap servers did not answer within the timeout
+    │   ├── GroupsUnsettled    the consumer-group list could not be proven complete in time
     │   └── AuthorizationError an operation on a resource was denied
     ├── AuditError             the Delta audit table could not be read or written
     ├── FencedError            another purge job holds a newer lease on this cluster
@@ -34,6 +35,13 @@ class ClusterUnreachable(KafkaError):
     retriable = True
 
 
+class GroupsUnsettled(KafkaError):
+    """Raised when group coordinators kept moving (or a broker kept failing) until the deadline,
+    so the consumer-group list may be incomplete; retriable."""
+
+    retriable = True
+
+
 class AuthorizationError(KafkaError):
     """Raised when the broker denied an operation on a resource (names both)."""
 
@@ -58,7 +66,7 @@ def from_spark_exception(exc: BaseException) -> BaseException:
         return exc
     text = str(exc)
     # Most specific first: the marker of a subclass also names its module path.
-    for cls in (ClusterUnreachable, AuthorizationError, KafkaError, ConfigError, AuditError, FencedError):
+    for cls in (ClusterUnreachable, GroupsUnsettled, AuthorizationError, KafkaError, ConfigError, AuditError, FencedError):
         marker = f"{cls.__module__}.{cls.__name__}: "
         if marker in text:
             return cls(text.split(marker, 1)[1].split("\n", 1)[0].strip())

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import logging
 import random
+import re
 import sys
 import tempfile
 import time
@@ -248,8 +249,9 @@ class InvariantWorkload:
                 snapshot.unpersist()
         except Exception as exc:  # noqa: BLE001 - a failed cycle is reported; safety still checked
             lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [type(exc).__name__]
-            # Spark wraps a data-source error: its last line is the Python exception itself.
-            cause = f" ... {lines[-1][:300]}" if len(lines) > 1 else ""
+            # Spark wraps a data-source error: the Python exception is its last "...Error: ..." line.
+            named = [line for line in lines[1:] if re.match(r"^[\w.]+(Error|Exception|Unsettled): ", line)]
+            cause = f" ... {named[-1][:300]}" if named else ""
             self.report.cycle_errors.append(f"cycle {cycle}: {type(exc).__name__}: {lines[0][:200]}{cause}")
             with open(self.workdir / "cycle_errors.log", "a", encoding="utf-8") as f:
                 f.write(f"=== cycle {cycle} (fault: {fault})\n{traceback.format_exc()}\n")

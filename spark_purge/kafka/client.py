@@ -43,7 +43,7 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import IsolationLevel, ListOffsetsRequest, OffsetFetchRequest, OffsetSpec
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
-from spark_purge.errors import AuthorizationError, ClusterUnreachable, KafkaError
+from spark_purge.errors import AuthorizationError, ClusterUnreachable, GroupsUnsettled, KafkaError
 from spark_purge.kafka.delete import DeleteExecutor, LeaderRequestError, PartitionResult
 from spark_purge.kafka.model import (
     ClientConfig,
@@ -80,6 +80,7 @@ _METADATA_RETRY = {
     "OFFSET_NOT_AVAILABLE",  # a new leader whose high watermark has not caught up yet (KIP-207)
 }
 _RETRY_ROUNDS = 5
+_OFFSETS_TOPIC = "__consumer_offsets"
 _ACL_DESCRIBE = 8  # AclOperation DESCRIBE: its bit in the authorized-operations bitfield
 _AUTHORIZED_OPS_UNKNOWN = -2147483648  # INT32_MIN: the broker did not compute them
 
@@ -210,6 +211,7 @@ class KafkaPythonClient:
         self._requests = _Requests()
         self._leaders: dict[TopicPartitionKey, Optional[int]] = {}
         self._coordinators: dict[str, int] = {}
+        self._warned_offsets_acl = False
         self._lock = threading.Lock()
         self._closed = False
         _install_redaction(config.secrets)
@@ -559,24 +561,101 @@ class KafkaPythonClient:
                 "grant it Cluster Describe (kafka-acls --operation Describe --cluster)"
             )
 
-    async def _list_groups(self, brokers: Collection[int]) -> dict[str, tuple[Optional[str], Optional[str], str]]:
-        """group id -> (state, type, protocol_type), from ListGroups on every broker in parallel."""
+    async def _list_groups(
+        self, brokers: Collection[int], deadline: float
+    ) -> dict[str, tuple[Optional[str], Optional[str], str]]:
+        """group id -> (state, type, protocol_type): a group list known to be complete.
+
+        ListGroups answers only for the ``__consumer_offsets`` partitions a broker leads *and*
+        knows it leads. While coordinators move (a broker died, leaders re-elected), a broker
+        that already left the metadata and its successor that has not yet taken over both miss
+        the groups of that partition — silently. So each broker gets Metadata(__consumer_offsets),
+        ListGroups, Metadata(__consumer_offsets) on one connection (a broker handles a
+        connection's requests in order): a partition counts as covered only when the same broker
+        led it, at the same leader epoch, before and after its ListGroups. Until every partition
+        is covered (and while a broker is unreachable or still loading), the listing is retried
+        with fresh metadata until the deadline; then the snapshot fails rather than plan from a
+        list that may lack a group.
+        """
         order = sorted(brokers)
-        answers = await self._gather([self._send(ListGroupsRequest(min_version=0), node_id=b) for b in order])
+        last_problem = "no attempt"
+        for attempt in range(1_000):
+            if attempt:
+                if time.monotonic() >= deadline:
+                    break
+                await self._sleep(min(0.5 * attempt, 2.0, max(0.0, deadline - time.monotonic())))
+                order = sorted((await self._metadata(())).brokers)
+            groups, last_problem = await self._list_groups_once(order)
+            if groups is not None:
+                return groups
+            log.info("group listing not trustworthy yet (%s); retrying", last_problem)
+        raise GroupsUnsettled(f"could not list consumer groups completely before the deadline: {last_problem}")
+
+    async def _list_groups_once(
+        self, order: Sequence[int]
+    ) -> tuple[Optional[dict[str, tuple[Optional[str], Optional[str], str]]], str]:
+        """One round; (groups, "") when complete, else (None, what is wrong). Raises on denial."""
+        _Topic = MetadataRequest.MetadataRequestTopic
+
+        def offsets_metadata() -> MetadataRequest:
+            return MetadataRequest(topics=[_Topic(name=_OFFSETS_TOPIC)], allow_auto_topic_creation=False)
+
+        sends = []
+        for b in order:
+            sends += [
+                self._send(offsets_metadata(), node_id=b),
+                self._send(ListGroupsRequest(min_version=0), node_id=b),
+                self._send(offsets_metadata(), node_id=b),
+            ]
+        answers = await self._gather(sends)
         groups: dict[str, tuple[Optional[str], Optional[str], str]] = {}
-        for broker, answer in zip(order, answers):
-            if isinstance(answer, Exception):
-                raise KafkaError(f"ListGroups on broker {broker} failed ({_exc_name(answer)})")
+        covered: set[int] = set()
+        all_partitions: set[int] = set()
+        check_leaders = True
+        for i, broker in enumerate(order):
+            before, answer, after = answers[3 * i : 3 * i + 3]
+            for reply in (before, answer, after):
+                if isinstance(reply, Exception):
+                    return None, f"broker {broker} did not answer ({_exc_name(reply)})"
             err = error_name(answer.error_code)
             if err in _AUTH_ERRORS:
                 raise AuthorizationError(f"Describe on cluster denied ({err}, ListGroups on broker {broker})")
-            if err is not None:
-                raise KafkaError(f"ListGroups on broker {broker} failed ({err})")
+            if err is not None:  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, ...
+                return None, f"ListGroups on broker {broker}: {err}"
             for g in answer.groups:
                 gtype = (getattr(g, "group_type", None) or "").lower() or ("classic" if answer.API_VERSION < 5 else "unknown")
                 state = getattr(g, "group_state", None) or None
                 groups[g.group_id] = (state, gtype, g.protocol_type or "")
-        return groups
+            led = []
+            for meta in (before, after):
+                topic = next((t for t in meta.topics if t.name == _OFFSETS_TOPIC), None)
+                t_err = error_name(topic.error_code) if topic is not None else "UNKNOWN_TOPIC_OR_PARTITION"
+                if t_err == "UNKNOWN_TOPIC_OR_PARTITION":
+                    led.append({})  # no group has ever committed: nothing to miss
+                    continue
+                if t_err in _AUTH_ERRORS:
+                    check_leaders = False  # cannot see who leads: say so below, do not guess
+                    led.append({})
+                    continue
+                if t_err is not None:
+                    return None, f"Metadata for {_OFFSETS_TOPIC} from broker {broker}: {t_err}"
+                all_partitions.update(p.partition_index for p in topic.partitions)
+                led.append({p.partition_index: p.leader_epoch for p in topic.partitions if p.leader_id == broker})
+            covered.update(p for p, epoch in led[0].items() if led[1].get(p) == epoch)
+        if not check_leaders:
+            if not self._warned_offsets_acl:
+                self._warned_offsets_acl = True
+                log.warning(
+                    "no Describe on topic %s: cannot verify that group coordinators were stable during "
+                    "ListGroups (a group could be missed while coordinators move); grant it to the purge principal",
+                    _OFFSETS_TOPIC,
+                )
+            return groups, ""
+        moving = sorted(all_partitions - covered)
+        if moving:
+            shown = ", ".join(map(str, moving[:10])) + (" ..." if len(moving) > 10 else "")
+            return None, f"group coordinators moving: {_OFFSETS_TOPIC} partitions {shown} had no stable leader during ListGroups"
+        return groups, ""
 
     async def _fetch_group_state(
         self, group_ids: Sequence[str], listed: Mapping[str, tuple[Optional[str], Optional[str], str]],
@@ -658,7 +737,7 @@ class KafkaPythonClient:
     ) -> tuple[list[GroupInfo], list[tuple[GroupInfo, TopicPartitionKey, int, Optional[str]]], list[str]]:
         """(groups, their commits on ``topics``, groups whose commits could not be read)."""
         await self._check_cluster_describe()
-        listed = await self._list_groups(brokers)
+        listed = await self._list_groups(brokers, deadline)
         selected = sorted(
             g for g, (_, gtype, _) in listed.items() if gtype != "share" and self.config.selects_group(g)
         )
