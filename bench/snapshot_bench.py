@@ -31,7 +31,7 @@ from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 from kafka.errors import NoError  # noqa: E402
 from kafka.protocol.admin import DescribeGroupsRequest  # noqa: E402
-from kafka.protocol.consumer import IsolationLevel, ListOffsetsRequest, OffsetFetchRequest, OffsetSpec  # noqa: E402
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest, OffsetSpec  # noqa: E402
 from kafka.protocol.metadata import FindCoordinatorRequest  # noqa: E402
 from kafka.structs import OffsetAndMetadata, TopicPartition  # noqa: E402
 

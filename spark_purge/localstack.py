@@ -402,7 +402,7 @@ class LocalKafka:
             raise LocalStackError("java not found on PATH (and JAVA_HOME unset): Kafka needs Java 17+")
         cmd = [
             java,
-            f"-Xms128m",
+            "-Xms128m",
             f"-Xmx{self.heap}",
             "-XX:+UseG1GC",
             "-XX:TieredStopAtLevel=1",  # brokers here are short-lived: start fast

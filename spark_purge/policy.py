@@ -72,7 +72,7 @@ from pyspark.sql.types import (
 
 from spark_purge._time import as_utc, format_duration
 from spark_purge.config import END, PurgeConfig, TopicRule
-from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE, PLAN, SNAPSHOT
+from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE, PLAN
 
 # Answers to timestamp_lookups(config): first offset at/after `timestamp` (high watermark if none).
 MANUAL_OFFSETS = StructType(

@@ -269,7 +269,6 @@ def test_secured_listener_rejects_a_client_without_credentials(secure_cluster: L
 
 
 def test_group_the_purger_may_not_describe_blocks_discovered_topics(
-    spark: SparkSession,
     secure_cluster: LocalKafka,
     secure_topics: tuple[str, str],
     tmp_path: Path,
