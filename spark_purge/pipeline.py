@@ -159,14 +159,12 @@ class PurgePipeline:
 
     def plan(self, snapshot: DataFrame) -> tuple[DataFrame, datetime | None]:
         """The plan DataFrame for a snapshot, planned as of the snapshot's own time."""
-        from spark_purge.policy import compute_plan
+        from spark_purge.policy import compute_plan, unreadable_groups_of
 
         first = snapshot.select("snapshot_time", "unreadable_groups").limit(1).collect()
         if not first:
             return self.spark.createDataFrame([], "snapshot_id string"), None
         now = _utc(first[0]["snapshot_time"])
-        # Every row of a snapshot carries the same list; unknown commits must block, not vanish.
-        unreadable = {g["group_id"]: g["error"] for g in first[0]["unreadable_groups"]}
         partitions, groups = split_snapshot(snapshot)
         plan = compute_plan(
             partitions,
@@ -175,7 +173,7 @@ class PurgePipeline:
             now=now,
             progress=self.progress.read(),
             manual_offsets=self._manual_offsets(partitions),
-            unreadable_groups=unreadable,
+            unreadable_groups=unreadable_groups_of(first[0]),  # unknown commits block, never vanish
         )
         return plan, now
 

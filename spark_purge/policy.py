@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterable, Mapping
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -164,11 +164,10 @@ def timestamp_lookups(config: PurgeConfig) -> list[TimestampLookup]:
     ]
 
 
-def unreadable_groups_of(snapshot: DataFrame) -> dict[str, str]:
-    """group -> error for the groups a ``SNAPSHOT`` DataFrame could not read (one row's worth:
-    every row of a snapshot carries the same list)."""
-    first = snapshot.select("unreadable_groups").limit(1).collect()
-    return {g["group_id"]: g["error"] for g in first[0]["unreadable_groups"]} if first else {}
+def unreadable_groups_of(snapshot_row: Row) -> dict[str, str]:
+    """group -> error for the groups a snapshot could not read, from any one of its ``SNAPSHOT``
+    rows (every row of a snapshot carries the same list)."""
+    return {g["group_id"]: g["error"] for g in snapshot_row["unreadable_groups"]}
 
 
 def split_snapshot(snapshot: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -393,7 +392,7 @@ def compute_plan(
     means no commit); ``progress``: ``GROUP_PROGRESS`` or None (then no group is stale);
     ``manual_offsets``: ``MANUAL_OFFSETS`` answering ``timestamp_lookups(config)``;
     ``unreadable_groups``: group -> error for groups whose commits the snapshot could not read
-    (``unreadable_groups_of(snapshot)``).
+    (``unreadable_groups_of(row)``).
 
     Collects the distinct topics and their committing groups to the driver (small) to resolve
     rules with Python regexes; raises ``ConfigError`` when a topic matches two rules.

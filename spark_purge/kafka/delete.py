@@ -121,11 +121,7 @@ class DeleteExecutor:
                 # and lose the outcomes of partitions already done.
                 lookup = f"leader lookup failed: {type(exc).__name__}: {exc}"
                 if self._clock() + backoff >= deadline:
-                    for tp in sorted(pending):
-                        st = states[tp]
-                        before = f"{st.last_message or st.last_error}; " if st.last_error else ""
-                        msg = f"{before}{lookup}; gave up after {st.attempts} attempt(s) at the deadline"
-                        outcomes[tp] = self._final(tp, st, st.last_error or "METADATA_UNAVAILABLE", msg, True)
+                    outcomes.update(self._give_up_at_deadline(pending, states, "METADATA_UNAVAILABLE", lookup))
                     break
                 log.warning("DeleteRecords: %s; retrying", lookup)
                 self._sleep(backoff)
@@ -184,10 +180,7 @@ class DeleteExecutor:
                     pending = pending - {tp}
             if pending:
                 if self._clock() + backoff >= deadline:
-                    for tp in sorted(pending):
-                        st = states[tp]
-                        msg = f"{st.last_message or st.last_error}; gave up after {st.attempts} attempt(s) at the deadline"
-                        outcomes[tp] = self._final(tp, st, st.last_error or "REQUEST_TIMED_OUT", msg, True)
+                    outcomes.update(self._give_up_at_deadline(pending, states, "REQUEST_TIMED_OUT"))
                     break
                 log.info("DeleteRecords: %d partition(s) need a new leader; refreshing metadata", len(pending))
                 self._sleep(backoff)
@@ -212,6 +205,23 @@ class DeleteExecutor:
             return [(leader, one(leader)) for leader in leaders]
         with ThreadPoolExecutor(max_workers=min(self._max_parallel, len(leaders))) as pool:
             return list(zip(leaders, pool.map(one, leaders)))
+
+    def _give_up_at_deadline(
+        self,
+        pending: Collection[TopicPartitionKey],
+        states: Mapping[TopicPartitionKey, _State],
+        default_error: str,
+        cause: Optional[str] = None,
+    ) -> dict[TopicPartitionKey, DeleteOutcome]:
+        """A failed outcome for each partition still pending when the deadline comes: its last
+        error (else ``default_error``), what it last heard, and ``cause`` of this final round."""
+        out = {}
+        for tp in sorted(pending):
+            st = states[tp]
+            reasons = [r for r in (st.last_message or st.last_error, cause) if r]
+            msg = "; ".join(reasons + [f"gave up after {st.attempts} attempt(s) at the deadline"])
+            out[tp] = self._final(tp, st, st.last_error or default_error, msg, True)
+        return out
 
     @staticmethod
     def _final(tp: TopicPartitionKey, st: _State, error: str, message: Optional[str], retriable: bool) -> DeleteOutcome:

@@ -440,7 +440,7 @@ def test_split_snapshot_feeds_compute_plan(spark: SparkSession) -> None:
     p = part("orders", hw=500)
     nested = [p + ([("billing", "Stable", "classic", 1, 300, None), ("analytics", "Stable", "classic", 1, 200, None)], [])]
     snapshot = spark.createDataFrame(nested, schemas.SNAPSHOT)
-    assert policy.unreadable_groups_of(snapshot) == {}
+    assert policy.unreadable_groups_of(snapshot.first()) == {}
     parts, groups = policy.split_snapshot(snapshot)
     assert parts.schema == schemas.PARTITION_STATE and groups.schema == schemas.GROUP_OFFSETS
     got = rows(policy.compute_plan(parts, groups, config(ORDERS), NOW))
@@ -493,4 +493,4 @@ def test_forced_manual_entry_is_not_blocked_by_an_unreadable_group(spark: SparkS
 def test_unreadable_groups_of_reads_the_snapshot_column(spark: SparkSession) -> None:
     nested = [part("orders", p) + ([], [("ghost", "GROUP_AUTHORIZATION_FAILED"), ("lost", "COORDINATOR_NOT_AVAILABLE")]) for p in range(2)]
     snapshot = spark.createDataFrame(nested, schemas.SNAPSHOT)
-    assert policy.unreadable_groups_of(snapshot) == {"ghost": "GROUP_AUTHORIZATION_FAILED", "lost": "COORDINATOR_NOT_AVAILABLE"}
+    assert policy.unreadable_groups_of(snapshot.first()) == {"ghost": "GROUP_AUTHORIZATION_FAILED", "lost": "COORDINATOR_NOT_AVAILABLE"}
