@@ -84,14 +84,6 @@ class InvariantReport:
         return "\n".join(lines)
 
 
-@dataclass
-class _Expected:
-    """What the checker knows at one cycle's snapshot, independently of the product."""
-
-    log_start_before: dict[TopicPartitionKey, int]
-    safe: dict[TopicPartitionKey, int]
-
-
 class InvariantWorkload:
     """The workload and its checker. ``cluster`` is a ``LocalKafka`` (node faults need it)."""
 

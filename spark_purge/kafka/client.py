@@ -82,7 +82,6 @@ _METADATA_RETRY = {
 _RETRY_ROUNDS = 5
 _OFFSETS_TOPIC = "__consumer_offsets"
 _ACL_DESCRIBE = 8  # AclOperation DESCRIBE: its bit in the authorized-operations bitfield
-_AUTHORIZED_OPS_UNKNOWN = -2147483648  # INT32_MIN: the broker did not compute them
 
 
 class ClusterClient(Protocol):
@@ -551,9 +550,8 @@ class KafkaPythonClient:
         err = error_name(answer.error_code)
         if err in _AUTH_ERRORS:
             raise AuthorizationError(f"Describe on the cluster denied ({err}, DescribeCluster)")
-        ops = answer.authorized_operations  # kafka-python decodes the bitfield: a set of AclOperation codes
-        if isinstance(ops, int):  # the raw INT32 bitfield, should a version hand it over undecoded
-            ops = None if ops == _AUTHORIZED_OPS_UNKNOWN else {b for b in range(32) if ops & (1 << b)}
+        # kafka-python decodes the bitfield into a set of AclOperation codes (None: not computed).
+        ops = answer.authorized_operations
         if err is None and ops is not None and _ACL_DESCRIBE not in ops:
             raise AuthorizationError(
                 "Describe on the cluster denied to the purge principal: ListGroups would then silently hide "
