@@ -2,7 +2,7 @@
 # spark-purge developer entry point. Needs only Python 3.10+, Java 17+ and Maven on PATH.
 #
 #   ./dev.sh demo      set everything up, start a local Kafka, run a real purge, show the audit
-#   ./dev.sh test      set everything up and run the whole test suite (pytest args pass through)
+#   ./dev.sh test      set everything up, lint + type-check, run the whole test suite (pytest args pass through)
 #   ./dev.sh setup     only set up: .venv with the package, Kafka + Delta jars from Maven Central
 #   ./dev.sh bench     set up (+ kafka-tools, the kafka-delete-records.sh baseline), run bench/
 #   ./dev.sh py ARGS   run the project's Python (e.g. ./dev.sh py -m spark_purge.cli plan ...)
@@ -60,7 +60,10 @@ cmd=${1:-help}; [[ $# -gt 0 ]] && shift
 case $cmd in
   setup) setup ;;
   demo)  setup; exec "$VENV/bin/python" -m spark_purge.demo "$@" ;;
-  test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
+  test)  setup
+         say "ruff (lint) and mypy --strict (types) on the package"
+         "$VENV/bin/ruff" check --quiet . && "$VENV/bin/mypy" --no-error-summary
+         exec "$VENV/bin/python" -m pytest "$@" ;;
   bench) setup; setup_jars tools; for b in bench/*_bench.py; do "$VENV/bin/python" "$b" "$@"; done ;;
   py)    setup; exec "$VENV/bin/python" "$@" ;;
   *) sed -n '2,9p' "$0"; exit 2 ;;

@@ -28,6 +28,10 @@ setup(
             "pytest>=8,<10",
             "chispa>=0.11,<0.13",
             "hypothesis>=6.100,<7",
+            # lint and type gates run by ./dev.sh test (configured in pyproject.toml)
+            "ruff>=0.8,<1",
+            "mypy>=1.13,<2",
+            "types-PyYAML>=6,<7",
         ],
     },
     entry_points={"console_scripts": ["spark-purge=spark_purge.cli:main"]},

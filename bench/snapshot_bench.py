@@ -27,16 +27,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
-from kafka.admin import NewTopic  # noqa: E402
-from kafka.errors import NoError  # noqa: E402
-from kafka.protocol.admin import DescribeGroupsRequest  # noqa: E402
-from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest, OffsetSpec  # noqa: E402
-from kafka.protocol.metadata import FindCoordinatorRequest  # noqa: E402
-from kafka.structs import OffsetAndMetadata, TopicPartition  # noqa: E402
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import NoError
+from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest, OffsetSpec
+from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from spark_purge.kafka import ClientConfig, KafkaPythonClient, SnapshotRequest, TimeFloor  # noqa: E402
-from spark_purge.localstack import LocalKafka  # noqa: E402
+from spark_purge.kafka import ClientConfig, KafkaPythonClient, SnapshotRequest, TimeFloor
+from spark_purge.localstack import LocalKafka
 
 
 def rss_mb() -> float:

@@ -20,8 +20,8 @@ import argparse
 import dataclasses
 import logging
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Sequence
 
 from spark_purge.errors import AuditError, ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 

@@ -34,10 +34,11 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
@@ -805,6 +806,7 @@ def kafka_client_kwargs(
 
 
 __all__ = [
+    "DURATION_HINT",
     "END",
     "AuditConfig",
     "ClientKwargs",
@@ -823,5 +825,4 @@ __all__ = [
     "from_dict",
     "kafka_client_kwargs",
     "load",
-    "DURATION_HINT",
 ]

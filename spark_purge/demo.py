@@ -17,7 +17,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from spark_purge.cli import format_table, main as cli_main
+from spark_purge.cli import format_table
+from spark_purge.cli import main as cli_main
 from spark_purge.localstack import LocalKafka
 
 CONFIG = "conf/demo.yaml"

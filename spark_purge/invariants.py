@@ -35,10 +35,11 @@ import time
 import traceback
 import uuid
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +240,7 @@ class InvariantWorkload:
                 pipeline.process_batch(snapshot, cycle)
             finally:
                 snapshot.unpersist()
-        except Exception as exc:  # noqa: BLE001 - a failed cycle is reported; safety still checked
+        except Exception as exc:
             lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [type(exc).__name__]
             # Spark wraps a data-source error: the Python exception is its last "...Error: ..." line.
             named = [line for line in lines[1:] if re.match(r"^[\w.]+(Error|Exception|Unsettled): ", line)]
@@ -438,7 +439,7 @@ class InvariantWorkload:
         try:
             df = self.spark.read.format("delta").load(path).where(f"batch_id = {int(batch_id)}")
             return [r.asDict() for r in df.collect()]
-        except Exception as exc:  # noqa: BLE001 - no table yet (first cycle failed before writing)
+        except Exception as exc:
             if "is not a Delta table" in str(exc) or "PATH_NOT_FOUND" in str(exc) or "DELTA_MISSING" in str(exc):
                 return []
             raise

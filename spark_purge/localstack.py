@@ -45,10 +45,10 @@ import tempfile
 import time
 import uuid
 import weakref
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Iterable, Mapping
 
 from spark_purge.errors import LocalStackError
 
@@ -198,7 +198,7 @@ class LocalKafka:
     def pids(self) -> list[int]:
         return [n.process.pid for n in self._nodes if n.process is not None and n.running]
 
-    def start(self) -> "LocalKafka":
+    def start(self) -> LocalKafka:
         """Format storage, start every node, wait until a real client sees all brokers."""
         if self._started:
             return self
@@ -317,7 +317,7 @@ class LocalKafka:
         except OSError:
             return "(no log)"
 
-    def __enter__(self) -> "LocalKafka":
+    def __enter__(self) -> LocalKafka:
         return self.start()
 
     def __exit__(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from pyspark.sql import SparkSession
 

@@ -36,18 +36,18 @@ travel inside the input partitions; nothing that holds a socket is pickled.
 """
 from __future__ import annotations
 
-import weakref
-
 import json
 import logging
 import os
 import re
 import tempfile
 import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -465,7 +465,7 @@ class KafkaStateDataSource(DataSource):
         return KafkaStateStreamReader(self.parsed)
 
 
-_REGISTERED: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def register(spark: Any) -> None:

@@ -1,7 +1,7 @@
 """Shared fixtures: one Spark session (with Delta) per test run."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession

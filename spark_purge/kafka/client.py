@@ -28,8 +28,9 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, Optional, Protocol, Sequence
+from typing import Any, Optional, Protocol
 
 import kafka.errors as Errors
 from kafka import KafkaAdminClient
@@ -100,7 +101,7 @@ class ClusterClient(Protocol):
 
     def close(self) -> None: ...
 
-    def __enter__(self) -> "ClusterClient": ...
+    def __enter__(self) -> ClusterClient: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
@@ -277,7 +278,7 @@ class KafkaPythonClient:
             self._closed = True
             self._admin.close()
 
-    def __enter__(self) -> "KafkaPythonClient":
+    def __enter__(self) -> KafkaPythonClient:
         return self
 
     def __exit__(
@@ -1005,4 +1006,4 @@ def open_client(config: Any) -> KafkaPythonClient:
     return client
 
 
-__all__ = ["ClusterClient", "KafkaPythonClient", "open_client", "error_name"]
+__all__ = ["ClusterClient", "KafkaPythonClient", "error_name", "open_client"]

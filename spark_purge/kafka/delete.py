@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Collection, Mapping, Optional, Protocol
+from typing import Optional, Protocol
 
 from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
 
@@ -193,8 +194,8 @@ class DeleteExecutor:
     # ---- internals --------------------------------------------------------------------------
     def _send_all(
         self, by_leader: Mapping[int, Mapping[TopicPartitionKey, int]], timeout_ms: int
-    ) -> list[tuple[int, "Mapping[TopicPartitionKey, PartitionResult] | LeaderRequestError"]]:
-        def one(leader: int) -> "Mapping[TopicPartitionKey, PartitionResult] | LeaderRequestError":
+    ) -> list[tuple[int, Mapping[TopicPartitionKey, PartitionResult] | LeaderRequestError]]:
+        def one(leader: int) -> Mapping[TopicPartitionKey, PartitionResult] | LeaderRequestError:
             try:
                 return self._transport.send_delete_records(leader, by_leader[leader], timeout_ms)
             except LeaderRequestError as exc:

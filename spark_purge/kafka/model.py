@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Optional
 
 from spark_purge.errors import ConfigError
 
-TopicPartitionKey = Tuple[str, int]
+TopicPartitionKey = tuple[str, int]
 
 # kafka-python settings a caller may pass through (security and client identity only).
 SECURITY_KEYS = frozenset(
@@ -39,7 +40,7 @@ _BOOL_KEYS = frozenset({"ssl_check_hostname"})
 _INT_KEYS = frozenset({"retry_backoff_ms"})
 
 
-def _compile(regex: Optional[str], key: str) -> Optional["re.Pattern[str]"]:
+def _compile(regex: Optional[str], key: str) -> Optional[re.Pattern[str]]:
     if regex is None:
         return None
     try:
@@ -87,7 +88,7 @@ class ClientConfig:
     bootstrap_servers: str
     request_timeout_ms: int = 30_000
     security: Mapping[str, Any] = field(default_factory=dict, repr=False)  # repr=False: secrets
-    topics: Optional[Tuple[str, ...]] = None
+    topics: Optional[tuple[str, ...]] = None
     topic_include: Optional[str] = None
     topic_exclude: Optional[str] = None
     group_include: Optional[str] = None
@@ -188,7 +189,7 @@ class TimeFloor:
 class SnapshotRequest:
     """What one snapshot reads beyond partition state: time floors, groups, its clock and id."""
 
-    time_floors: Tuple[TimeFloor, ...] = ()
+    time_floors: tuple[TimeFloor, ...] = ()
     snapshot_time_ms: Optional[int] = None  # None: now
     snapshot_id: Optional[str] = None  # None: a new uuid
     include_groups: bool = True
@@ -199,8 +200,8 @@ class PartitionState:
     topic: str
     partition: int
     leader: Optional[int]
-    replicas: Tuple[int, ...]
-    isr: Tuple[int, ...]
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
     log_start_offset: int
     high_watermark: int
     last_stable_offset: int
@@ -255,15 +256,15 @@ class SnapshotIssue:
 class ClusterSnapshot:
     snapshot_id: str
     snapshot_time_ms: int
-    partitions: Tuple[PartitionState, ...]
-    commits: Tuple[GroupCommit, ...]
-    groups: Tuple[GroupInfo, ...] = ()
-    missing_topics: Tuple[str, ...] = ()
-    dropped_partitions: Tuple[DroppedPartition, ...] = ()
-    issues: Tuple[SnapshotIssue, ...] = ()
+    partitions: tuple[PartitionState, ...]
+    commits: tuple[GroupCommit, ...]
+    groups: tuple[GroupInfo, ...] = ()
+    missing_topics: tuple[str, ...] = ()
+    dropped_partitions: tuple[DroppedPartition, ...] = ()
+    issues: tuple[SnapshotIssue, ...] = ()
     # Selected groups whose commits could not be read (coordinator down, Describe denied, ...):
     # they may hold commits on any topic, so the policy must not purge past them blindly.
-    unreadable_groups: Tuple[str, ...] = ()
+    unreadable_groups: tuple[str, ...] = ()
 
     def unreadable_group_errors(self) -> dict[str, str]:
         """Each unreadable group with the error that made it so (from ``issues``)."""
@@ -293,7 +294,7 @@ class ClusterSnapshot:
         return json.dumps(doc, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "ClusterSnapshot":
+    def from_json(cls, text: str) -> ClusterSnapshot:
         d = json.loads(text)
         if d.get("format") != 1:
             raise ValueError(f"unsupported snapshot format {d.get('format')!r}")

@@ -3,7 +3,7 @@ Maven-resolved jars), plus helpers to make uniquely named topics."""
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from kafka import KafkaAdminClient

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import time
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Optional
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NoError, NotCoordinatorError

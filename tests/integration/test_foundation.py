@@ -3,8 +3,8 @@ writes and reads a real Delta table."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.structs import TopicPartition

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer

@@ -16,8 +16,8 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
@@ -354,8 +354,7 @@ def test_principal_without_cluster_describe_is_refused_with_the_reason(
     path.write_text(yaml.safe_dump(cfg))
     monkeypatch.setenv(PASSWORD_ENV, NOCLUSTER_PASSWORD)
 
-    with open_client(load(str(path))) as client:
-        with pytest.raises(AuthorizationError) as denied:
-            client.snapshot()
+    with open_client(load(str(path))) as client, pytest.raises(AuthorizationError) as denied:
+        client.snapshot()
     assert "Describe on the cluster denied" in str(denied.value) and "Cluster Describe" in str(denied.value)
     assert NOCLUSTER_PASSWORD not in str(denied.value)

@@ -3,8 +3,8 @@ readStream with Trigger.AvailableNow into foreachBatch, with the exact offsets p
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from kafka import KafkaAdminClient

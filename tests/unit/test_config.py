@@ -4,9 +4,10 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

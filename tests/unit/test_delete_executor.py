@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Collection, Mapping, Optional
+from collections.abc import Collection, Mapping
+from typing import Optional
 
 from spark_purge.kafka.delete import DeleteExecutor, LeaderRequestError, PartitionResult
 from spark_purge.kafka.model import TopicPartitionKey

@@ -13,7 +13,7 @@ Broker settings chosen for the faults:
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaAdminClient

@@ -4,8 +4,9 @@ cycle in-process, and the audit read back with Spark."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Optional
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic, OffsetSpec
