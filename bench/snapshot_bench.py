@@ -98,7 +98,7 @@ def build(cluster: LocalKafka, partitions: int, per_topic: int, groups: int, run
     for g in range(groups):
         topic, n = topics[g % n_topics], sizes[g % n_topics]
         offsets = {TopicPartition(topic, p): OffsetAndMetadata(records, "", -1) for p in range(n)}
-        for attempt in range(120):
+        for _attempt in range(120):
             try:
                 # Per-partition errors are returned, not raised (coordinator still loading).
                 result = admin.alter_group_offsets(f"bench-{run}-g{g:04d}", offsets)

@@ -3,10 +3,14 @@
 Durations: ``"90s"``, ``"15m"``, ``"2h"``, ``"3 days"``, ``"500ms"``, ``"1h30m"``, ``"1.5h"``, or a
 plain integer meaning milliseconds. Timestamps: ISO 8601 (naive means UTC) or epoch milliseconds.
 Bad values raise ``ConfigError`` naming the key path given by the caller.
+
+``Deadline`` and ``Backoff`` are the one deadline/backoff pair every retry loop uses.
 """
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from spark_purge.errors import ConfigError
@@ -53,7 +57,7 @@ def parse_duration(value: object, path: str) -> int:
             )
         total += float(match.group(1)) * _UNIT_MS[match.group(2).lower()]
         pos = match.end()
-    return int(round(total))
+    return round(total)
 
 
 def format_duration(ms: int) -> str:
@@ -92,3 +96,57 @@ def as_utc(moment: datetime) -> datetime:
     if moment.tzinfo is None:
         return moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc)
+
+
+class Deadline:
+    """A point on a monotonic clock that retry loops run until; the clock is injectable.
+
+    ``Deadline(5.0)`` expires five seconds from now; ``remaining()`` never goes below 0 and
+    ``remaining_ms()`` never below 1 (a request timeout of 0 means "no timeout" to Kafka).
+    """
+
+    __slots__ = ("_clock", "at")
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.at = clock() + seconds
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - self._clock())
+
+    def remaining_ms(self) -> int:
+        return max(1, int(self.remaining() * 1000))
+
+    def expired(self) -> bool:
+        return self._clock() >= self.at
+
+    def allows(self, pause: float) -> bool:
+        """True when pausing ``pause`` seconds still leaves time before the deadline."""
+        return self._clock() + pause < self.at
+
+
+class Backoff:
+    """Exponential pauses: ``first``, doubled each step up to ``cap`` (seconds).
+
+    ``next()`` returns the pause to take now and advances; ``within(deadline)`` clips it so a
+    loop never sleeps past its deadline. Every retry loop in the package uses this one helper.
+    """
+
+    __slots__ = ("_next", "cap", "factor", "first")
+
+    def __init__(self, first: float = 0.1, cap: float = 2.0, factor: float = 2.0) -> None:
+        if first <= 0 or cap < first or factor < 1:
+            raise ValueError(f"Backoff: expected 0 < first <= cap and factor >= 1, got {first}, {cap}, {factor}")
+        self.first, self.cap, self.factor = first, cap, factor
+        self._next = first
+
+    def next(self) -> float:
+        pause = self._next
+        self._next = min(self._next * self.factor, self.cap)
+        return pause
+
+    def within(self, deadline: Deadline) -> float:
+        return min(self.next(), deadline.remaining())
+
+    def reset(self) -> None:
+        self._next = self.first

@@ -245,7 +245,7 @@ def format_table(rows: Sequence[dict], columns: Sequence[tuple[str, str]] | None
     """A plain aligned text table (no extra dependency)."""
     if not rows:
         return "(none)"
-    cols = list(columns) if columns else [(k, k) for k in rows[0].keys()]
+    cols = list(columns) if columns else [(k, k) for k in rows[0]]
     cells = [[_cell(r.get(key)) for key, _ in cols] for r in rows]
     widths = [max(len(head), *(len(c[i]) for c in cells)) for i, (_, head) in enumerate(cols)]
     line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()  # noqa: E731

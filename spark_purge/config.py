@@ -648,10 +648,7 @@ def _rule(value: object, path: str, base: RuleDefaults) -> TopicRule:
 def _manual(value: object, path: str) -> ManualEntry:
     d = _section(value, path, _MANUAL_KEYS)
     raw_partition = d.get("partition", "all")
-    if raw_partition is None or raw_partition == "all":
-        partition = None
-    else:
-        partition = _int(raw_partition, f"{path}.partition")
+    partition = None if raw_partition is None or raw_partition == "all" else _int(raw_partition, f"{path}.partition")
     raw = _get(d, "offset", path, lambda v, p: v)
     offset: int | None = None
     timestamp: datetime | None = None

@@ -205,7 +205,7 @@ class PurgePipeline:
             if now is None:
                 return self._done(result)
             plan_rows = plan_df.collect()  # one row per partition: small, and used twice below
-            partitions, groups = split_snapshot(snapshot)
+            _partitions, groups = split_snapshot(snapshot)
             group_rows = groups.collect()
         finally:
             snapshot.unpersist()

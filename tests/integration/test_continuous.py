@@ -54,7 +54,7 @@ def test_stream_retries_until_the_cluster_comes_back(
             admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
             admin.create_topics([NewTopic(topic, 1, 1)])
             producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
-            for i in range(20):
+            for _i in range(20):
                 producer.send(topic, b"x", partition=0)
             producer.flush()
             producer.close()

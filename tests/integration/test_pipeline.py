@@ -161,7 +161,7 @@ def test_crash_after_intents_then_restart_completes_exactly_once(
         spark, cfg, default_client_factory(cfg), checkpoint_location=cfg.stream.checkpoint_location, fault_hook=crash  # type: ignore[union-attr]
     )
     query, _ = start_stream(spark, cfg, available_now=True, pipeline=pipeline)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - Spark wraps the error in a JVM exception
         query.awaitTermination(180)
     pipeline.close()
     assert log_starts(admin, topic3, 3) == [0, 0, 0]  # crashed before any delete

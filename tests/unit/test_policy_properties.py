@@ -96,9 +96,9 @@ def stale_groups(case: Case) -> set[str]:
         state, kind, members = commits[0][3], commits[0][4], commits[0][5]
         no_members = state == "Empty" or (kind == "classic" and (state == "Dead" or members == 0))
         known = [progress.get((g, r[6], r[7])) for r in commits]
-        if no_members and all(k is not None and k[0] == r[8] for k, r in zip(known, commits)):
-            if max(k[1] for k in known if k) < NOW - STALE_AFTER:
-                result.add(g)
+        unchanged = no_members and all(k is not None and k[0] == r[8] for k, r in zip(known, commits))
+        if unchanged and max(k[1] for k in known if k) < NOW - STALE_AFTER:
+            result.add(g)
     return result
 
 
@@ -124,7 +124,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
     rules = {r["topics"]: r for r in case.rules}
     manual = {m["topic"]: m["offset"] for m in case.manual}
     for row in plan:
-        _, _, topic, p, _, _, _, lso, hw, lst, internal, cleanup, _, _, floor_time, floor_offset = parts[(row.topic, row.partition)]
+        _, _, topic, p, _, _, _, lso, hw, lst, _internal, cleanup, _, _, floor_time, floor_offset = parts[(row.topic, row.partition)]
         assert row.binding_constraint in schemas.BINDING_CONSTRAINTS
         assert row.records_to_delete == (row.cutoff - lso if row.actionable else 0)
         if topic in ("__internal", "prot") or (cleanup is not None and "delete" not in cleanup):

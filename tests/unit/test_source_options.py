@@ -98,7 +98,7 @@ def test_bad_options_name_the_key(options: dict[str, str], key: str) -> None:
 
 
 def test_data_source_validates_on_creation_and_picks_the_view_schema() -> None:
-    with pytest.raises(ConfigError, match="^view"):
+    with pytest.raises(ConfigError, match=r"^view"):
         KafkaStateDataSource({**BASE, "view": "nope"})
     assert KafkaStateDataSource.name() == "kafka_state"
     assert KafkaStateDataSource({**BASE, "view": "groups"}).schema() == schemas.GROUP_OFFSETS
@@ -106,9 +106,9 @@ def test_data_source_validates_on_creation_and_picks_the_view_schema() -> None:
 
 
 def test_stream_reader_requires_snapshot_dir_and_snapshot_view(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="^snapshot.dir"):
+    with pytest.raises(ConfigError, match=r"^snapshot\.dir"):
         KafkaStateDataSource(dict(BASE)).streamReader(schemas.SNAPSHOT)
-    with pytest.raises(ConfigError, match="^view"):
+    with pytest.raises(ConfigError, match=r"^view"):
         KafkaStateDataSource({**BASE, "view": "partitions", "snapshot.dir": str(tmp_path)}).streamReader(
             schemas.PARTITION_STATE
         )
