@@ -52,6 +52,9 @@ setup() {
   setup_jars kafka
   # Spark already ships Scala, Hadoop, log4j and SLF4J; take only what Delta adds.
   setup_jars delta -DexcludeGroupIds=org.scala-lang,org.apache.logging.log4j,org.slf4j,org.apache.hadoop
+  # Spark's Kafka connector, for tests that run a real Structured Streaming consumer.
+  setup_jars spark-kafka -DexcludeGroupIds=org.scala-lang,org.apache.logging.log4j,org.slf4j,org.apache.hadoop \
+      -DexcludeArtifactIds=lz4-java,snappy-java,jsr305,spark-tags_2.13
 }
 
 export SPARK_LOCAL_IP=127.0.0.1

@@ -71,3 +71,8 @@ def from_spark_exception(exc: BaseException) -> BaseException:
         if marker in text:
             return cls(text.split(marker, 1)[1].split("\n", 1)[0].strip())
     return exc
+
+
+class CheckpointError(SparkPurgeError):
+    """Raised when an external consumer's checkpoint (a Spark streaming query's) is missing,
+    unreadable or malformed: the partitions it covers are blocked, never guessed."""
