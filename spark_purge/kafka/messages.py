@@ -38,27 +38,27 @@ TopicPartitionKey = tuple[str, int]
 ZERO_UUID = uuid.UUID(int=0)
 
 
-class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc]
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
     pass
 
 
-class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc]
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
     pass
 
 
-class ShareGroupDescribeRequest(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc]
+class ShareGroupDescribeRequest(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
     pass
 
 
-class ShareGroupDescribeResponse(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc]
+class ShareGroupDescribeResponse(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
     pass
 
 
-class ConsumerGroupDescribeRequest(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc]
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
     pass
 
 
-class ConsumerGroupDescribeResponse(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc]
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
     pass
 
 
