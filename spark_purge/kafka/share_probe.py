@@ -44,6 +44,7 @@ from spark_purge.kafka.messages import (
 )
 
 _COORDINATOR_RETRY = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"})
+_RETRIABLE = _COORDINATOR_RETRY | {"REQUEST_TIMED_OUT"}
 _GROUP_KEY_TYPE = 0  # FindCoordinator key type GROUP: share and consumer groups live on the group coordinator
 
 
@@ -220,6 +221,8 @@ async def _probe(
         groups = sorted({g for _, g in todo})
         coordinators, no_coordinator = await _find_coordinators(admin, groups, deadline)
         last_error.update(no_coordinator)
+        refused = {g for g, err in no_coordinator.items() if err not in _RETRIABLE}
+        todo = {(k, g) for k, g in todo if g not in refused}  # e.g. GROUP_AUTHORIZATION_FAILED
         by_coord: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
         for kind, g in sorted(todo):
             if g in coordinators:
