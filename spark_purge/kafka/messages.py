@@ -13,7 +13,8 @@ ConsumerGroupDescribe           69       0-1 (v1 MemberType) KIP-848 state, memb
 ==============================  =======  ==================  ======================================
 
 ListGroups with ``TypesFilter`` (v5, KIP-848) is already in kafka-python 3.0.12: the builder below
-uses its ``ListGroupsRequest``.
+uses its ``ListGroupsRequest``. Classic groups' member assignments come from kafka-python's own
+DescribeGroups answer (the snapshot already sends it): :func:`parse_classic_group_assignments`.
 
 Each response class registers itself with kafka-python's response registry (by API key) when this
 module is imported, so a connection that sent one of these requests decodes the answer.
@@ -126,10 +127,11 @@ class ShareGroupOffsets:
 
 @dataclass(frozen=True)
 class GroupDescription:
-    """A share or KIP-848 consumer group, from ShareGroupDescribe / ConsumerGroupDescribe."""
+    """A share or KIP-848 consumer group (ShareGroupDescribe / ConsumerGroupDescribe), or a classic
+    group (DescribeGroups)."""
 
     group_id: str
-    group_type: str  # "share" or "consumer"
+    group_type: str  # "share", "consumer" or "classic"
     state: Optional[str]
     member_count: int
     # Partitions members hold now, and (consumer groups) the ones they are about to get.
@@ -281,6 +283,49 @@ def parse_list_groups(response: Any) -> ListedGroups:
     return ListedGroups(groups, err)
 
 
+def parse_classic_group_assignments(response: Any) -> dict[str, GroupDescription]:
+    """group id -> description of a classic group from kafka-python's DescribeGroups response.
+
+    Members of ``consumer`` protocol groups carry their assignment as ConsumerProtocolAssignment
+    bytes (version-prefixed, as the Java client writes them); empty bytes mean "not assigned yet"
+    (a rebalance in progress). An assignment that does not decode makes the group's
+    ``error`` ``MALFORMED_ASSIGNMENT``: the caller must not read that as "holds nothing". Groups of
+    other protocol types (Connect, ...) assign no topic partitions.
+    """
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
+    out: dict[str, GroupDescription] = {}
+    for g in response.groups:
+        err = error_name(g.error_code)
+        state = g.group_state or None
+        members = list(g.members or ())
+        if err is not None:
+            out[g.group_id] = GroupDescription(g.group_id, "classic", state, 0, error=err)
+            continue
+        assigned: set[TopicPartitionKey] = set()
+        malformed: Optional[str] = None
+        if (g.protocol_type or "") == "consumer":
+            for m in members:
+                raw = m.member_assignment
+                if not raw:
+                    continue
+                try:
+                    decoded = ConsumerProtocolAssignment.decode(bytes(raw))
+                    assigned.update((tp.topic, int(p)) for tp in decoded.assigned_partitions or () for p in tp.partitions or ())
+                except Exception as exc:  # a foreign or corrupt assignment: say so, do not guess
+                    malformed = f"member {m.member_id}: {type(exc).__name__}"
+        out[g.group_id] = GroupDescription(
+            group_id=g.group_id,
+            group_type="classic",
+            state=state,
+            member_count=len(members),
+            assigned=frozenset(assigned),
+            error="MALFORMED_ASSIGNMENT" if malformed else None,
+            error_message=malformed,
+        )
+    return out
+
+
 def _parse_describe(response: Any, group_type: str, topic_names: Mapping[uuid.UUID, str]) -> dict[str, GroupDescription]:
     out: dict[str, GroupDescription] = {}
     for g in response.groups:
@@ -362,6 +407,7 @@ __all__ = [
     "build_list_groups",
     "build_share_group_describe",
     "error_name",
+    "parse_classic_group_assignments",
     "parse_consumer_group_describe",
     "parse_describe_share_group_offsets",
     "parse_list_groups",

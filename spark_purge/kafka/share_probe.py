@@ -6,8 +6,8 @@ snapshot can call it once the client restructure lands:
     probe = probe_groups(admin, share_groups=[...], consumer_groups=[...], topic_names=ids_to_names)
 
 Round trips: Metadata (only when no topic-id mapping is given), one batched FindCoordinator (v4),
-then per coordinator, in parallel: DescribeShareGroupOffsets + ShareGroupDescribe (share groups)
-and ConsumerGroupDescribe (KIP-848 consumer groups). Groups whose coordinator moved
+then per coordinator, in parallel: DescribeShareGroupOffsets + ShareGroupDescribe (share groups),
+ConsumerGroupDescribe (KIP-848 consumer groups) and, if asked, DescribeGroups (classic groups). Groups whose coordinator moved
 (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, an unreachable
 coordinator) are looked up again and re-sent until the deadline; kafka-python's own coordinator
 cache is neither read nor written (it is never invalidated). Whatever could not be read by the
@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 import kafka.errors as Errors
 from kafka import KafkaAdminClient
+from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from spark_purge.kafka.messages import (
@@ -37,6 +38,7 @@ from spark_purge.kafka.messages import (
     build_list_groups,
     build_share_group_describe,
     error_name,
+    parse_classic_group_assignments,
     parse_consumer_group_describe,
     parse_describe_share_group_offsets,
     parse_list_groups,
@@ -55,6 +57,7 @@ class GroupProbe:
     share_offsets: Mapping[str, ShareGroupOffsets] = field(default_factory=dict)
     share_groups: Mapping[str, GroupDescription] = field(default_factory=dict)
     consumer_groups: Mapping[str, GroupDescription] = field(default_factory=dict)
+    classic_groups: Mapping[str, GroupDescription] = field(default_factory=dict)
     unreadable: Mapping[str, str] = field(default_factory=dict)
     topic_names: Mapping[uuid.UUID, str] = field(default_factory=dict)
 
@@ -63,9 +66,10 @@ class GroupProbe:
         return {(g, t, p): off for g, so in self.share_offsets.items() for (t, p), off in so.positions().items()}
 
     def assignments(self) -> dict[str, frozenset[TopicPartitionKey]]:
-        """group -> partitions its members hold or are about to get (share and consumer groups)."""
+        """group -> partitions its members hold or are about to get (every group type read)."""
         out = {g: d.held for g, d in self.share_groups.items()}
         out.update({g: d.held for g, d in self.consumer_groups.items()})
+        out.update({g: d.held for g, d in self.classic_groups.items()})
         return out
 
 
@@ -76,20 +80,24 @@ def probe_groups(
     topics: Optional[Mapping[str, Collection[int]]] = None,
     topic_names: Optional[Mapping[uuid.UUID, str]] = None,
     timeout_ms: int = 30_000,
+    classic_groups: Collection[str] = (),
 ) -> GroupProbe:
     """Share-group start offsets and descriptions, and KIP-848 consumer-group descriptions.
 
-    ``share_groups`` / ``consumer_groups``: group ids by type (from ListGroups v5, e.g.
-    :func:`list_groups`). ``topics``: {topic: partitions} to ask start offsets for (None: every
+    ``share_groups`` / ``consumer_groups`` / ``classic_groups``: group ids by type (from ListGroups
+    v5, e.g. :func:`list_groups`); classic groups are described with DescribeGroups and their
+    members' ConsumerProtocol assignments decoded (the snapshot may pass none and parse its own
+    DescribeGroups answer with ``messages.parse_classic_group_assignments`` instead). ``topics``: {topic: partitions} to ask start offsets for (None: every
     share-partition each group has). ``topic_names``: topic id -> name from the snapshot's
     Metadata (read here when None). Raises kafka errors only for failures outside any group
     (no broker answered Metadata / FindCoordinator at all).
     """
     share = sorted(set(share_groups))
     consumer = sorted(set(consumer_groups))
+    classic = sorted(set(classic_groups))
     manager = admin._manager
     deadline = time.monotonic() + timeout_ms / 1000
-    return manager.run(_probe, admin, share, consumer, topics, topic_names, deadline)  # type: ignore[no-any-return]
+    return manager.run(_probe, admin, share, consumer, topics, topic_names, deadline, classic)  # type: ignore[no-any-return]
 
 
 def list_groups(admin: KafkaAdminClient, types: Collection[str] = ("share", "consumer"), timeout_ms: int = 30_000) -> ListedGroups:
@@ -203,18 +211,22 @@ async def _probe(
     topics: Optional[Mapping[str, Collection[int]]],
     topic_names: Optional[Mapping[uuid.UUID, str]],
     deadline: float,
+    classic: Sequence[str] = (),
 ) -> GroupProbe:
     manager = admin._manager
     names: Mapping[uuid.UUID, str]
-    if topic_names is None and (share or consumer):
+    if topic_names is None and (share or consumer):  # classic assignments carry topic names
         names = await _topic_id_names(admin, _remaining_ms(deadline))
     else:
         names = dict(topic_names or {})
     offsets: dict[str, ShareGroupOffsets] = {}
     share_desc: dict[str, GroupDescription] = {}
     consumer_desc: dict[str, GroupDescription] = {}
-    # (kind, group) still to read: "offsets"/"share" per share group, "consumer" per consumer group.
-    todo: set[tuple[str, str]] = {(k, g) for g in share for k in ("offsets", "share")} | {("consumer", g) for g in consumer}
+    classic_desc: dict[str, GroupDescription] = {}
+    # (kind, group) still to read: "offsets"/"share" per share group, "consumer" / "classic" per
+    # consumer / classic group.
+    todo: set[tuple[str, str]] = {(k, g) for g in share for k in ("offsets", "share")}
+    todo |= {("consumer", g) for g in consumer} | {("classic", g) for g in classic}
     last_error: dict[str, str] = {}
     round_ = 0
     while todo:
@@ -239,6 +251,9 @@ async def _probe(
             if kinds.get("consumer"):
                 request = build_consumer_group_describe(kinds["consumer"])
                 sends.append(("consumer", kinds["consumer"], manager.send(request, node_id=node, request_timeout_ms=timeout)))
+            if kinds.get("classic"):
+                request = DescribeGroupsRequest(groups=kinds["classic"], include_authorized_operations=False)
+                sends.append(("classic", kinds["classic"], manager.send(request, node_id=node, request_timeout_ms=timeout)))
         answers = await _gather([f for _, _, f in sends])
         for (kind, gs, _), answer in zip(sends, answers):
             if isinstance(answer, Exception):
@@ -252,6 +267,8 @@ async def _probe(
                 parsed = parse_describe_share_group_offsets(answer)
             elif kind == "share":
                 parsed = parse_share_group_describe(answer, names)
+            elif kind == "classic":
+                parsed = parse_classic_group_assignments(answer)
             else:
                 parsed = parse_consumer_group_describe(answer, names)
             for g in gs:
@@ -270,6 +287,8 @@ async def _probe(
                     offsets[g] = result
                 elif kind == "share":
                     share_desc[g] = result
+                elif kind == "classic":
+                    classic_desc[g] = result
                 else:
                     consumer_desc[g] = result
         if not todo or time.monotonic() >= deadline:
@@ -283,10 +302,14 @@ async def _probe(
     for g in consumer:
         if g not in consumer_desc:
             unreadable[g] = last_error.get(g, "REQUEST_TIMED_OUT")
+    for g in classic:
+        if g not in classic_desc:
+            unreadable[g] = last_error.get(g, "REQUEST_TIMED_OUT")
     return GroupProbe(
         share_offsets={g: o for g, o in offsets.items() if g not in unreadable},
         share_groups={g: d for g, d in share_desc.items() if g not in unreadable},
         consumer_groups=consumer_desc,
+        classic_groups=classic_desc,
         unreadable=unreadable,
         topic_names=dict(names),
     )

@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, KafkaConsumer
 
 from spark_purge.kafka.messages import (
     CONSUMER_DESCRIBE_VERSIONS,
@@ -123,3 +123,27 @@ def test_kip848_assignment_without_commit(kafka_cluster: LocalKafka, admin: Kafk
         assert description.unresolved_topic_ids == frozenset()
         # ...and it has no commit: OffsetFetch sees nothing, so only the assignment can hold it.
         assert admin.list_group_offsets(group) == {group: {}}
+
+
+def test_classic_assignment_without_commit(kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str]) -> None:
+    topic = new_topic("clicks", partitions=2)
+    produce(kafka_cluster.bootstrap_servers, topic, {0: 3, 1: 3})
+    group = f"classic-{uuid.uuid4().hex[:8]}"
+    consumer = KafkaConsumer(
+        bootstrap_servers=kafka_cluster.bootstrap_servers, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == {(topic, 0), (topic, 1)}
+        probe = probe_groups(admin, classic_groups=[group])
+        assert probe.unreadable == {}
+        description = probe.classic_groups[group]
+        assert (description.group_type, description.state, description.member_count) == ("classic", "Stable", 1)
+        assert description.assigned == {(topic, 0), (topic, 1)}
+        assert probe.assignments() == {group: {(topic, 0), (topic, 1)}}
+        assert admin.list_group_offsets(group) == {group: {}}
+    finally:
+        consumer.close(autocommit=False)

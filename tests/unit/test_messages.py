@@ -8,6 +8,7 @@ Topic ids: ``T1`` = ...0001, ``T2`` = ...0002.
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace as NS
 
 import pytest
 
@@ -233,3 +234,36 @@ def test_responses_register_for_decoding() -> None:
     registry = ResponseClassRegistry._response_class_registry
     for key, cls in {90: m.DescribeShareGroupOffsetsResponse, 77: m.ShareGroupDescribeResponse, 69: m.ConsumerGroupDescribeResponse}.items():
         assert registry[key].name == cls.name
+
+
+# ConsumerProtocol.serializeAssignment(orders-0, orders-2, events-1) by the Kafka 4.4.0 Java client
+JAVA_ASSIGNMENT = bytes.fromhex(
+    "00030000000200066f726465727300000002000000000000000200066576656e74730000000100000001ffffffff"
+)
+
+
+def test_parse_classic_group_assignments() -> None:
+    def member(member_id: str, assignment: bytes) -> NS:
+        return NS(member_id=member_id, member_assignment=assignment)
+
+    response = NS(
+        groups=[
+            NS(group_id="c", error_code=0, group_state="Stable", protocol_type="consumer",
+               members=[member("m1", JAVA_ASSIGNMENT), member("m2", b"")]),
+            NS(group_id="rebalancing", error_code=0, group_state="PreparingRebalance", protocol_type="consumer",
+               members=[member("m1", b"")]),
+            NS(group_id="connect", error_code=0, group_state="Stable", protocol_type="connect",
+               members=[member("w1", b"\x00\x01garbage")]),
+            NS(group_id="bad", error_code=0, group_state="Stable", protocol_type="consumer",
+               members=[member("m1", b"\x00\x00\x00")]),
+            NS(group_id="denied", error_code=30, group_state="", protocol_type="", members=[]),
+        ]
+    )
+    parsed = m.parse_classic_group_assignments(response)
+    c = parsed["c"]
+    assert (c.group_type, c.state, c.member_count, c.error) == ("classic", "Stable", 2, None)
+    assert c.assigned == {("orders", 0), ("orders", 2), ("events", 1)}
+    assert parsed["rebalancing"].assigned == frozenset() and parsed["rebalancing"].error is None
+    assert parsed["connect"].assigned == frozenset() and parsed["connect"].error is None
+    assert parsed["bad"].error == "MALFORMED_ASSIGNMENT"
+    assert parsed["denied"].error == "GROUP_AUTHORIZATION_FAILED"
