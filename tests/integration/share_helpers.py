@@ -205,3 +205,34 @@ def kip848_consumer(bootstrap: str, group: str, topic: str) -> Iterator[Kip848Co
             pass
         finally:
             _stop(proc)
+
+
+@contextmanager
+def idle_share_member(bootstrap: str, group: str, topic: str, timeout_s: float = 60.0) -> Iterator[subprocess.Popen[str]]:
+    """A live share-group member subscribed to ``topic`` that acknowledges nothing; stopped on exit."""
+    proc = subprocess.Popen(
+        _java_cmd("share-idle", bootstrap, group, topic),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
+        text=True,
+        preexec_fn=_die_with_parent,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        line = ""
+        while line.strip() != "JOINED":
+            line = proc.stdout.readline()
+            if not line or time.monotonic() > deadline:
+                raise AssertionError(f"share member did not join (exit {proc.poll()})")
+        yield proc
+    finally:
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            _stop(proc)

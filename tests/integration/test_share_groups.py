@@ -17,7 +17,7 @@ from spark_purge.kafka.messages import (
 from spark_purge.kafka.share_probe import GroupProbe, list_groups, probe_groups, topic_id_names
 from spark_purge.localstack import LocalKafka
 from tests.integration.kafka_helpers import produce
-from tests.integration.share_helpers import kip848_consumer, set_group_config, share_consume
+from tests.integration.share_helpers import idle_share_member, kip848_consumer, set_group_config, share_consume
 
 
 def _probe_until(admin: KafkaAdminClient, done: Callable[[GroupProbe], bool], timeout_s: float = 30.0, **kwargs: object) -> GroupProbe:
@@ -88,6 +88,27 @@ def test_share_group_start_offset_never_runs_ahead(
     (part,) = probe.share_offsets[group].partitions
     assert part.start_offset is not None and 0 <= part.start_offset <= 10
     assert part.lag == 90
+
+
+def test_live_share_member_assignment(kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str]) -> None:
+    topic = new_topic("queue", partitions=2)
+    group = f"sqlive-{uuid.uuid4().hex[:8]}"
+    with idle_share_member(kafka_cluster.bootstrap_servers, group, topic):
+        want = {(topic, 0), (topic, 1)}
+        probe = _probe_until(
+            admin, lambda p: group in p.share_groups and p.share_groups[group].assigned == want, share_groups=[group]
+        )
+        assert probe.unreadable == {}
+        description = probe.share_groups[group]
+        assert (description.group_type, description.state, description.member_count) == ("share", "Stable", 1)
+        assert description.assigned == want
+        assert description.subscribed_topics == {topic}
+        assert description.unresolved_topic_ids == frozenset()
+        # Kafka 4.4.0 listed both partitions with StartOffset -1 (no position yet: the group
+        # starts at "latest" on an empty topic): the purge must read that as a missing commit.
+        offsets = probe.share_offsets[group]
+        assert {p.tp for p in offsets.partitions} == want
+        assert all(p.start_offset in (None, 0) and p.error is None for p in offsets.partitions)
 
 
 def test_unknown_share_group_is_unreadable_not_empty(admin: KafkaAdminClient) -> None:

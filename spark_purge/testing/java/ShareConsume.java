@@ -10,6 +10,11 @@
 //       offset (SPSO) with the *next* state write, so DescribeShareGroupOffsets trails the
 //       in-memory SPSO by one acknowledgement round; this round makes the persisted SPSO exact.
 //
+//   java ShareConsume share-idle BOOTSTRAP GROUP TOPIC
+//       Joins share group GROUP and keeps polling, acknowledging nothing (any record delivered is
+//       RELEASEd), printing "JOINED" after its first poll, until stdin reaches EOF: a live share
+//       member with an assignment, for ShareGroupDescribe.
+//
 //   java ShareConsume consumer BOOTSTRAP GROUP TOPIC [STOP_FILE]
 //       Joins GROUP with the KIP-848 protocol (KafkaConsumer, group.protocol=consumer,
 //       enable.auto.commit=false), polls without ever committing, prints
@@ -52,6 +57,8 @@ public final class ShareConsume {
             long timeoutMs = args.length >= 6 ? Long.parseLong(args[5]) : 60_000L;
             boolean settle = args.length >= 7 && args[6].equals("1");
             System.exit(share(args[1], args[2], args[3], Integer.parseInt(args[4]), timeoutMs, settle));
+        } else if (mode.equals("share-idle")) {
+            System.exit(shareIdle(args[1], args[2], args[3]));
         } else if (mode.equals("consumer")) {
             System.exit(consumer(args[1], args[2], args[3], args.length >= 5 ? args[4] : null));
         }
@@ -115,11 +122,7 @@ public final class ShareConsume {
         return accepted == n ? 0 : 3;
     }
 
-    static int consumer(String bootstrap, String group, String topic, String stopFile) {
-        Properties p = base(bootstrap, group);
-        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
-        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    static AtomicBoolean stopOnStdinEof() {
         AtomicBoolean stop = new AtomicBoolean(false);
         Thread stdin = new Thread(() -> {
             try {
@@ -134,6 +137,39 @@ public final class ShareConsume {
         }, "stdin-eof");
         stdin.setDaemon(true);
         stdin.start();
+        return stop;
+    }
+
+    static int shareIdle(String bootstrap, String group, String topic) {
+        Properties p = base(bootstrap, group);
+        p.put("share.acknowledgement.mode", "explicit");
+        AtomicBoolean stop = stopOnStdinEof();
+        boolean joined = false;
+        try (KafkaShareConsumer<byte[], byte[]> c = new KafkaShareConsumer<>(p)) {
+            c.subscribe(List.of(topic));
+            while (!stop.get()) {
+                ConsumerRecords<byte[], byte[]> records = c.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    c.acknowledge(r, AcknowledgeType.RELEASE);
+                }
+                if (!joined) {
+                    joined = true;
+                    System.out.println("JOINED");
+                    System.out.flush();
+                }
+            }
+        }
+        System.out.println("STOPPED");
+        System.out.flush();
+        return 0;
+    }
+
+    static int consumer(String bootstrap, String group, String topic, String stopFile) {
+        Properties p = base(bootstrap, group);
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        AtomicBoolean stop = stopOnStdinEof();
         Path stopPath = stopFile == null ? null : Paths.get(stopFile);
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
             c.subscribe(List.of(topic), new ConsumerRebalanceListener() {
