@@ -4,6 +4,7 @@ Self-contained (it borrows only kafka-python's connection manager from the admin
 snapshot can call it once the client restructure lands:
 
     probe = probe_groups(admin, share_groups=[...], consumer_groups=[...], topic_names=ids_to_names)
+    probe = await probe_groups_async(admin, share, consumer, None, ids_to_names, deadline)  # on the IO loop
 
 Round trips: Metadata (only when no topic-id mapping is given), one batched FindCoordinator (v4),
 then per coordinator, in parallel: DescribeShareGroupOffsets + ShareGroupDescribe (share groups),
@@ -19,7 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -81,23 +82,45 @@ def probe_groups(
     topic_names: Optional[Mapping[uuid.UUID, str]] = None,
     timeout_ms: int = 30_000,
     classic_groups: Collection[str] = (),
+    on_request: Optional[Callable[[str], None]] = None,
 ) -> GroupProbe:
-    """Share-group start offsets and descriptions, and KIP-848 consumer-group descriptions.
+    """Share-group start offsets and descriptions, KIP-848 (and classic) group assignments.
+
+    Blocking: runs on kafka-python's IO thread. From a coroutine already running there (the
+    snapshot), ``await probe_groups_async(...)`` instead.
 
     ``share_groups`` / ``consumer_groups`` / ``classic_groups``: group ids by type (from ListGroups
     v5, e.g. :func:`list_groups`); classic groups are described with DescribeGroups and their
     members' ConsumerProtocol assignments decoded (the snapshot may pass none and parse its own
-    DescribeGroups answer with ``messages.parse_classic_group_assignments`` instead). ``topics``: {topic: partitions} to ask start offsets for (None: every
-    share-partition each group has). ``topic_names``: topic id -> name from the snapshot's
-    Metadata (read here when None). Raises kafka errors only for failures outside any group
-    (no broker answered Metadata / FindCoordinator at all).
+    DescribeGroups answer with ``messages.parse_classic_group_assignments`` instead).
+    ``topics``: {topic: partitions} to ask start offsets for (None: every share-partition each
+    group has state for). ``topic_names``: topic id -> name from the snapshot's Metadata (read
+    here when None). ``on_request``: called with each request's API name before it is sent
+    (request counting). Raises kafka errors only for failures outside any group (no broker
+    answered Metadata at all); a group that cannot be read is in ``GroupProbe.unreadable``.
     """
-    share = sorted(set(share_groups))
-    consumer = sorted(set(consumer_groups))
-    classic = sorted(set(classic_groups))
-    manager = admin._manager
     deadline = time.monotonic() + timeout_ms / 1000
-    return manager.run(_probe, admin, share, consumer, topics, topic_names, deadline, classic)  # type: ignore[no-any-return]
+    return admin._manager.run(  # type: ignore[no-any-return]
+        probe_groups_async, admin, share_groups, consumer_groups, topics, topic_names, deadline, classic_groups, on_request
+    )
+
+
+async def probe_groups_async(
+    admin: KafkaAdminClient,
+    share_groups: Collection[str],
+    consumer_groups: Collection[str],
+    topics: Optional[Mapping[str, Collection[int]]],
+    topic_names: Optional[Mapping[uuid.UUID, str]],
+    deadline: float,
+    classic_groups: Collection[str] = (),
+    on_request: Optional[Callable[[str], None]] = None,
+) -> GroupProbe:
+    """:func:`probe_groups` as a coroutine on kafka-python's IO loop; ``deadline`` is a
+    ``time.monotonic()`` instant."""
+    wire = _Wire(admin, on_request)
+    return await _probe(
+        wire, sorted(set(share_groups)), sorted(set(consumer_groups)), topics, topic_names, deadline, sorted(set(classic_groups))
+    )
 
 
 def list_groups(admin: KafkaAdminClient, types: Collection[str] = ("share", "consumer"), timeout_ms: int = 30_000) -> ListedGroups:
@@ -106,17 +129,39 @@ def list_groups(admin: KafkaAdminClient, types: Collection[str] = ("share", "con
     A convenience for tests and standalone use: the snapshot has its own complete group listing
     (with coordinator-stability checks) and passes the ids it found to :func:`probe_groups`.
     """
-    manager = admin._manager
-    return manager.run(_list_groups, admin, tuple(types), timeout_ms)  # type: ignore[no-any-return]
+    return admin._manager.run(_list_groups, _Wire(admin, None), tuple(types), timeout_ms)  # type: ignore[no-any-return]
 
 
 def topic_id_names(admin: KafkaAdminClient, timeout_ms: int = 30_000) -> dict[uuid.UUID, str]:
     """topic id -> name for every topic the principal may describe (Metadata v10+)."""
-    manager = admin._manager
-    return manager.run(_topic_id_names, admin, timeout_ms)  # type: ignore[no-any-return]
+    return admin._manager.run(_topic_id_names, _Wire(admin, None), timeout_ms)  # type: ignore[no-any-return]
 
 
 # ---- internals ----------------------------------------------------------------------------------
+
+
+class _Wire:
+    """kafka-python's connection manager of an admin client, with a per-request hook."""
+
+    def __init__(self, admin: KafkaAdminClient, on_request: Optional[Callable[[str], None]]) -> None:
+        self.manager = admin._manager
+        self.net = admin._net
+        self.on_request = on_request
+
+    def send(self, request: Any, node_id: Optional[int] = None, timeout_ms: Optional[int] = None) -> Any:
+        """A kafka Future (awaitable on the IO loop) for the answer."""
+        if self.on_request is not None:
+            self.on_request(str(request.name))
+        return self.manager.send(request, node_id=node_id, request_timeout_ms=timeout_ms)
+
+    def api_version(self, request_class: Any) -> int:
+        return int(self.manager.broker_version_data.api_version(request_class))
+
+    def brokers(self) -> list[int]:
+        return sorted(int(b.node_id) for b in self.manager.cluster.brokers())
+
+    async def sleep(self, seconds: float) -> None:
+        await self.net.sleep(seconds)
 
 
 async def _gather(futures: Sequence[Any]) -> list[Any]:
@@ -146,9 +191,9 @@ def _remaining_ms(deadline: float) -> int:
     return max(1, int((deadline - time.monotonic()) * 1000))
 
 
-async def _topic_id_names(admin: KafkaAdminClient, timeout_ms: int) -> dict[uuid.UUID, str]:
+async def _topic_id_names(wire: _Wire, timeout_ms: int) -> dict[uuid.UUID, str]:
     request = MetadataRequest(topics=None, allow_auto_topic_creation=False, min_version=10)
-    response = await admin._manager.send(request, request_timeout_ms=timeout_ms)
+    response = await wire.send(request, timeout_ms=timeout_ms)
     out: dict[uuid.UUID, str] = {}
     for t in response.topics:
         if error_name(t.error_code) is None and t.topic_id is not None and t.name:
@@ -158,10 +203,9 @@ async def _topic_id_names(admin: KafkaAdminClient, timeout_ms: int) -> dict[uuid
     return out
 
 
-async def _list_groups(admin: KafkaAdminClient, types: tuple[str, ...], timeout_ms: int) -> ListedGroups:
-    manager = admin._manager
-    brokers = sorted(b.node_id for b in manager.cluster.brokers())
-    answers = await _gather([manager.send(build_list_groups(types=types), node_id=b, request_timeout_ms=timeout_ms) for b in brokers])
+async def _list_groups(wire: _Wire, types: tuple[str, ...], timeout_ms: int) -> ListedGroups:
+    brokers = wire.brokers()
+    answers = await _gather([wire.send(build_list_groups(types=types), node_id=b, timeout_ms=timeout_ms) for b in brokers])
     groups = {}
     error: Optional[str] = None
     for broker, answer in zip(brokers, answers):
@@ -175,20 +219,19 @@ async def _list_groups(admin: KafkaAdminClient, types: tuple[str, ...], timeout_
     return ListedGroups(tuple(groups[g] for g in sorted(groups)), error)
 
 
-async def _find_coordinators(admin: KafkaAdminClient, groups: Sequence[str], deadline: float) -> tuple[dict[str, int], dict[str, str]]:
+async def _find_coordinators(wire: _Wire, groups: Sequence[str], deadline: float) -> tuple[dict[str, int], dict[str, str]]:
     """(group -> coordinator node, group -> error for groups without one)."""
-    manager = admin._manager
     found: dict[str, int] = {}
     failed: dict[str, str] = {}
-    if manager.broker_version_data.api_version(FindCoordinatorRequest) >= 4:
+    if wire.api_version(FindCoordinatorRequest) >= 4:
         request = FindCoordinatorRequest(key_type=_GROUP_KEY_TYPE, coordinator_keys=list(groups), min_version=4)
         try:
-            answer = await manager.send(request, request_timeout_ms=_remaining_ms(deadline))
+            answer = await wire.send(request, timeout_ms=_remaining_ms(deadline))
         except Exception as exc:
             return {}, {g: _exc_name(exc) for g in groups}
         rows = [(c.key, c.error_code, c.node_id) for c in answer.coordinators]
     else:  # brokers before 3.0 have neither share nor KIP-848 groups; kept for completeness
-        futures = [manager.send(FindCoordinatorRequest(key=g, key_type=_GROUP_KEY_TYPE, max_version=3)) for g in groups]
+        futures = [wire.send(FindCoordinatorRequest(key=g, key_type=_GROUP_KEY_TYPE, max_version=3)) for g in groups]
         rows = []
         for g, a in zip(groups, await _gather(futures)):
             rows.append((g, 15, -1) if isinstance(a, Exception) else (g, a.error_code, a.node_id))
@@ -205,7 +248,7 @@ async def _find_coordinators(admin: KafkaAdminClient, groups: Sequence[str], dea
 
 
 async def _probe(
-    admin: KafkaAdminClient,
+    wire: _Wire,
     share: list[str],
     consumer: list[str],
     topics: Optional[Mapping[str, Collection[int]]],
@@ -213,10 +256,9 @@ async def _probe(
     deadline: float,
     classic: Sequence[str] = (),
 ) -> GroupProbe:
-    manager = admin._manager
     names: Mapping[uuid.UUID, str]
     if topic_names is None and (share or consumer):  # classic assignments carry topic names
-        names = await _topic_id_names(admin, _remaining_ms(deadline))
+        names = await _topic_id_names(wire, _remaining_ms(deadline))
     else:
         names = dict(topic_names or {})
     offsets: dict[str, ShareGroupOffsets] = {}
@@ -231,7 +273,7 @@ async def _probe(
     round_ = 0
     while todo:
         groups = sorted({g for _, g in todo})
-        coordinators, no_coordinator = await _find_coordinators(admin, groups, deadline)
+        coordinators, no_coordinator = await _find_coordinators(wire, groups, deadline)
         last_error.update(no_coordinator)
         refused = {g for g, err in no_coordinator.items() if err not in _RETRIABLE}
         todo = {(k, g) for k, g in todo if g not in refused}  # e.g. GROUP_AUTHORIZATION_FAILED
@@ -244,16 +286,16 @@ async def _probe(
             timeout = _remaining_ms(deadline)
             if kinds.get("offsets"):
                 request = build_describe_share_group_offsets(kinds["offsets"], topics)
-                sends.append(("offsets", kinds["offsets"], manager.send(request, node_id=node, request_timeout_ms=timeout)))
+                sends.append(("offsets", kinds["offsets"], wire.send(request, node_id=node, timeout_ms=timeout)))
             if kinds.get("share"):
                 request = build_share_group_describe(kinds["share"])
-                sends.append(("share", kinds["share"], manager.send(request, node_id=node, request_timeout_ms=timeout)))
+                sends.append(("share", kinds["share"], wire.send(request, node_id=node, timeout_ms=timeout)))
             if kinds.get("consumer"):
                 request = build_consumer_group_describe(kinds["consumer"])
-                sends.append(("consumer", kinds["consumer"], manager.send(request, node_id=node, request_timeout_ms=timeout)))
+                sends.append(("consumer", kinds["consumer"], wire.send(request, node_id=node, timeout_ms=timeout)))
             if kinds.get("classic"):
                 request = DescribeGroupsRequest(groups=kinds["classic"], include_authorized_operations=False)
-                sends.append(("classic", kinds["classic"], manager.send(request, node_id=node, request_timeout_ms=timeout)))
+                sends.append(("classic", kinds["classic"], wire.send(request, node_id=node, timeout_ms=timeout)))
         answers = await _gather([f for _, _, f in sends])
         for (kind, gs, _), answer in zip(sends, answers):
             if isinstance(answer, Exception):
@@ -294,7 +336,7 @@ async def _probe(
         if not todo or time.monotonic() >= deadline:
             break
         round_ += 1
-        await admin._net.sleep(min(0.1 * 2**round_, 2.0, max(0.0, deadline - time.monotonic())))
+        await wire.sleep(min(0.1 * 2**round_, 2.0, max(0.0, deadline - time.monotonic())))
     unreadable: dict[str, str] = {}
     for g in share:
         if g not in offsets or g not in share_desc:
@@ -315,4 +357,4 @@ async def _probe(
     )
 
 
-__all__ = ["GroupProbe", "list_groups", "probe_groups", "topic_id_names"]
+__all__ = ["GroupProbe", "list_groups", "probe_groups", "probe_groups_async", "topic_id_names"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
 from types import SimpleNamespace as NS
 from typing import Any, Optional
 
@@ -81,10 +80,12 @@ class FakeManager:
         return reply()
 
 
-def run(manager: FakeManager, share: list[str], consumer: list[str], timeout_s: float = 5.0) -> GroupProbe:
+def run(manager: FakeManager, share: list[str], consumer: list[str], timeout_s: float = 5.0, counted: Optional[list[str]] = None) -> GroupProbe:
     admin: Any = NS(_manager=manager, _net=NS(sleep=asyncio.sleep))
-    coro: Callable[..., Any] = share_probe._probe
-    return asyncio.run(coro(admin, share, consumer, None, {T1: "orders"}, time.monotonic() + timeout_s))
+    coro = share_probe.probe_groups_async(
+        admin, share, consumer, None, {T1: "orders"}, time.monotonic() + timeout_s, on_request=None if counted is None else counted.append
+    )
+    return asyncio.run(coro)
 
 
 def test_one_request_per_api_and_coordinator() -> None:
@@ -98,7 +99,9 @@ def test_one_request_per_api_and_coordinator() -> None:
             ("ConsumerGroupDescribeRequest", 1): [described(("k", 0, [("orders", 1)]))],
         }
     )
-    probe = run(manager, ["a", "b"], ["k"])
+    counted: list[str] = []
+    probe = run(manager, ["a", "b"], ["k"], counted=counted)
+    assert sorted(counted) == sorted(name for name, _, _ in manager.sent)
     assert probe.unreadable == {}
     assert probe.share_positions() == {("a", "orders", 0): 10, ("b", "orders", 0): 4}
     assert probe.share_offsets["b"].without_position() == {("orders", 1)}
