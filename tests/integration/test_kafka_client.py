@@ -193,3 +193,35 @@ def test_password_never_reaches_logs_or_errors(kafka_cluster: LocalKafka) -> Non
     assert any("configuration" in r for r in records)  # the line that would have leaked it
     assert not [r for r in records if password in r]
     assert password not in str(info.value) and password not in repr(cfg)
+
+
+def test_snapshot_and_delete_connections_share_every_setting(
+    kafka_cluster: LocalKafka, new_topic: Callable[..., str]
+) -> None:
+    """The data source's connection (rebuilt from its options) and the delete client's are the
+    same: client id, retries and backoff included (the snapshot used to drop them)."""
+    from spark_purge.config import from_dict
+    from spark_purge.pipeline import source_options
+    from spark_purge.source import parse_options
+
+    topic = new_topic("same", partitions=1)
+    produce(kafka_cluster.bootstrap_servers, topic, {0: 4})
+    cfg = from_dict(
+        {
+            "kafka": {"bootstrap_servers": kafka_cluster.bootstrap_servers, "client_id": "purger-7", "retries": 2,
+                      "retry_backoff": "250ms"},
+            "rules": [{"name": "all", "topics": topic}],
+            "audit": {"path": "/tmp/unused-audit"},
+        }
+    )
+    snapshot_config = parse_options(source_options(cfg)).client
+    with open_client(snapshot_config) as snap_client, open_client(cfg) as delete_client:
+        for client in (snap_client, delete_client):
+            assert client.settings.client_id == "purger-7" and client.settings.retries == 2
+            admin_config = client.wire._admin.config  # what kafka-python connects with
+            assert (admin_config["client_id"], admin_config["retry_backoff_ms"]) == ("purger-7", 250)
+        assert snap_client.settings == delete_client.settings
+        (p,) = snap_client.snapshot().partitions
+        (outcome,) = delete_client.delete_records({(topic, 0): 2}, timeout_ms=10_000)
+    assert (p.topic, p.high_watermark) == (topic, 4)
+    assert outcome.ok and outcome.low_watermark == 2
