@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -60,6 +60,9 @@ from spark_purge._time import parse_duration
 from spark_purge.errors import ConfigError
 from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, SnapshotRequest, TimeFloor
 from spark_purge.kafka.settings import ConnectionSettings
+
+if TYPE_CHECKING:
+    from spark_purge.kafka.client import ClusterClient
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +358,7 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     """Streaming: offset {"seq": n}; snapshot n persisted under snapshot.dir before it is offered."""
 
     # Tests swap this for a fake; it must return a context-managed client with snapshot().
-    client_factory: Callable[[ClientConfig], Any] = staticmethod(lambda cfg: _open(cfg))
+    client_factory: Callable[[ClientConfig], ClusterClient] = staticmethod(lambda cfg: _open(cfg))
     clock: Callable[[], float] = staticmethod(time.monotonic)
 
     def __init__(self, options: SourceOptions) -> None:
@@ -365,7 +368,7 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             raise ConfigError(f"view: readStream always emits the snapshot view, got {options.view!r}")
         self.options = options
         self.store = SnapshotStore(options.snapshot_dir)
-        self._client: Any = None
+        self._client: Optional[ClusterClient] = None
         self._last_taken: Optional[float] = None
         self._available_now = False
         self._target: Optional[int] = None
@@ -434,7 +437,7 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._close_client()
 
 
-def _open(cfg: ClientConfig) -> Any:
+def _open(cfg: ClientConfig) -> ClusterClient:
     from spark_purge.kafka import open_client
 
     return open_client(cfg)
@@ -443,8 +446,8 @@ def _open(cfg: ClientConfig) -> Any:
 class KafkaStateDataSource(DataSource):
     """The ``kafka_state`` data source; options are validated when it is created."""
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        super().__init__(options)  # type: ignore[arg-type]
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
         self.parsed = parse_options(options)
 
     @classmethod
