@@ -86,7 +86,7 @@ class ConnectionSettings:
         if not isinstance(self.ssl_check_hostname, bool):
             raise ConfigError(f"kafka.ssl_check_hostname: expected true or false, got {self.ssl_check_hostname!r}")
         for f in fields(self):
-            if f.type in ("str", "Optional[str]"):
+            if f.name not in _INT_FIELDS | {"bootstrap_servers", "ssl_check_hostname"}:
                 value = getattr(self, f.name)
                 if value is not None and not isinstance(value, str):
                     # Never echo the value: it may be a password.
