@@ -69,7 +69,7 @@ from kafka.admin import NewTopic  # noqa: E402
 from kafka.protocol.admin import DeleteRecordsRequest  # noqa: E402
 from kafka.structs import TopicPartition  # noqa: E402
 
-from spark_purge.kafka import ClientConfig, KafkaPythonClient, LeaderRequestError, error_name  # noqa: E402
+from spark_purge.kafka import ClientConfig, ConnectionSettings, KafkaPythonClient, LeaderRequestError, error_name  # noqa: E402
 from spark_purge.localstack import LocalKafka  # noqa: E402
 
 TOOLS = "kafka-delete-records.sh"
@@ -173,7 +173,7 @@ def run_naive(client: KafkaPythonClient, cutoffs: Cutoffs, leaders: Mapping[TP, 
     _Partition = _Topic.DeleteRecordsPartition
 
     async def one(request: Any, node: int) -> Any:
-        return await client._send(request, node_id=node, timeout_ms=DELETE_TIMEOUT_MS + 5_000)
+        return await client.wire.send(request, node_id=node, timeout_ms=DELETE_TIMEOUT_MS + 5_000)
 
     client.reset_request_counts()
     failed: list[str] = []
@@ -182,7 +182,7 @@ def run_naive(client: KafkaPythonClient, cutoffs: Cutoffs, leaders: Mapping[TP, 
             topics=[_Topic(name=topic, partitions=[_Partition(partition_index=partition, offset=offset)])],
             timeout_ms=DELETE_TIMEOUT_MS,
         )
-        response = client._manager.run(one, request, leaders[(topic, partition)])
+        response = client.wire.run_raw(one, request, leaders[(topic, partition)])
         for t in response.topics:
             for p in t.partitions:
                 if p.error_code:
@@ -218,12 +218,13 @@ def spark_task(item: tuple[ClientConfig, int, dict[TP, int], int]) -> tuple[int,
     """Runs in a Spark Python worker: open a client, send one leader's DeleteRecords, close."""
     config, leader, offsets, timeout_ms = item
     from spark_purge.kafka import KafkaPythonClient as Client
+    from spark_purge.kafka.delete import send_delete_records
 
     t0 = time.perf_counter()
     with Client(config) as client:
         t1 = time.perf_counter()
         try:
-            results = client._send_delete_records(leader, offsets, timeout_ms)
+            results = send_delete_records(client.wire, leader, offsets, timeout_ms)
             errors = [r.message or str(r.error) for r in results.values() if r.error is not None]
             errors += [f"{t}-{p}: no answer" for t, p in offsets if (t, p) not in results]
         except LeaderRequestError as exc:
@@ -381,7 +382,7 @@ def bench(args: argparse.Namespace, strategies: list[str]) -> int:
 def run_rounds(args: argparse.Namespace, strategies: list[str], cluster: LocalKafka, run: str, replication: int) -> int:
     with ExitStack() as stack:  # closes every client (and stops Spark) before the cluster stops
         tps = build(cluster, args.partitions, args.per_topic, replication, args.records, run)
-        config = ClientConfig(cluster.bootstrap_servers, request_timeout_ms=60_000, topic_include=f"delbench-{run}-.*")
+        config = ClientConfig(ConnectionSettings(cluster.bootstrap_servers, request_timeout_ms=60_000), topic_include=f"delbench-{run}-.*")
         verifier = stack.enter_context(KafkaPythonClient(config))
         leaders = wait_high_watermarks(verifier, tps, args.records)
         per_leader = Counter(leaders.values())

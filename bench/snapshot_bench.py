@@ -35,7 +35,7 @@ from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest, Offs
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from spark_purge.kafka import ClientConfig, KafkaPythonClient, SnapshotRequest, TimeFloor
+from spark_purge.kafka import ClientConfig, ConnectionSettings, KafkaPythonClient, SnapshotRequest, TimeFloor
 from spark_purge.localstack import LocalKafka
 
 
@@ -123,7 +123,7 @@ def naive(client: KafkaPythonClient, snapshot_tps: list[tuple[str, int]], group_
     answered = 0
 
     async def one(request: Any, node: Any) -> Any:
-        return await client._send(request, node_id=node)
+        return await client.wire.send(request, node_id=node)
 
     for topic, partition in snapshot_tps:
         for isolation, spec in ((0, OffsetSpec.EARLIEST), (0, OffsetSpec.LATEST), (1, OffsetSpec.LATEST)):
@@ -132,14 +132,14 @@ def naive(client: KafkaPythonClient, snapshot_tps: list[tuple[str, int]], group_
                 topics=[_T(name=topic, partitions=[_P(partition_index=partition, timestamp=int(spec))])],
                 min_version=2 if isolation else 0,
             )
-            client._manager.run(one, req, leader[(topic, partition)])
+            client.wire.run_raw(one, req, leader[(topic, partition)])
             answered += 1
     _G = OffsetFetchRequest.OffsetFetchRequestGroup
     for g in group_ids:
-        coord = client._manager.run(one, FindCoordinatorRequest(key_type=0, coordinator_keys=[g], min_version=4), None)
+        coord = client.wire.run_raw(one, FindCoordinatorRequest(key_type=0, coordinator_keys=[g], min_version=4), None)
         node = coord.coordinators[0].node_id
-        client._manager.run(one, OffsetFetchRequest(groups=[_G(group_id=g, topics=None)], min_version=8, max_version=8), node)
-        client._manager.run(one, DescribeGroupsRequest(groups=[g]), node)
+        client.wire.run_raw(one, OffsetFetchRequest(groups=[_G(group_id=g, topics=None)], min_version=8, max_version=8), node)
+        client.wire.run_raw(one, DescribeGroupsRequest(groups=[g]), node)
         answered += 1
     return answered
 
@@ -161,8 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     with LocalKafka(nodes=1, heap=args.heap, broker_config=broker_config, start_timeout_s=180) as cluster:
         build(cluster, args.partitions, args.per_topic, args.groups, run, args.records)
         cfg = ClientConfig(
-            cluster.bootstrap_servers,
-            request_timeout_ms=120_000,
+            ConnectionSettings(cluster.bootstrap_servers, request_timeout_ms=120_000),
             topic_include=f"bench-{run}-.*",
             group_include=f"bench-{run}-g.*",
         )

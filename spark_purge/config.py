@@ -5,8 +5,9 @@
 and says what was expected; unknown keys get a did-you-mean.
 
 Secrets are stored as references, never values: ``{env: NAME}``, ``{spark_conf: key}`` or
-``{file: path}``. A literal password is rejected. ``kafka_client_kwargs`` resolves them at the
-last moment into kafka-python keyword arguments whose ``repr`` masks the values.
+``{file: path}``. A literal password is rejected. ``connection_settings`` resolves them at the
+last moment into the one ``ConnectionSettings`` every connection is made from (its ``repr``
+masks the values; ``kafka_client_kwargs`` gives the same as kafka-python keyword arguments).
 ``config_fingerprint`` hashes the canonical config (references, not values) for the audit.
 
 Top-level YAML keys (see ``conf/example.yaml`` for every option)::
@@ -44,6 +45,7 @@ import yaml
 
 from spark_purge._time import DURATION_HINT, as_utc, format_duration, parse_duration, parse_timestamp
 from spark_purge.errors import ConfigError
+from spark_purge.kafka.settings import SECRET_FIELDS, ClientKwargs, ConnectionSettings
 
 END = -1  # manual offset sentinel for the high watermark, as in kafka-delete-records.sh
 GROUP_POLICIES = ("block", "ignore")
@@ -51,7 +53,7 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SECRET_REF_KINDS = ("env", "spark_conf", "file")
 # kafka-python kwargs that carry secret values: masked in every repr.
-SECRET_KWARGS = frozenset({"sasl_plain_password", "ssl_password"})
+SECRET_KWARGS = SECRET_FIELDS
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _SECRET_HINT = "a secret reference like {env: KAFKA_PASSWORD}, {spark_conf: spark.purge.password} or {file: /path}"
 
@@ -753,14 +755,51 @@ def config_fingerprint(cfg: PurgeConfig) -> str:
     return hashlib.sha256(canonical_json(cfg).encode("utf-8")).hexdigest()
 
 
-class ClientKwargs(dict):  # type: ignore[type-arg]
-    """kafka-python keyword arguments whose ``repr``/``str`` mask secret values."""
+def connection_settings(
+    cfg: PurgeConfig | KafkaConfig,
+    env: Mapping[str, str] | None = None,
+    spark_conf: _ConfLike | None = None,
+) -> ConnectionSettings:
+    """The one ``ConnectionSettings`` of the config, secrets resolved from ``env``/``spark_conf``.
 
-    def __repr__(self) -> str:
-        shown = {k: ("***" if k in SECRET_KWARGS else v) for k, v in self.items()}
-        return f"ClientKwargs({shown!r})"
-
-    __str__ = __repr__
+    ``env`` defaults to ``os.environ``; ``spark_conf`` is anything with ``get(key, default)``
+    (``spark.conf`` or a dict). Raises ``ConfigError`` naming the key when a secret is unset.
+    Every connection (snapshot and delete) is made from this value.
+    """
+    kafka = cfg.kafka if isinstance(cfg, PurgeConfig) else cfg
+    environ: Mapping[str, str] = os.environ if env is None else env
+    sec = kafka.security
+    values: dict[str, Any] = {}
+    base = "kafka.security"
+    if sec.protocol.startswith("SASL_"):
+        user = sec.sasl_username
+        if sec.sasl_password is None:  # validated in SecurityConfig
+            raise ConfigError(f"{base}.sasl_password: required with protocol {sec.protocol}")
+        values.update(
+            sasl_mechanism=sec.sasl_mechanism,
+            sasl_plain_username=(
+                user.resolve(f"{base}.sasl_username", environ, spark_conf) if isinstance(user, SecretRef) else user
+            ),
+            sasl_plain_password=sec.sasl_password.resolve(f"{base}.sasl_password", environ, spark_conf),
+        )
+    if sec.protocol.endswith("SSL"):
+        values.update(
+            ssl_check_hostname=sec.ssl_check_hostname,
+            ssl_cafile=sec.ssl_cafile,
+            ssl_certfile=sec.ssl_certfile,
+            ssl_keyfile=sec.ssl_keyfile,
+        )
+        if sec.ssl_password is not None:
+            values["ssl_password"] = sec.ssl_password.resolve(f"{base}.ssl_password", environ, spark_conf)
+    return ConnectionSettings(
+        bootstrap_servers=tuple(kafka.bootstrap_servers),
+        client_id=kafka.client_id,
+        request_timeout_ms=kafka.request_timeout,
+        retry_backoff_ms=kafka.retry_backoff,
+        retries=kafka.retries,
+        security_protocol=sec.protocol,
+        **values,
+    )
 
 
 def kafka_client_kwargs(
@@ -768,38 +807,9 @@ def kafka_client_kwargs(
     env: Mapping[str, str] | None = None,
     spark_conf: _ConfLike | None = None,
 ) -> ClientKwargs:
-    """Keyword arguments for ``KafkaAdminClient`` with secrets resolved from ``env``/``spark_conf``.
-
-    ``env`` defaults to ``os.environ``; ``spark_conf`` is anything with ``get(key, default)``
-    (``spark.conf`` or a dict). Raises ``ConfigError`` naming the key when a secret is unset.
-    """
-    kafka = cfg.kafka if isinstance(cfg, PurgeConfig) else cfg
-    environ: Mapping[str, str] = os.environ if env is None else env
-    sec = kafka.security
-    kwargs = ClientKwargs(
-        bootstrap_servers=list(kafka.bootstrap_servers),
-        client_id=kafka.client_id,
-        request_timeout_ms=kafka.request_timeout,
-        retry_backoff_ms=kafka.retry_backoff,
-        security_protocol=sec.protocol,
-    )
-    base = "kafka.security"
-    if sec.protocol.startswith("SASL_"):
-        kwargs["sasl_mechanism"] = sec.sasl_mechanism
-        user = sec.sasl_username
-        kwargs["sasl_plain_username"] = (
-            user.resolve(f"{base}.sasl_username", environ, spark_conf) if isinstance(user, SecretRef) else user
-        )
-        assert sec.sasl_password is not None  # validated in SecurityConfig
-        kwargs["sasl_plain_password"] = sec.sasl_password.resolve(f"{base}.sasl_password", environ, spark_conf)
-    if sec.protocol.endswith("SSL"):
-        kwargs["ssl_check_hostname"] = sec.ssl_check_hostname
-        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-            if getattr(sec, key) is not None:
-                kwargs[key] = getattr(sec, key)
-        if sec.ssl_password is not None:
-            kwargs["ssl_password"] = sec.ssl_password.resolve(f"{base}.ssl_password", environ, spark_conf)
-    return kwargs
+    """Keyword arguments for kafka-python clients (``connection_settings(...).kafka_kwargs()``);
+    their ``repr`` masks secret values."""
+    return connection_settings(cfg, env, spark_conf).kafka_kwargs()
 
 
 __all__ = [
@@ -807,6 +817,7 @@ __all__ = [
     "END",
     "AuditConfig",
     "ClientKwargs",
+    "ConnectionSettings",
     "KafkaConfig",
     "LeaseConfig",
     "ManualEntry",
@@ -818,6 +829,7 @@ __all__ = [
     "TopicRule",
     "canonical_json",
     "config_fingerprint",
+    "connection_settings",
     "format_duration",
     "from_dict",
     "kafka_client_kwargs",

@@ -5,6 +5,7 @@
     ├── KafkaError             the cluster could not be read or written
     │   ├── ClusterUnreachable bootstrap servers did not answer within the timeout
     │   ├── GroupsUnsettled    the consumer-group list could not be proven complete in time
+    │   ├── LeaderRequestError a request to one partition leader failed as a whole (retriable)
     │   └── AuthorizationError an operation on a resource was denied
     ├── AuditError             the Delta audit table could not be read or written
     ├── FencedError            another purge job holds a newer lease on this cluster
@@ -40,6 +41,17 @@ class GroupsUnsettled(KafkaError):
     so the consumer-group list may be incomplete; retriable."""
 
     retriable = True
+
+
+class LeaderRequestError(KafkaError):
+    """Raised when a request to one partition leader failed as a whole (not per partition):
+    the leader was unreachable, or the request timed out (``timed_out``); retriable."""
+
+    retriable = True
+
+    def __init__(self, message: str, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class AuthorizationError(KafkaError):

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_purge.audit import AuditSink, ProgressStore, absolute_location
-from spark_purge.config import PurgeConfig, config_fingerprint, kafka_client_kwargs
+from spark_purge.config import PurgeConfig, config_fingerprint, connection_settings
 from spark_purge.errors import ConfigError, KafkaError, from_spark_exception
 from spark_purge.policy import split_snapshot, time_floor_requests, timestamp_lookups
 from spark_purge.schemas import AUDIT, GROUP_PROGRESS
@@ -55,14 +55,11 @@ class DeleteClient(Protocol):
 def source_options(config: PurgeConfig, snapshot_dir: str | None = None, poll_interval_ms: int | None = None) -> dict[str, str]:
     """Data-source options for the ``kafka_state`` source derived from the purge config.
 
-    Security settings are passed as ``kafka.<kafka-python setting>``; Spark redacts option
-    values whose key matches ``spark.redaction.regex`` (passwords) in plans and logs.
+    The connection is ``connection_settings(config)`` as options (every setting, the same the
+    deletes use); Spark redacts option values whose key matches ``spark.redaction.regex``
+    (passwords) in plans and logs.
     """
-    kafka = config.kafka
-    opts: dict[str, str] = {
-        "bootstrap.servers": ",".join(kafka.bootstrap_servers),
-        "request.timeout.ms": str(kafka.request_timeout),
-    }
+    opts: dict[str, str] = connection_settings(config).to_options()
     # Only the topics some rule or manual entry can select are read.
     patterns = [f"(?:{r.topics})" for r in config.rules] + [re.escape(m.topic) for m in config.manual]
     opts["topic.include"] = "|".join(patterns)
@@ -74,11 +71,6 @@ def source_options(config: PurgeConfig, snapshot_dir: str | None = None, poll_in
     ]
     if floors:
         opts["time.floors"] = json.dumps(floors)
-    for key, value in kafka_client_kwargs(config).items():
-        if key in ("bootstrap_servers", "request_timeout_ms", "client_id", "retry_backoff_ms"):
-            continue
-        if value is not None:
-            opts[f"kafka.{key}"] = str(value)
     if snapshot_dir:
         opts["snapshot.dir"] = snapshot_dir
     if poll_interval_ms is not None:

@@ -26,8 +26,10 @@ Options (keys are case-insensitive):
 - ``poll.interval`` (streaming; "10s", "1m", ms integer; default 10s)
 - ``snapshot.dir`` (required for streaming)
 - ``rows.per.partition`` (5000): rows per Spark input partition
-- ``kafka.<kafka-python setting>``: security pass-through (``kafka.security_protocol``,
-  ``kafka.sasl_plain_password``, ``kafka.ssl_cafile``... dots or underscores)
+- ``kafka.<setting>``: every other ``ConnectionSettings`` field (``kafka.client_id``,
+  ``kafka.retries``, ``kafka.retry_backoff_ms``, ``kafka.security_protocol``,
+  ``kafka.sasl_plain_password``, ``kafka.ssl_cafile``... dots or underscores);
+  ``ConnectionSettings.to_options`` writes them, so the pipeline's connection is the source's
 
 Where things run (see DESIGN.md pitfalls): ``partitions()`` / ``latestOffset()`` / ``commit()``
 run in a driver-side Python process; ``read()`` on executors, on another reader instance that
@@ -47,7 +49,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -56,7 +58,11 @@ from pyspark.sql.types import StructType
 from spark_purge import schemas
 from spark_purge._time import parse_duration
 from spark_purge.errors import ConfigError
-from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, SnapshotRequest, TimeFloor, coerce_security
+from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, SnapshotRequest, TimeFloor
+from spark_purge.kafka.settings import ConnectionSettings
+
+if TYPE_CHECKING:
+    from spark_purge.kafka.client import ClusterClient
 
 log = logging.getLogger(__name__)
 
@@ -149,15 +155,10 @@ def parse_time_floors(raw: Optional[str]) -> tuple[TimeFloor, ...]:
 def parse_options(options: Mapping[str, Any]) -> SourceOptions:
     """Validate the data-source options; ConfigError names the option at fault."""
     opts = {str(k).lower(): v for k, v in options.items()}
-    security: dict[str, Any] = {}
-    for key, value in opts.items():
-        if key.startswith("kafka."):
-            security[key[len("kafka."):]] = value
-        elif key not in _KNOWN:
+    for key in opts:
+        if not key.startswith("kafka.") and key not in _KNOWN:
             raise ConfigError(f"{key}: unknown kafka_state option; expected one of {sorted(_KNOWN - {'path'})} or kafka.<setting>")
-    servers = opts.get("bootstrap.servers")
-    if not servers or not str(servers).strip():
-        raise ConfigError("bootstrap.servers: required, expected host:port[,host:port...]")
+    connection = ConnectionSettings.from_options(opts)
     view = str(opts.get("view", "snapshot")).strip().lower()
     if view not in VIEWS:
         raise ConfigError(f"view: expected one of {sorted(VIEWS)}, got {opts.get('view')!r}")
@@ -165,9 +166,7 @@ def parse_options(options: Mapping[str, Any]) -> SourceOptions:
     if opts.get("topics") is not None:
         topics = tuple(t.strip() for t in str(opts["topics"]).split(",") if t.strip())
     client = ClientConfig(
-        bootstrap_servers=str(servers),
-        request_timeout_ms=_int_option(opts, "request.timeout.ms", 30_000),
-        security=coerce_security(security, prefix="kafka."),
+        connection=connection,
         topics=topics,
         topic_include=opts.get("topic.include") or None,
         topic_exclude=opts.get("topic.exclude") or None,
@@ -359,8 +358,8 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     """Streaming: offset {"seq": n}; snapshot n persisted under snapshot.dir before it is offered."""
 
     # Tests swap this for a fake; it must return a context-managed client with snapshot().
-    client_factory: Callable[[ClientConfig], Any] = staticmethod(lambda cfg: _open(cfg))  # type: ignore[assignment]
-    clock: Callable[[], float] = staticmethod(time.monotonic)  # type: ignore[assignment]
+    client_factory: Callable[[ClientConfig], ClusterClient] = staticmethod(lambda cfg: _open(cfg))
+    clock: Callable[[], float] = staticmethod(time.monotonic)
 
     def __init__(self, options: SourceOptions) -> None:
         if options.snapshot_dir is None:
@@ -369,7 +368,7 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             raise ConfigError(f"view: readStream always emits the snapshot view, got {options.view!r}")
         self.options = options
         self.store = SnapshotStore(options.snapshot_dir)
-        self._client: Any = None
+        self._client: Optional[ClusterClient] = None
         self._last_taken: Optional[float] = None
         self._available_now = False
         self._target: Optional[int] = None
@@ -438,7 +437,7 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._close_client()
 
 
-def _open(cfg: ClientConfig) -> Any:
+def _open(cfg: ClientConfig) -> ClusterClient:
     from spark_purge.kafka import open_client
 
     return open_client(cfg)
@@ -447,8 +446,8 @@ def _open(cfg: ClientConfig) -> Any:
 class KafkaStateDataSource(DataSource):
     """The ``kafka_state`` data source; options are validated when it is created."""
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        super().__init__(options)  # type: ignore[arg-type]
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
         self.parsed = parse_options(options)
 
     @classmethod

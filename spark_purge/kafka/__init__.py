@@ -1,18 +1,30 @@
 """Kafka I/O for spark-purge: the only package that knows kafka-python.
 
-    from spark_purge.kafka import ClientConfig, SnapshotRequest, TimeFloor, open_client
+    from spark_purge.kafka import ClientConfig, ConnectionSettings, SnapshotRequest, TimeFloor, open_client
 
-    with open_client(ClientConfig("127.0.0.1:9092", topic_include="orders.*")) as client:
+    with open_client(ClientConfig(ConnectionSettings("127.0.0.1:9092"), topic_include="orders.*")) as client:
         snap = client.snapshot(SnapshotRequest(time_floors=(TimeFloor("orders.*", min_retention_ms=3_600_000),)))
         outcomes = client.delete_records({("orders", 0): 42}, timeout_ms=30_000)
         client.request_counts   # {"MetadataRequest": 2, "ListOffsetsRequest": 3, ...}
 
-``ClusterClient`` is the interface (a Protocol); ``KafkaPythonClient`` the adapter.
+``ClusterClient`` is the interface (a Protocol); ``KafkaPythonClient`` the adapter, a facade
+over the modules below. ``ConnectionSettings`` is the one description of a connection.
+
+    settings.py  ConnectionSettings: every connection setting, to/from data-source options
+    model.py     plain values taken and returned (ClientConfig, ClusterSnapshot, DeleteOutcome...)
+    wire.py      the transport: the only code touching kafka-python internals
+    offsets.py   Metadata and per-leader ListOffsets
+    configs.py   DescribeConfigs and the Cluster Describe ACL check
+    groups.py    ListGroups (its stability check a pure function), FindCoordinator, OffsetFetch
+    snapshot.py  the snapshot assembled from the three above
+    delete.py    the per-leader DeleteRecords executor and its request
+    client.py    the ClusterClient Protocol and the KafkaPythonClient facade
 """
 from __future__ import annotations
 
 from spark_purge.kafka.client import ClusterClient, KafkaPythonClient, error_name, open_client
 from spark_purge.kafka.delete import DeleteExecutor, DeleteTransport, LeaderRequestError, PartitionResult
+from spark_purge.kafka.groups import GroupListing, check_group_listing
 from spark_purge.kafka.model import (
     ClientConfig,
     ClusterSnapshot,
@@ -26,17 +38,20 @@ from spark_purge.kafka.model import (
     TimeFloor,
     TopicPartitionKey,
 )
+from spark_purge.kafka.settings import ConnectionSettings
 
 __all__ = [
     "ClientConfig",
     "ClusterClient",
     "ClusterSnapshot",
+    "ConnectionSettings",
     "DeleteExecutor",
     "DeleteOutcome",
     "DeleteTransport",
     "DroppedPartition",
     "GroupCommit",
     "GroupInfo",
+    "GroupListing",
     "KafkaPythonClient",
     "LeaderRequestError",
     "PartitionResult",
@@ -45,6 +60,7 @@ __all__ = [
     "SnapshotRequest",
     "TimeFloor",
     "TopicPartitionKey",
+    "check_group_listing",
     "error_name",
     "open_client",
 ]

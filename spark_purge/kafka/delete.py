@@ -1,7 +1,7 @@
 """Per-leader DeleteRecords (KIP-107), every partition's outcome recorded on its own.
 
-The executor is pure logic over a small ``DeleteTransport`` (the kafka-python adapter in
-``client.py``, or a plain fake in unit tests):
+The executor is pure logic over a small ``DeleteTransport`` (``WireDeleteTransport`` below,
+over the kafka-python transport in ``wire.py``, or a plain fake in unit tests):
 
 - one request per leader carrying only its partitions, leaders in parallel (threads);
 - NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE / UNKNOWN_LEADER_EPOCH (and a leader that
@@ -18,12 +18,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
+from kafka.protocol.admin import DeleteRecordsRequest
+
+from spark_purge._time import Backoff, Deadline
+from spark_purge.errors import LeaderRequestError
 from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
+from spark_purge.kafka.offsets import OffsetReader
+from spark_purge.kafka.wire import Wire, error_name, error_retriable, exc_name
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +58,6 @@ class PartitionResult:
     low_watermark: int = -1
     retriable: bool = False
     message: Optional[str] = None
-
-
-class LeaderRequestError(Exception):
-    """The request to one leader failed as a whole (not per partition)."""
-
-    def __init__(self, message: str, timed_out: bool) -> None:
-        super().__init__(message)
-        self.timed_out = timed_out
 
 
 class DeleteTransport(Protocol):
@@ -106,13 +105,14 @@ class DeleteExecutor:
         self._sleep = sleep
 
     def run(self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int) -> list[DeleteOutcome]:
-        deadline = self._clock() + timeout_ms / 1000
+        deadline = Deadline(timeout_ms / 1000, clock=self._clock)
         states = {(str(tp[0]), int(tp[1])): _State(requested=int(off)) for tp, off in cutoffs.items()}
         outcomes: dict[TopicPartitionKey, DeleteOutcome] = {}
         timed_out: set[TopicPartitionKey] = set()
         pending = set(states)
         refresh = False
-        backoff = self._backoff_ms / 1000
+        first = max(0.001, self._backoff_ms / 1000)
+        backoff = Backoff(first=first, cap=max(first, 1.0))
         while pending:
             try:
                 leaders = self._transport.leaders(sorted(pending), refresh)
@@ -121,12 +121,12 @@ class DeleteExecutor:
                 # deadline, then give every pending partition its own failed outcome - never raise
                 # and lose the outcomes of partitions already done.
                 lookup = f"leader lookup failed: {type(exc).__name__}: {exc}"
-                if self._clock() + backoff >= deadline:
+                pause = backoff.next()
+                if not deadline.allows(pause):
                     outcomes.update(self._give_up_at_deadline(pending, states, "METADATA_UNAVAILABLE", lookup))
                     break
                 log.warning("DeleteRecords: %s; retrying", lookup)
-                self._sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+                self._sleep(pause)
                 refresh = True
                 continue
             by_leader: dict[int, dict[TopicPartitionKey, int]] = {}
@@ -143,8 +143,7 @@ class DeleteExecutor:
                     retry.add(tp)
                     continue
                 by_leader.setdefault(st.leader, {})[tp] = st.requested
-            remaining_ms = max(1, int((deadline - self._clock()) * 1000))
-            for leader, results in self._send_all(by_leader, remaining_ms):
+            for leader, results in self._send_all(by_leader, deadline.remaining_ms()):
                 for tp in by_leader[leader]:
                     st = states[tp]
                     st.attempts += 1
@@ -180,12 +179,12 @@ class DeleteExecutor:
                     outcomes[tp] = self._final(tp, st, st.last_error or "LEADER_NOT_AVAILABLE", msg, True)
                     pending = pending - {tp}
             if pending:
-                if self._clock() + backoff >= deadline:
+                pause = backoff.next()
+                if not deadline.allows(pause):
                     outcomes.update(self._give_up_at_deadline(pending, states, "REQUEST_TIMED_OUT"))
                     break
                 log.info("DeleteRecords: %d partition(s) need a new leader; refreshing metadata", len(pending))
-                self._sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+                self._sleep(pause)
                 refresh = True
         if timed_out:
             outcomes.update(self._reread(timed_out, states))
@@ -246,3 +245,84 @@ class DeleteExecutor:
             msg = f"{st.last_message or 'request timed out'}; {detail}"
             out[tp] = DeleteOutcome(tp[0], tp[1], st.requested, st.leader, start, "REQUEST_TIMED_OUT", msg, st.attempts, True)
         return out
+
+
+# ---- the transport over kafka-python ------------------------------------------------------------
+
+# The broker waits up to timeout_ms for followers; the wire gets this much more.
+_WIRE_GRACE_MS = 5_000
+
+
+def send_delete_records(
+    wire: Wire, leader: int, offsets: Mapping[TopicPartitionKey, int], timeout_ms: int
+) -> dict[TopicPartitionKey, PartitionResult]:
+    """One DeleteRecords request to ``leader``; ``LeaderRequestError`` if it fails as a whole."""
+    _Topic = DeleteRecordsRequest.DeleteRecordsTopic
+    _Partition = _Topic.DeleteRecordsPartition
+    per_topic: dict[str, list[Any]] = defaultdict(list)
+    for (topic, partition), offset in sorted(offsets.items()):
+        per_topic[topic].append(_Partition(partition_index=partition, offset=int(offset)))
+    request = DeleteRecordsRequest(
+        topics=[_Topic(name=t, partitions=ps) for t, ps in per_topic.items()], timeout_ms=int(timeout_ms)
+    )
+
+    async def send() -> Any:
+        return await wire.send(request, node_id=leader, timeout_ms=int(timeout_ms) + _WIRE_GRACE_MS)
+
+    try:
+        response = wire.run_raw(send)
+    except Exception as exc:
+        name = exc_name(exc)
+        raise LeaderRequestError(f"DeleteRecords to leader {leader} failed: {name}", timed_out=name == "REQUEST_TIMED_OUT") from None
+    out: dict[TopicPartitionKey, PartitionResult] = {}
+    for t in response.topics:
+        for p in t.partitions:
+            err = error_name(p.error_code)
+            message = None
+            if err is not None:
+                message = f"DeleteRecords on {t.name}-{p.partition_index} at offset {offsets.get((t.name, p.partition_index))}: {err}"
+                if err == "TOPIC_AUTHORIZATION_FAILED":
+                    message = f"Delete on topic {t.name!r} denied (TOPIC_AUTHORIZATION_FAILED)"
+            out[(t.name, p.partition_index)] = PartitionResult(err, int(p.low_watermark), error_retriable(p.error_code), message)
+    return out
+
+
+class WireDeleteTransport:
+    """``DeleteTransport`` over a ``Wire`` (blocking calls, safe from several threads)."""
+
+    def __init__(self, offsets: OffsetReader) -> None:
+        self._offsets = offsets
+        self._wire = offsets.wire
+
+    def leaders(self, tps: Collection[TopicPartitionKey], refresh: bool) -> Mapping[TopicPartitionKey, Optional[int]]:
+        return self._wire.run(self._offsets.leaders_for, list(tps), refresh)
+
+    def send_delete_records(
+        self, leader: int, offsets: Mapping[TopicPartitionKey, int], timeout_ms: int
+    ) -> Mapping[TopicPartitionKey, PartitionResult]:
+        return send_delete_records(self._wire, leader, offsets, timeout_ms)
+
+    def log_start_offsets(self, tps: Collection[TopicPartitionKey]) -> Mapping[TopicPartitionKey, int]:
+        return self._wire.run(self._offsets.log_start_offsets, tps)
+
+
+def delete_records(
+    offsets: OffsetReader, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int
+) -> list[DeleteOutcome]:
+    """Run ``cutoffs`` through a ``DeleteExecutor`` with the connection's retries and backoff."""
+    settings = offsets.wire.settings
+    executor = DeleteExecutor(
+        WireDeleteTransport(offsets), backoff_ms=settings.retry_backoff_ms, max_retries=settings.retries
+    )
+    return executor.run(cutoffs, timeout_ms)
+
+
+__all__ = [
+    "DeleteExecutor",
+    "DeleteTransport",
+    "LeaderRequestError",
+    "PartitionResult",
+    "WireDeleteTransport",
+    "delete_records",
+    "send_delete_records",
+]

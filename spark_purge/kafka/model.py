@@ -8,36 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 from spark_purge.errors import ConfigError
+from spark_purge.kafka.settings import ConnectionSettings
 
 TopicPartitionKey = tuple[str, int]
-
-# kafka-python settings a caller may pass through (security and client identity only).
-SECURITY_KEYS = frozenset(
-    {
-        "security_protocol",
-        "sasl_mechanism",
-        "sasl_plain_username",
-        "sasl_plain_password",
-        "sasl_kerberos_service_name",
-        "sasl_kerberos_domain_name",
-        "ssl_check_hostname",
-        "ssl_cafile",
-        "ssl_certfile",
-        "ssl_keyfile",
-        "ssl_password",
-        "ssl_crlfile",
-        "client_id",
-        "retry_backoff_ms",
-    }
-)
-SECRET_KEYS = frozenset({"sasl_plain_password", "ssl_password"})
-_BOOL_KEYS = frozenset({"ssl_check_hostname"})
-_INT_KEYS = frozenset({"retry_backoff_ms"})
 
 
 def _compile(regex: Optional[str], key: str) -> Optional[re.Pattern[str]]:
@@ -49,45 +26,16 @@ def _compile(regex: Optional[str], key: str) -> Optional[re.Pattern[str]]:
         raise ConfigError(f"{key}: expected a regular expression, got {regex!r} ({exc})") from None
 
 
-def coerce_security(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Validate kafka-python pass-through settings; strings 'true'/'false'/digits are coerced.
-
-    Raises ConfigError naming ``prefix + key`` for unknown keys or bad values (never the value
-    of a secret).
-    """
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        name = key.replace(".", "_").lower()
-        if name not in SECURITY_KEYS:
-            raise ConfigError(
-                f"{prefix}{key}: not a supported kafka-python setting; expected one of {sorted(SECURITY_KEYS)}"
-            )
-        if name in _BOOL_KEYS and isinstance(value, str):
-            if value.strip().lower() not in ("true", "false"):
-                raise ConfigError(f"{prefix}{key}: expected true or false, got {value!r}")
-            value = value.strip().lower() == "true"
-        elif name in _INT_KEYS and isinstance(value, str):
-            if not value.strip().isdigit():
-                raise ConfigError(f"{prefix}{key}: expected an integer, got {value!r}")
-            value = int(value)
-        elif name in SECRET_KEYS and not isinstance(value, str):
-            raise ConfigError(f"{prefix}{key}: expected a string")
-        out[name] = value
-    return out
-
-
 @dataclass(frozen=True)
 class ClientConfig:
-    """How to reach the cluster and which topics/groups a snapshot covers.
+    """How to reach the cluster (``connection``) and which topics/groups a snapshot covers.
 
     Regexes are full matches (Kafka tool convention). ``topics`` (explicit list) and
     ``topic_include`` may be combined: a topic is selected if listed or matching. Listed topics
     that do not exist are reported in ``ClusterSnapshot.missing_topics``.
     """
 
-    bootstrap_servers: str
-    request_timeout_ms: int = 30_000
-    security: Mapping[str, Any] = field(default_factory=dict, repr=False)  # repr=False: secrets
+    connection: ConnectionSettings
     topics: Optional[tuple[str, ...]] = None
     topic_include: Optional[str] = None
     topic_exclude: Optional[str] = None
@@ -96,19 +44,8 @@ class ClientConfig:
     include_internal: bool = False
 
     def __post_init__(self) -> None:
-        servers = self.bootstrap_servers
-        if isinstance(servers, (list, tuple)):
-            servers = ",".join(servers)
-            object.__setattr__(self, "bootstrap_servers", servers)
-        if not isinstance(servers, str) or not servers.strip():
-            raise ConfigError("bootstrap.servers: expected host:port[,host:port...], got nothing")
-        for s in servers.split(","):
-            host, _, port = s.strip().rpartition(":")
-            if not host or not port.isdigit():
-                raise ConfigError(f"bootstrap.servers: expected host:port, got {s.strip()!r}")
-        if not isinstance(self.request_timeout_ms, int) or self.request_timeout_ms <= 0:
-            raise ConfigError(f"request.timeout.ms: expected a positive integer, got {self.request_timeout_ms!r}")
-        object.__setattr__(self, "security", coerce_security(self.security))
+        if not isinstance(self.connection, ConnectionSettings):
+            raise ConfigError(f"connection: expected ConnectionSettings, got {type(self.connection).__name__}")
         if self.topics is not None:
             topics = tuple(t.strip() for t in self.topics if t.strip())
             if not topics:
@@ -119,17 +56,9 @@ class ClientConfig:
         _compile(self.group_include, "group.include")
         _compile(self.group_exclude, "group.exclude")
 
-    def __repr__(self) -> str:  # never print secrets
-        return (
-            f"ClientConfig(bootstrap_servers={self.bootstrap_servers!r}, topics={self.topics!r}, "
-            f"topic_include={self.topic_include!r}, topic_exclude={self.topic_exclude!r}, "
-            f"group_include={self.group_include!r}, group_exclude={self.group_exclude!r}, "
-            f"security_keys={sorted(self.security)})"
-        )
-
     @property
-    def secrets(self) -> tuple[str, ...]:
-        return tuple(str(v) for k, v in self.security.items() if k in SECRET_KEYS and v)
+    def request_timeout_ms(self) -> int:
+        return self.connection.request_timeout_ms
 
     def selects_topic(self, topic: str, internal: bool) -> bool:
         if self.topics is not None and topic in self.topics:

@@ -12,13 +12,21 @@ from kafka import KafkaAdminClient
 from kafka.structs import TopicPartition
 
 from spark_purge.errors import ClusterUnreachable, KafkaError
-from spark_purge.kafka import ClientConfig, KafkaPythonClient, SnapshotRequest, TimeFloor, open_client
+from spark_purge.kafka import (
+    ClientConfig,
+    ConnectionSettings,
+    KafkaPythonClient,
+    SnapshotRequest,
+    TimeFloor,
+    open_client,
+)
 from spark_purge.localstack import LocalKafka, free_port
 from tests.integration.kafka_helpers import commit, produce
 
 
 def _client(cluster: LocalKafka, **kw: object) -> KafkaPythonClient:
-    return open_client(ClientConfig(cluster.bootstrap_servers, request_timeout_ms=15_000, **kw))  # type: ignore[arg-type]
+    connection = ConnectionSettings(cluster.bootstrap_servers, request_timeout_ms=15_000)
+    return open_client(ClientConfig(connection, **kw))  # type: ignore[arg-type]
 
 
 def test_snapshot_reads_exact_offsets_commits_and_configs(
@@ -121,7 +129,7 @@ def test_topic_deleted_between_metadata_and_list_offsets_is_dropped_and_reported
     produce(kafka_cluster.bootstrap_servers, keep, {0: 3})
 
     client = _client(kafka_cluster, topics=(keep, doomed))
-    original = client._metadata
+    original = client._offsets.metadata
     calls = {"n": 0}
 
     async def metadata_then_delete(topics):  # type: ignore[no-untyped-def]
@@ -134,7 +142,7 @@ def test_topic_deleted_between_metadata_and_list_offsets_is_dropped_and_reported
                 time.sleep(0.1)
         return meta
 
-    client._metadata = metadata_then_delete  # type: ignore[method-assign]
+    client._offsets.metadata = metadata_then_delete  # type: ignore[method-assign]
     try:
         snap = client.snapshot(SnapshotRequest(include_groups=False))
     finally:
@@ -149,7 +157,7 @@ def test_unreachable_bootstrap_fails_fast_naming_the_servers() -> None:
     servers = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
     started = time.monotonic()
     with pytest.raises(ClusterUnreachable) as info:
-        open_client(ClientConfig(servers, request_timeout_ms=1500))
+        open_client(ConnectionSettings(servers, request_timeout_ms=1500))
     assert time.monotonic() - started < 6
     assert servers in str(info.value)
 
@@ -169,11 +177,13 @@ def test_password_never_reaches_logs_or_errors(kafka_cluster: LocalKafka) -> Non
     kafka_logger.setLevel(logging.DEBUG)
     try:
         # SASL against a PLAINTEXT listener: the handshake fails, after kafka-python logged its config.
-        cfg = ClientConfig(
+        cfg = ConnectionSettings(
             kafka_cluster.bootstrap_servers,
             request_timeout_ms=2000,
-            security={"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
-                      "sasl_plain_username": "alice", "sasl_plain_password": password},
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username="alice",
+            sasl_plain_password=password,
         )
         with pytest.raises(KafkaError) as info:
             open_client(cfg)
@@ -183,3 +193,35 @@ def test_password_never_reaches_logs_or_errors(kafka_cluster: LocalKafka) -> Non
     assert any("configuration" in r for r in records)  # the line that would have leaked it
     assert not [r for r in records if password in r]
     assert password not in str(info.value) and password not in repr(cfg)
+
+
+def test_snapshot_and_delete_connections_share_every_setting(
+    kafka_cluster: LocalKafka, new_topic: Callable[..., str]
+) -> None:
+    """The data source's connection (rebuilt from its options) and the delete client's are the
+    same: client id, retries and backoff included (the snapshot used to drop them)."""
+    from spark_purge.config import from_dict
+    from spark_purge.pipeline import source_options
+    from spark_purge.source import parse_options
+
+    topic = new_topic("same", partitions=1)
+    produce(kafka_cluster.bootstrap_servers, topic, {0: 4})
+    cfg = from_dict(
+        {
+            "kafka": {"bootstrap_servers": kafka_cluster.bootstrap_servers, "client_id": "purger-7", "retries": 2,
+                      "retry_backoff": "250ms"},
+            "rules": [{"name": "all", "topics": topic}],
+            "audit": {"path": "/tmp/unused-audit"},
+        }
+    )
+    snapshot_config = parse_options(source_options(cfg)).client
+    with open_client(snapshot_config) as snap_client, open_client(cfg) as delete_client:
+        for client in (snap_client, delete_client):
+            assert client.settings.client_id == "purger-7" and client.settings.retries == 2
+            admin_config = client.wire._admin.config  # what kafka-python connects with
+            assert (admin_config["client_id"], admin_config["retry_backoff_ms"]) == ("purger-7", 250)
+        assert snap_client.settings == delete_client.settings
+        (p,) = snap_client.snapshot().partitions
+        (outcome,) = delete_client.delete_records({(topic, 0): 2}, timeout_ms=10_000)
+    assert (p.topic, p.high_watermark) == (topic, 4)
+    assert outcome.ok and outcome.low_watermark == 2

@@ -310,6 +310,21 @@ def test_plaintext_kwargs_have_no_security_extras() -> None:
     }
 
 
+def test_one_connection_settings_value_carries_every_kafka_setting() -> None:
+    cfg = build(with_("kafka.client_id", "purger-7"), with_("kafka.retries", 5), with_("kafka.request_timeout", "12s"))
+    settings = c.connection_settings(cfg, env={})
+    assert (settings.bootstrap_servers, settings.client_id, settings.retries) == (("k1:9092", "k2:9092"), "purger-7", 5)
+    assert (settings.request_timeout_ms, settings.retry_backoff_ms, settings.security_protocol) == (12_000, 500, "PLAINTEXT")
+    assert c.kafka_client_kwargs(cfg, env={}) == settings.kafka_kwargs()
+
+
+def test_connection_settings_resolve_secrets_and_hide_them() -> None:
+    cfg = build(sasl({"env": "KAFKA_PASSWORD"}))
+    settings = c.connection_settings(cfg, env={"KAFKA_PASSWORD": SECRET})
+    assert settings.sasl_plain_password == SECRET and settings.secrets == (SECRET,)
+    assert SECRET not in repr(settings) and SECRET not in str(settings)
+
+
 def test_fingerprint_is_stable_and_sensitive() -> None:
     a, b = build(), build()
     assert c.config_fingerprint(a) == c.config_fingerprint(b)

@@ -235,3 +235,12 @@ def test_leader_lookup_failing_after_a_leader_move_keeps_the_done_partitions() -
     assert outcomes[0].ok and outcomes[0].low_watermark == 5
     assert outcomes[1].error == "NOT_LEADER_OR_FOLLOWER" and outcomes[1].attempts == 1
     assert "no broker answers Metadata" in (outcomes[1].error_message or "")
+
+
+def test_leader_request_error_is_a_retriable_spark_purge_error() -> None:
+    from spark_purge.errors import KafkaError, SparkPurgeError
+
+    exc = LeaderRequestError("DeleteRecords to leader 1 failed: LEADER_UNREACHABLE", timed_out=False)
+    assert isinstance(exc, KafkaError) and isinstance(exc, SparkPurgeError)
+    assert exc.retriable and not exc.timed_out
+    assert LeaderRequestError("x", timed_out=True).timed_out

@@ -1,15 +1,14 @@
-"""The group listing is used only when the coordinators' leaders were stable around ListGroups
-(``KafkaPythonClient._list_groups_once``), over scripted broker answers — no Kafka."""
+"""The group listing is used only when the coordinators' leaders were stable around ListGroups:
+``check_group_listing``, a pure function, over scripted broker answers — no Kafka, no client."""
 from __future__ import annotations
 
-import asyncio
 from types import SimpleNamespace as NS
 from typing import Any, Optional
 
 import pytest
 
 from spark_purge.errors import AuthorizationError
-from spark_purge.kafka.client import KafkaPythonClient
+from spark_purge.kafka.groups import check_group_listing
 
 TOPIC = "__consumer_offsets"
 
@@ -28,23 +27,10 @@ def listing(*groups: str, error: int = 0) -> NS:
     )
 
 
-class Scripted(KafkaPythonClient):
-    """A client whose requests are answered from a script: broker -> (before, listing, after)."""
-
-    def __init__(self, script: dict[int, tuple[Any, Any, Any]]) -> None:  # no connection at all
-        self._script = {b: list(answers) for b, answers in script.items()}
-        self._warned_offsets_acl = False
-
-    def _send(self, request: Any, node_id: Optional[int] = None, timeout_ms: Optional[int] = None) -> Any:
-        return self._script[node_id].pop(0)
-
-    async def _gather(self, futures: Any) -> list[Any]:
-        return list(futures)
-
-
 def run(script: dict[int, tuple[Any, Any, Any]]) -> tuple[Optional[dict[str, Any]], str]:
-    client = Scripted(script)
-    return asyncio.run(client._list_groups_once(sorted(script)))
+    """Each broker's (Metadata before, ListGroups, Metadata after), as the listing sends them."""
+    result = check_group_listing([(broker, *answers) for broker, answers in sorted(script.items())])
+    return result.groups, result.problem
 
 
 def test_stable_leaders_give_the_union_of_every_brokers_groups() -> None:
@@ -86,3 +72,17 @@ def test_listgroups_denied_names_the_acl() -> None:
     leaders = {0: (1, 5)}
     with pytest.raises(AuthorizationError, match="Describe on cluster denied"):
         run({1: (meta(leaders), listing(error=31), meta(leaders))})  # CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_without_describe_on_the_offsets_topic_the_listing_is_taken_unchecked() -> None:
+    denied = meta({}, error=29)  # TOPIC_AUTHORIZATION_FAILED on __consumer_offsets
+    result = check_group_listing([(1, denied, listing("a"), denied)])
+    assert result.groups is not None and sorted(result.groups) == ["a"]
+    assert result.problem == "" and result.leaders_checked is False
+
+
+def test_group_types_default_by_listgroups_version() -> None:
+    old = NS(error_code=0, API_VERSION=4, groups=[NS(group_id="g", protocol_type="consumer")])
+    leaders = {0: (1, 5)}
+    groups, _ = run({1: (meta(leaders), old, meta(leaders))})
+    assert groups == {"g": (None, "classic", "consumer")}

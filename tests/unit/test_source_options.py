@@ -18,6 +18,7 @@ from spark_purge.kafka.model import (
     PartitionState,
     SnapshotRequest,
 )
+from spark_purge.kafka.settings import ConnectionSettings
 from spark_purge.source import (
     KafkaStateDataSource,
     KafkaStateReader,
@@ -62,12 +63,10 @@ def test_defaults_and_pass_through() -> None:
         }
     )
     assert opts.view == "snapshot" and opts.poll_interval_ms == 120_000
-    assert opts.client.topics == ("a", "b") and opts.client.request_timeout_ms == 5000
-    assert opts.client.security == {
-        "security_protocol": "SASL_SSL",
-        "ssl_check_hostname": False,
-        "sasl_plain_password": "hunter2",
-    }
+    conn = opts.client.connection
+    assert opts.client.topics == ("a", "b") and conn.request_timeout_ms == 5000
+    assert (conn.security_protocol, conn.ssl_check_hostname, conn.sasl_plain_password) == ("SASL_SSL", False, "hunter2")
+    assert (conn.client_id, conn.retries, conn.retry_backoff_ms) == ("spark-purge", None, 100)  # the defaults
     assert [(f.topic_regex, f.resolve(100_000)) for f in opts.time_floors] == [("a", 40_000), ("b", 5)]
     assert "hunter2" not in repr(opts)
 
@@ -87,6 +86,9 @@ def test_defaults_and_pass_through() -> None:
         ({**BASE, "time.floors": '[{"topic_regex": "a", "min_retention_ms": 1, "floor_time_ms": 2}]'}, "time.floors"),
         ({**BASE, "kafka.bogus": "1"}, "kafka.bogus"),
         ({**BASE, "kafka.ssl_check_hostname": "maybe"}, "kafka.ssl_check_hostname"),
+        ({**BASE, "kafka.retries": "-1"}, "kafka.retries"),
+        ({**BASE, "kafka.retry_backoff_ms": "soon"}, "kafka.retry_backoff_ms"),
+        ({**BASE, "kafka.bootstrap_servers": "h:2"}, "kafka.bootstrap_servers"),
         ({**BASE, "topicz": "a"}, "topicz"),
         ({**BASE, "include.internal": "yes"}, "include.internal"),
     ],
@@ -95,6 +97,68 @@ def test_bad_options_name_the_key(options: dict[str, str], key: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_options(options)
     assert str(info.value).startswith(key)
+
+
+FULL = ConnectionSettings(
+    ("k1:9092", "k2:9093"),
+    client_id="purger-7",
+    request_timeout_ms=12_000,
+    retry_backoff_ms=750,
+    retries=5,
+    security_protocol="SASL_SSL",
+    sasl_mechanism="SCRAM-SHA-512",
+    sasl_plain_username="svc",
+    sasl_plain_password="s3cret-pw",
+    sasl_kerberos_service_name="kafka",
+    sasl_kerberos_domain_name="example.com",
+    ssl_check_hostname=False,
+    ssl_cafile="/etc/ca.pem",
+    ssl_certfile="/etc/cert.pem",
+    ssl_keyfile="/etc/key.pem",
+    ssl_password="key-pw",
+    ssl_crlfile="/etc/crl.pem",
+)
+
+
+@pytest.mark.parametrize("settings", [ConnectionSettings("h:1"), ConnectionSettings("h:1", retries=0), FULL])
+def test_connection_settings_round_trip_through_source_options(settings: ConnectionSettings) -> None:
+    options = settings.to_options()
+    assert all(isinstance(v, str) for v in options.values())
+    assert ConnectionSettings.from_options(options) == settings
+    # ... and through the data source itself, which is what the pipeline passes them to.
+    assert parse_options(options).client.connection == settings
+
+
+def test_every_field_travels_in_the_options() -> None:
+    from dataclasses import fields
+
+    options = FULL.to_options()
+    assert len(options) == len(fields(ConnectionSettings))  # none left behind
+    assert options["kafka.client_id"] == "purger-7" and options["kafka.retries"] == "5"
+
+
+def test_connection_settings_never_show_secrets() -> None:
+    for shown in (repr(FULL), str(FULL), f"{FULL}", repr(FULL.kafka_kwargs()), repr(ClientConfig(FULL))):
+        assert "s3cret-pw" not in shown and "key-pw" not in shown
+    assert FULL.secrets == ("s3cret-pw", "key-pw")
+    assert FULL.kafka_kwargs()["sasl_plain_password"] == "s3cret-pw"  # the value is there for kafka-python
+
+
+def test_pipeline_options_carry_the_connection_the_deletes_use() -> None:
+    """Snapshot and delete connections come from one value: client id and retries included."""
+    from spark_purge import config as c
+    from spark_purge.pipeline import source_options
+
+    cfg = c.from_dict(
+        {
+            "kafka": {"bootstrap_servers": "k1:9092", "client_id": "purger-7", "retries": 5, "retry_backoff": "750ms"},
+            "rules": [{"name": "all", "topics": "orders"}],
+            "audit": {"path": "/tmp/audit"},
+        }
+    )
+    settings = c.connection_settings(cfg, env={})
+    assert parse_options(source_options(cfg)).client.connection == settings
+    assert (settings.client_id, settings.retries, settings.retry_backoff_ms) == ("purger-7", 5, 750)
 
 
 def test_data_source_validates_on_creation_and_picks_the_view_schema() -> None:
@@ -115,12 +179,12 @@ def test_stream_reader_requires_snapshot_dir_and_snapshot_view(tmp_path: Path) -
 
 
 def test_topic_and_group_selection() -> None:
-    cfg = ClientConfig("h:1", topics=("x",), topic_include="orders-.*", topic_exclude="orders-tmp", group_exclude="tmp-.*")
+    cfg = ClientConfig(ConnectionSettings("h:1"), topics=("x",), topic_include="orders-.*", topic_exclude="orders-tmp", group_exclude="tmp-.*")
     assert cfg.selects_topic("x", False) and cfg.selects_topic("orders-1", False)
     assert not cfg.selects_topic("orders-tmp", False) and not cfg.selects_topic("other", False)
     assert not cfg.selects_topic("__consumer_offsets", True)
     assert cfg.selects_group("app") and not cfg.selects_group("tmp-1")
-    only_listed = ClientConfig("h:1", topics=("x",))
+    only_listed = ClientConfig(ConnectionSettings("h:1"), topics=("x",))
     assert only_listed.selects_topic("x", False) and not only_listed.selects_topic("y", False)
 
 

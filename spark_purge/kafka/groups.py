@@ -1,0 +1,360 @@
+"""Consumer groups: a complete ListGroups, FindCoordinator, OffsetFetch and DescribeGroups.
+
+- ListGroups: per broker, in parallel, trusted only when the group coordinators were stable
+  around it (``check_group_listing``, a pure function over the brokers' answers);
+- FindCoordinator: 1 batched request (v4; one per group before);
+- OffsetFetch v8 (all groups of a coordinator in one request) and DescribeGroups (classic
+  groups), per coordinator, in parallel. NOT_COORDINATOR drops our coordinator entry (and
+  kafka-python's, which it never invalidates) and looks it up again.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from kafka.protocol.admin import DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+
+from spark_purge._time import Backoff, Deadline
+from spark_purge.errors import AuthorizationError, GroupsUnsettled
+from spark_purge.kafka.configs import check_cluster_describe
+from spark_purge.kafka.model import GroupInfo, SnapshotIssue, TopicPartitionKey
+from spark_purge.kafka.offsets import OffsetReader, retry_backoff, retry_rounds
+from spark_purge.kafka.wire import AUTH_ERRORS, Wire, error_name, exc_name
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+COORDINATOR_RETRY = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"})
+_MAX_LISTING_ATTEMPTS = 1_000  # in practice the deadline ends the listing loop
+
+# group id -> (state, type, protocol type)
+Listed = dict[str, tuple[Optional[str], Optional[str], str]]
+# group id -> {tp: (committed offset, metadata)}
+Commits = dict[str, dict[TopicPartitionKey, tuple[int, Optional[str]]]]
+# group id -> (state, member count) from DescribeGroups
+Described = dict[str, tuple[Optional[str], Optional[int]]]
+RawCommit = tuple[GroupInfo, TopicPartitionKey, int, Optional[str]]
+
+
+# ---- the listing's stability check (pure) ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    """What one round of ListGroups proves: ``groups`` when complete, else None and ``problem``.
+
+    ``leaders_checked`` is False when the principal may not describe ``__consumer_offsets``: the
+    listing is then taken as it is (nothing to compare leaders with), and the caller warns.
+    """
+
+    groups: Optional[Listed]
+    problem: str = ""
+    leaders_checked: bool = True
+
+
+def check_group_listing(answers: Sequence[tuple[int, Any, Any, Any]]) -> GroupListing:
+    """Decide whether the ListGroups answers of every broker form a complete group list.
+
+    ``answers``: per broker, ``(broker id, Metadata(__consumer_offsets) before, ListGroups,
+    Metadata(__consumer_offsets) after)``, each a response or the exception its request ended
+    with, all three sent on one connection (a broker handles a connection's requests in order).
+
+    ListGroups answers only for the ``__consumer_offsets`` partitions a broker leads *and* knows
+    it leads. While coordinators move, a broker that already left the metadata and its successor
+    that has not yet taken over both miss that partition's groups, silently. So a partition
+    counts as covered only when the same broker led it, at the same leader epoch, before and
+    after its ListGroups; the listing is complete when every partition is covered. Raises
+    ``AuthorizationError`` when ListGroups is denied.
+    """
+    groups: Listed = {}
+    covered: set[int] = set()
+    all_partitions: set[int] = set()
+    leaders_checked = True
+    for broker, before, answer, after in answers:
+        for reply in (before, answer, after):
+            if isinstance(reply, Exception):
+                return GroupListing(None, f"broker {broker} did not answer ({exc_name(reply)})")
+        err = error_name(answer.error_code)
+        if err in AUTH_ERRORS:
+            raise AuthorizationError(f"Describe on cluster denied ({err}, ListGroups on broker {broker})")
+        if err is not None:  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, ...
+            return GroupListing(None, f"ListGroups on broker {broker}: {err}")
+        for g in answer.groups:
+            gtype = (getattr(g, "group_type", None) or "").lower() or ("classic" if answer.API_VERSION < 5 else "unknown")
+            state = getattr(g, "group_state", None) or None
+            groups[g.group_id] = (state, gtype, g.protocol_type or "")
+        led: list[dict[int, int]] = []
+        for meta in (before, after):
+            topic = next((t for t in meta.topics if t.name == OFFSETS_TOPIC), None)
+            t_err = error_name(topic.error_code) if topic is not None else "UNKNOWN_TOPIC_OR_PARTITION"
+            if t_err == "UNKNOWN_TOPIC_OR_PARTITION":
+                led.append({})  # no group has ever committed: nothing to miss
+                continue
+            if t_err in AUTH_ERRORS:
+                leaders_checked = False  # cannot see who leads: say so, do not guess
+                led.append({})
+                continue
+            if t_err is not None:
+                return GroupListing(None, f"Metadata for {OFFSETS_TOPIC} from broker {broker}: {t_err}")
+            assert topic is not None  # t_err is None only for a topic in the answer
+            all_partitions.update(p.partition_index for p in topic.partitions)
+            led.append({p.partition_index: p.leader_epoch for p in topic.partitions if p.leader_id == broker})
+        covered.update(p for p, epoch in led[0].items() if led[1].get(p) == epoch)
+    if not leaders_checked:
+        return GroupListing(groups, "", leaders_checked=False)
+    moving = sorted(all_partitions - covered)
+    if moving:
+        shown = ", ".join(map(str, moving[:10])) + (" ..." if len(moving) > 10 else "")
+        return GroupListing(
+            None, f"group coordinators moving: {OFFSETS_TOPIC} partitions {shown} had no stable leader during ListGroups"
+        )
+    return GroupListing(groups)
+
+
+# ---- the reads -------------------------------------------------------------------------------
+
+
+class GroupReader:
+    """Group listing, coordinators and committed offsets over one ``Wire``."""
+
+    def __init__(self, wire: Wire, offsets: OffsetReader) -> None:
+        self.wire = wire
+        self.offsets = offsets
+        self._coordinators: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._warned_offsets_acl = False
+
+    async def read_groups(
+        self,
+        brokers: Collection[int],
+        topics: Collection[str],
+        issues: list[SnapshotIssue],
+        deadline: Deadline,
+        selects_group: Callable[[str], bool],
+    ) -> tuple[list[GroupInfo], list[RawCommit], list[str]]:
+        """(groups, their commits on ``topics``, groups whose commits could not be read)."""
+        await check_cluster_describe(self.wire)
+        listed = await self.list_groups(brokers, deadline)
+        selected = sorted(g for g, (_, gtype, _) in listed.items() if gtype != "share" and selects_group(g))
+        if not selected:
+            return [], [], []
+        offsets, described = await self.fetch_group_state(selected, listed, issues, deadline)
+        unreadable = [g for g in selected if g not in offsets]
+        topic_set = set(topics)
+        infos: list[GroupInfo] = []
+        commits: list[RawCommit] = []
+        for g in selected:
+            state, gtype, _ = listed[g]
+            members: Optional[int] = None
+            if g in described:
+                d_state, d_members = described[g]
+                # DescribeGroups answers "Dead" for KIP-848 groups: keep ListGroups' word then.
+                if gtype == "classic" or d_state not in (None, "Dead"):
+                    state, members = d_state or state, d_members
+            info = GroupInfo(g, state, gtype, members)
+            infos.append(info)
+            for tp, (offset, metadata) in sorted(offsets.get(g, {}).items()):
+                if tp[0] in topic_set:
+                    commits.append((info, tp, offset, metadata))
+        return infos, commits, unreadable
+
+    # ---- ListGroups --------------------------------------------------------------------------
+    async def list_groups(self, brokers: Collection[int], deadline: Deadline) -> Listed:
+        """A group list known to be complete (see ``check_group_listing``).
+
+        Until every partition is covered (and while a broker is unreachable or still loading),
+        the listing is retried with fresh metadata until the deadline; then ``GroupsUnsettled``
+        rather than plan from a list that may lack a group.
+        """
+        order = sorted(brokers)
+        last_problem = "no attempt"
+        backoff = Backoff(first=0.5, cap=2.0)
+        for attempt in range(_MAX_LISTING_ATTEMPTS):
+            if attempt:
+                if deadline.expired():
+                    break
+                await self.wire.sleep(backoff.within(deadline))
+                order = sorted((await self.offsets.metadata(())).brokers)
+            listing = check_group_listing(await self._list_groups_once(order))
+            if listing.groups is not None:
+                if not listing.leaders_checked and not self._warned_offsets_acl:
+                    self._warned_offsets_acl = True
+                    log.warning(
+                        "no Describe on topic %s: cannot verify that group coordinators were stable during "
+                        "ListGroups (a group could be missed while coordinators move); grant it to the purge principal",
+                        OFFSETS_TOPIC,
+                    )
+                return listing.groups
+            last_problem = listing.problem
+            log.info("group listing not trustworthy yet (%s); retrying", last_problem)
+        raise GroupsUnsettled(f"could not list consumer groups completely before the deadline: {last_problem}")
+
+    async def _list_groups_once(self, order: Sequence[int]) -> list[tuple[int, Any, Any, Any]]:
+        """Metadata(__consumer_offsets), ListGroups, Metadata(__consumer_offsets) per broker."""
+        _Topic = MetadataRequest.MetadataRequestTopic
+
+        def offsets_metadata() -> MetadataRequest:
+            return MetadataRequest(topics=[_Topic(name=OFFSETS_TOPIC)], allow_auto_topic_creation=False)
+
+        sends = []
+        for b in order:
+            sends += [
+                self.wire.send(offsets_metadata(), node_id=b),
+                self.wire.send(ListGroupsRequest(min_version=0), node_id=b),
+                self.wire.send(offsets_metadata(), node_id=b),
+            ]
+        answers = await self.wire.gather(sends)
+        return [(b, *answers[3 * i : 3 * i + 3]) for i, b in enumerate(order)]
+
+    # ---- coordinators ------------------------------------------------------------------------
+    async def find_coordinators(
+        self, group_ids: Collection[str], issues: list[SnapshotIssue], deadline: Deadline
+    ) -> dict[str, int]:
+        with self._lock:
+            out = {g: self._coordinators[g] for g in group_ids if g in self._coordinators}
+        unknown = sorted(g for g in group_ids if g not in out)
+        backoff = retry_backoff(self.wire)
+        for _ in range(retry_rounds(self.wire)):
+            if not unknown:
+                break
+            rows = await self._find_coordinator_rows(unknown)
+            retry = []
+            for key, code, node_id, message in rows:
+                err = error_name(code)
+                if err is None:
+                    out[key] = node_id
+                elif err in COORDINATOR_RETRY:
+                    retry.append(key)
+                else:
+                    issues.append(SnapshotIssue("coordinator", key, err, f"FindCoordinator for group {key!r}: {message or err}"))
+            unknown = retry
+            if unknown:
+                await self.wire.sleep(backoff.within(deadline))
+        for g in unknown:
+            issues.append(SnapshotIssue("coordinator", g, "COORDINATOR_NOT_AVAILABLE", f"no coordinator for group {g!r}"))
+        with self._lock:
+            self._coordinators.update(out)
+        return out
+
+    async def _find_coordinator_rows(self, groups: list[str]) -> list[tuple[str, int, int, Optional[str]]]:
+        """(group, error code, node id, error message) per group: one request (v4+) or one each."""
+        if self.wire.api_version(FindCoordinatorRequest) >= 4:
+            answer = await self.wire.send_any(FindCoordinatorRequest(key_type=0, coordinator_keys=groups, min_version=4))
+            return [(c.key, c.error_code, c.node_id, c.error_message) for c in answer.coordinators]
+        futures = [self.wire.send(FindCoordinatorRequest(key=g, key_type=0, max_version=3)) for g in groups]
+        rows: list[tuple[str, int, int, Optional[str]]] = []
+        for g, a in zip(groups, await self.wire.gather(futures)):
+            if isinstance(a, Exception):
+                rows.append((g, 15, -1, str(a)))  # 15: COORDINATOR_NOT_AVAILABLE
+            else:
+                rows.append((g, a.error_code, a.node_id, a.error_message))
+        return rows
+
+    def forget_coordinators(self, group_ids: Collection[str]) -> None:
+        with self._lock:
+            for g in group_ids:
+                self._coordinators.pop(g, None)
+        self.wire.forget_coordinators(group_ids)
+
+    # ---- OffsetFetch and DescribeGroups ------------------------------------------------------
+    async def fetch_group_state(
+        self, group_ids: Sequence[str], listed: Mapping[str, tuple[Optional[str], Optional[str], str]],
+        issues: list[SnapshotIssue], deadline: Deadline,
+    ) -> tuple[Commits, Described]:
+        """Committed offsets (OffsetFetch v8) and classic-group descriptions, per coordinator."""
+        offsets: Commits = {}
+        described: Described = {}
+        todo = list(group_ids)
+        v8 = self.wire.api_version(OffsetFetchRequest) >= 8
+        backoff = retry_backoff(self.wire)
+        for _ in range(retry_rounds(self.wire)):
+            coords = await self.find_coordinators(todo, issues, deadline)
+            sends = self._fetch_requests(todo, coords, listed, v8, deadline)
+            answers = await self.wire.gather([f for _, _, f in sends])
+            retry: set[str] = set()
+            for (kind, gs, _), answer in zip(sends, answers):
+                if isinstance(answer, Exception):
+                    name = exc_name(answer)
+                    retry.update(gs)
+                    self.forget_coordinators(gs)
+                    for g in gs:
+                        issues.append(SnapshotIssue("group", g, name, f"{kind} for group {g!r} failed: {name}"))
+                elif kind == "describe":
+                    retry.update(self._read_descriptions(answer, described))
+                else:
+                    retry.update(self._read_commits(answer, gs, v8, offsets, issues))
+            todo = sorted(retry - set(offsets))
+            if not todo or deadline.expired():
+                break
+            await self.wire.sleep(backoff.within(deadline))
+        # A group read in a later round is fine: drop the transient issues of earlier rounds.
+        transient = COORDINATOR_RETRY | {"LEADER_UNREACHABLE", "REQUEST_TIMED_OUT"}
+        issues[:] = [i for i in issues if not (i.resource in offsets and i.error in transient)]
+        return offsets, described
+
+    def _fetch_requests(
+        self, todo: Sequence[str], coords: Mapping[str, int], listed: Mapping[str, tuple[Optional[str], Optional[str], str]],
+        v8: bool, deadline: Deadline,
+    ) -> list[tuple[str, list[str], Any]]:
+        """("fetch" | "describe", groups, future) for every request of this round, sent."""
+        _Group = OffsetFetchRequest.OffsetFetchRequestGroup
+        by_coord: dict[int, list[str]] = defaultdict(list)
+        for g in todo:
+            if g in coords:
+                by_coord[coords[g]].append(g)
+        sends: list[tuple[str, list[str], Any]] = []
+        for coord, gs in sorted(by_coord.items()):
+            remaining = deadline.remaining_ms()
+            if v8:
+                req = OffsetFetchRequest(groups=[_Group(group_id=g, topics=None) for g in gs], min_version=8, max_version=8)
+                sends.append(("fetch", gs, self.wire.send(req, node_id=coord, timeout_ms=remaining)))
+            else:
+                for g in gs:
+                    req = OffsetFetchRequest(group_id=g, topics=None, min_version=2, max_version=7)
+                    sends.append(("fetch", [g], self.wire.send(req, node_id=coord, timeout_ms=remaining)))
+            classic = [g for g in gs if (listed.get(g, (None, None, ""))[1] or "classic") == "classic"]
+            if classic:
+                req = DescribeGroupsRequest(groups=classic, include_authorized_operations=False)
+                sends.append(("describe", classic, self.wire.send(req, node_id=coord, timeout_ms=remaining)))
+        return sends
+
+    def _read_descriptions(self, answer: Any, described: Described) -> set[str]:
+        retry = set()
+        for d in answer.groups:
+            err = error_name(d.error_code)
+            if err in COORDINATOR_RETRY:
+                retry.add(d.group_id)
+                self.forget_coordinators([d.group_id])
+            elif err is None:
+                described[d.group_id] = (d.group_state or None, len(d.members))
+        return retry
+
+    def _read_commits(self, answer: Any, gs: Sequence[str], v8: bool, offsets: Commits, issues: list[SnapshotIssue]) -> set[str]:
+        retry = set()
+        pairs = ((ga.group_id, ga) for ga in answer.groups) if v8 else zip(gs, [answer])
+        for g_id, ga in pairs:
+            err = error_name(ga.error_code) or (error_name(answer.error_code) if not v8 else None)
+            if err in COORDINATOR_RETRY:
+                retry.add(g_id)
+                self.forget_coordinators([g_id])
+                continue
+            if err is not None:
+                what = "Describe on group" if err in AUTH_ERRORS else "OffsetFetch for group"
+                issues.append(SnapshotIssue("group", g_id, err, f"{what} {g_id!r} failed: {err}"))
+                continue
+            commits: dict[TopicPartitionKey, tuple[int, Optional[str]]] = {}
+            for t in ga.topics:
+                for p in t.partitions:
+                    if error_name(p.error_code) is None and p.committed_offset is not None and p.committed_offset >= 0:
+                        commits[(t.name, p.partition_index)] = (int(p.committed_offset), p.metadata)
+            offsets[g_id] = commits
+        return retry
+
+
+__all__ = ["COORDINATOR_RETRY", "OFFSETS_TOPIC", "GroupListing", "GroupReader", "Listed", "check_group_listing"]

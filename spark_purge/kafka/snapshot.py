@@ -1,0 +1,171 @@
+"""One consistent read of partition state and group commits: the snapshot, assembled.
+
+Metadata (1 request), then in parallel: ListOffsets per leader (earliest, latest, last stable,
+and the time-floor timestamps), DescribeConfigs (1 request) and the group reads (see
+``groups``). Partitions that could not be read completely are dropped with the reason; groups
+whose commits could not be read are named, so the policy never purges past them blindly.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Optional
+
+from spark_purge._time import Deadline
+from spark_purge.errors import AuthorizationError
+from spark_purge.kafka.configs import TopicConfigs, bool_or_none, int_or_none, topic_configs
+from spark_purge.kafka.groups import GroupReader, RawCommit
+from spark_purge.kafka.model import (
+    ClientConfig,
+    ClusterSnapshot,
+    DroppedPartition,
+    GroupCommit,
+    GroupInfo,
+    PartitionState,
+    SnapshotIssue,
+    SnapshotRequest,
+    TopicPartitionKey,
+)
+from spark_purge.kafka.offsets import EARLIEST, LATEST, READ_COMMITTED, Metadata, OffsetReader
+from spark_purge.kafka.wire import AUTH_ERRORS
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[str, dict[TopicPartitionKey, tuple[int, int]]]
+
+
+async def take_snapshot(
+    config: ClientConfig, offsets_reader: OffsetReader, group_reader: GroupReader, req: SnapshotRequest
+) -> ClusterSnapshot:
+    wire = offsets_reader.wire
+    now_ms = req.snapshot_time_ms if req.snapshot_time_ms is not None else int(time.time() * 1000)
+    snapshot_id = req.snapshot_id or str(uuid.uuid4())
+    deadline = Deadline(config.connection.request_timeout_ms / 1000)
+    issues: list[SnapshotIssue] = []
+
+    explicit_only = config.topics is not None and config.topic_include is None
+    meta = await offsets_reader.metadata(config.topics if explicit_only else None)
+    missing: list[str] = []
+    for t in config.topics or ():
+        err = meta.topic_errors.get(t)
+        if err in AUTH_ERRORS:
+            raise AuthorizationError(f"Describe on topic {t!r} denied ({err}, Metadata)")
+        if t not in meta.internal:
+            missing.append(t)
+    topics = sorted(t for t, internal in meta.internal.items() if config.selects_topic(t, internal))
+    topic_set = set(topics)
+    tps = sorted(tp for tp in meta.partitions if tp[0] in topic_set)
+    leaders = {tp: meta.partitions[tp][0] for tp in tps}
+
+    groups_future = None
+    if req.include_groups:
+        groups_future = wire.spawn(
+            group_reader.read_groups, sorted(meta.brokers), topics, issues, deadline, config.selects_group
+        )
+    configs_future = wire.spawn(topic_configs, wire, topics)
+
+    floors: dict[str, int] = {}
+    for t in topics:
+        matched = [f.resolve(now_ms) for f in req.time_floors if f.matches(t)]
+        if matched:
+            floors[t] = min(matched)  # the earliest floor protects the most
+    queries: dict[str, tuple[int, Mapping[TopicPartitionKey, int]]] = {
+        "earliest": (0, dict.fromkeys(tps, EARLIEST)),
+        "latest": (0, dict.fromkeys(tps, LATEST)),
+        "stable": (READ_COMMITTED, dict.fromkeys(tps, LATEST)),
+    }
+    floor_tps = {tp: max(0, floors[tp[0]]) for tp in tps if tp[0] in floors}
+    if floor_tps:
+        queries["floor"] = (0, floor_tps)
+    if tps:
+        offsets, failed = await offsets_reader.list_offsets(queries, leaders, deadline)
+    else:
+        offsets, failed = {n: {} for n in queries}, {}
+
+    configs, config_errors = await configs_future
+    for t, err in config_errors.items():
+        if err.startswith("UNKNOWN_TOPIC_OR_PARTITION"):
+            for tp in tps:
+                if tp[0] == t and tp not in failed:
+                    failed[tp] = "UNKNOWN_TOPIC_OR_PARTITION (topic deleted during the snapshot)"
+        else:
+            issues.append(SnapshotIssue("topic_config", t, err.split(":")[0], f"DescribeConfigs on topic {t!r}: {err}"))
+
+    partitions, dropped = _partition_states(tps, meta, offsets, failed, floors, floor_tps, configs)
+    kept = {(p.topic, p.partition) for p in partitions}
+    infos: list[GroupInfo] = []
+    commits: list[GroupCommit] = []
+    unreadable: list[str] = []
+    if groups_future is not None:
+        raw: list[RawCommit]
+        infos, raw, unreadable = await groups_future
+        for info, tp, offset, metadata in raw:
+            if tp in kept:
+                commits.append(
+                    GroupCommit(info.group_id, info.group_state, info.group_type, info.member_count, tp[0], tp[1], offset, metadata)
+                )
+    if dropped:
+        log.warning("snapshot %s dropped %d partition(s), e.g. %s", snapshot_id, len(dropped), dropped[0])
+    return ClusterSnapshot(
+        snapshot_id=snapshot_id,
+        snapshot_time_ms=now_ms,
+        partitions=tuple(partitions),
+        commits=tuple(commits),
+        groups=tuple(infos),
+        missing_topics=tuple(missing),
+        dropped_partitions=tuple(dropped),
+        issues=tuple(issues),
+        unreadable_groups=tuple(unreadable),
+    )
+
+
+def _partition_states(
+    tps: list[TopicPartitionKey],
+    meta: Metadata,
+    offsets: Offsets,
+    failed: Mapping[TopicPartitionKey, str],
+    floors: Mapping[str, int],
+    floor_tps: Mapping[TopicPartitionKey, int],
+    configs: TopicConfigs,
+) -> tuple[list[PartitionState], list[DroppedPartition]]:
+    """One ``PartitionState`` per partition read completely; the others dropped with the reason."""
+    partitions: list[PartitionState] = []
+    dropped: list[DroppedPartition] = []
+    for tp in tps:
+        need = [n for n in ("earliest", "latest", "stable") if tp not in offsets[n]]
+        if tp in failed or need or (tp in floor_tps and tp not in offsets["floor"]):
+            reason = failed.get(tp) or f"no answer for {', '.join(need) or 'floor'} offset"
+            dropped.append(DroppedPartition(tp[0], tp[1], reason))
+            continue
+        leader, replicas, isr = meta.partitions[tp]
+        hw = offsets["latest"][tp][0]
+        floor_offset: Optional[int] = None
+        if tp in floor_tps:
+            floor_offset = offsets["floor"][tp][0]
+            if floor_offset < 0:  # every record is older than the floor
+                floor_offset = hw
+        conf = configs.get(tp[0], {})
+        partitions.append(
+            PartitionState(
+                topic=tp[0],
+                partition=tp[1],
+                leader=leader,
+                replicas=replicas,
+                isr=isr,
+                log_start_offset=offsets["earliest"][tp][0],
+                high_watermark=hw,
+                last_stable_offset=offsets["stable"][tp][0],
+                internal=meta.internal[tp[0]],
+                cleanup_policy=conf.get("cleanup.policy"),
+                retention_ms=int_or_none(conf.get("retention.ms")),
+                remote_storage_enable=bool_or_none(conf.get("remote.storage.enable")),
+                time_floor_time_ms=floors.get(tp[0]),
+                time_floor_offset=floor_offset,
+            )
+        )
+    return partitions, dropped
+
+
+__all__ = ["take_snapshot"]
