@@ -13,8 +13,8 @@ from kafka.structs import TopicPartition
 
 from spark_purge.errors import ClusterUnreachable, KafkaError
 from spark_purge.kafka import ClientConfig, KafkaPythonClient, SnapshotRequest, TimeFloor, open_client
-from spark_purge.localstack import LocalKafka, free_port
-from tests.integration.kafka_helpers import commit, produce
+from spark_purge.testing.cluster import LocalKafka, free_port
+from spark_purge.testing.workload import commit, produce
 
 
 def _client(cluster: LocalKafka, **kw: object) -> KafkaPythonClient:
