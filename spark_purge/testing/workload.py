@@ -142,13 +142,16 @@ def wait_for_leaders(
 
     def check() -> None:
         described = admin.describe_topics(list(partitions))
+        unlisted = set(partitions) - {topic["name"] for topic in described}
+        if unlisted:
+            raise NotReadyError(f"{sorted(unlisted)}: not in the metadata yet")
         for topic in described:
             parts = topic["partitions"]
-            wanted = partitions[topic["topic"]]
+            wanted = partitions[topic["name"]]
             ready = [p for p in parts if p["leader_id"] >= 0 and len(p["isr_nodes"]) >= in_sync]
             if len(parts) != wanted or len(ready) != wanted:
                 raise NotReadyError(
-                    f"{topic['topic']}: {len(ready)} of {wanted} partition(s) have a leader and {in_sync}+ in-sync replica(s)"
+                    f"{topic['name']}: {len(ready)} of {wanted} partition(s) have a leader and {in_sync}+ in-sync replica(s)"
                 )
 
     retry(check, f"leaders of {', '.join(sorted(partitions))}", timeout_s)
