@@ -181,8 +181,6 @@ class LocalKafka:
                     )
             self.client_listener_protocol = "SASL_PLAINTEXT"
         self._jars = kafka_jars_dir(self.jars_dir)
-        self._client_kwargs: dict[str, object] = {}
-        self._format_args: tuple[str, ...] = ()
         self._owns_workdir = self.workdir is None
         self._dir = Path(self.workdir or tempfile.mkdtemp(prefix="spark-purge-kafka-"))
         self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -320,10 +318,7 @@ class LocalKafka:
             }
         if user is not None:
             raise LocalStackError(f"client_kwargs({user!r}): this cluster has no SCRAM users")
-        return dict(self._client_kwargs)
-
-    def set_client_kwargs(self, **kwargs: object) -> None:
-        self._client_kwargs = kwargs
+        return {}
 
     def log_tail(self, node_id: int, lines: int = 40) -> str:
         path = self.node(node_id).log_file
@@ -447,7 +442,6 @@ class LocalKafka:
             str(n.directory / "server.properties"),
             "--ignore-formatted",
         )
-        cmd += list(self._format_args)
         cmd += self._scram_format_args()
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, preexec_fn=_die_with_parent)
         if result.returncode != 0:
@@ -455,10 +449,6 @@ class LocalKafka:
                 f"formatting Kafka storage for node {n.node_id} failed ({result.returncode}): "
                 f"{result.stderr.strip() or result.stdout.strip()}"
             )
-
-    def add_format_args(self, *args: str) -> None:
-        """Extra StorageTool format arguments (e.g. SCRAM users: --add-scram ...)."""
-        self._format_args += args
 
     def _spawn(self, n: KafkaNode) -> None:
         # The child keeps its own copy of the descriptor: ours is closed once it has started.
