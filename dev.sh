@@ -11,7 +11,9 @@
 # .cache/jars/{kafka,delta} (the jars the launcher and Spark use), .cache/jars/tools (kafka-tools
 # 4.3.1 for the benchmarks' kafka-delete-records.sh baseline; only `bench` resolves it). A second
 # run downloads nothing: each step is skipped while the stamp of its inputs (setup.py, the poms)
-# is unchanged.
+# is unchanged. The package itself never looks for this checkout: every command below exports
+# SPARK_PURGE_KAFKA_JARS (the test cluster launcher's broker jars) and SPARK_PURGE_DELTA_JARS
+# (Delta's jars for a local SparkSession) pointing into .cache/jars.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -59,10 +61,12 @@ setup() {
 
 export SPARK_LOCAL_IP=127.0.0.1
 export PYSPARK_PYTHON=$VENV/bin/python
+export SPARK_PURGE_KAFKA_JARS=$ROOT/.cache/jars/kafka
+export SPARK_PURGE_DELTA_JARS=$ROOT/.cache/jars/delta
 cmd=${1:-help}; [[ $# -gt 0 ]] && shift
 case $cmd in
   setup) setup ;;
-  demo)  setup; exec "$VENV/bin/python" -m spark_purge.demo "$@" ;;
+  demo)  setup; exec "$VENV/bin/python" -m spark_purge.testing.demo "$@" ;;
   test)  setup
          say "ruff (lint) and mypy --strict (types) on the package"
          "$VENV/bin/ruff" check --quiet . && "$VENV/bin/mypy" --no-error-summary

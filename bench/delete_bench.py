@@ -65,12 +65,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
-from kafka.admin import NewTopic  # noqa: E402
 from kafka.protocol.admin import DeleteRecordsRequest  # noqa: E402
 from kafka.structs import TopicPartition  # noqa: E402
 
 from spark_purge.kafka import ClientConfig, ConnectionSettings, KafkaPythonClient, LeaderRequestError, error_name  # noqa: E402
-from spark_purge.localstack import LocalKafka  # noqa: E402
+from spark_purge.testing import workload  # noqa: E402
+from spark_purge.testing.cluster import LocalKafka  # noqa: E402
+from spark_purge.testing.errors import HarnessError  # noqa: E402
 
 TOOLS = "kafka-delete-records.sh"
 STRATEGIES = ("batched", "naive", "kafka-python", "spark-tasks", TOOLS)
@@ -92,31 +93,14 @@ class BenchFailure(Exception):
 
 def build(cluster: LocalKafka, partitions: int, per_topic: int, replication: int, records: int, run: str) -> list[TP]:
     """Create the topics, produce ``records`` records into every partition; returns the partitions."""
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=120_000)
+    admin = workload.new_admin(cluster.bootstrap_servers, request_timeout_ms=120_000)
     try:
         n_topics = max(1, (partitions + per_topic - 1) // per_topic)
         topics = [f"delbench-{run}-{i:04d}" for i in range(n_topics)]
         sizes = [min(per_topic, partitions - i * per_topic) for i in range(n_topics)]
         t0 = time.monotonic()
-        for start in range(0, n_topics, 20):
-            admin.create_topics(
-                [NewTopic(t, n, replication) for t, n in zip(topics[start : start + 20], sizes[start : start + 20])],
-                timeout_ms=120_000,
-            )
-        deadline = time.monotonic() + 120
-        while True:  # every partition has a leader and its full ISR
-            described = admin.describe_topics(topics)
-            ready = sum(
-                1
-                for t in described
-                for p in t["partitions"]
-                if p["leader_id"] >= 0 and len(p["isr_nodes"]) >= replication
-            )
-            if ready >= partitions:
-                break
-            if time.monotonic() > deadline:
-                raise BenchFailure(f"only {ready} of {partitions} partitions got a leader and a full ISR within 120 s")
-            time.sleep(0.5)
+        # every partition has a leader and its full ISR
+        workload.create_topics(admin, dict(zip(topics, sizes)), replication, in_sync=replication, timeout_s=120)
         print(f"created {partitions} partitions in {n_topics} topics (replication {replication}): "
               f"{time.monotonic() - t0:.1f}s", flush=True)
     finally:
@@ -127,10 +111,7 @@ def build(cluster: LocalKafka, partitions: int, per_topic: int, replication: int
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=50, batch_size=1 << 20)
     try:
         for t, n in zip(topics, sizes):
-            for p in range(n):
-                for _ in range(records):
-                    producer.send(t, value=b"x", partition=p)
-        producer.flush(timeout=120)
+            workload.produce(producer, t, [records] * n, flush_timeout_s=120)
     finally:
         producer.close()
     print(f"produced {records} records per partition ({records * partitions} in all): {time.monotonic() - t0:.1f}s", flush=True)
@@ -355,7 +336,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                  f"need {turns} (each turn deletes one more record per partition)")
     try:
         return bench(args, strategies)
-    except BenchFailure as exc:
+    except (BenchFailure, HarnessError) as exc:
         print(f"\nERROR: {exc}\nno timings reported: a benchmark that did not delete must not report a speed",
               file=sys.stderr, flush=True)
         return 1

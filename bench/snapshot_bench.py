@@ -1,6 +1,6 @@
 """Snapshot benchmark: batched snapshot vs a naive per-partition / per-group loop, same broker.
 
-    .venv/bin/python bench/snapshot_bench.py --partitions 10000 --groups 1000
+    ./dev.sh py bench/snapshot_bench.py --partitions 10000 --groups 1000
 
 Builds a real single-node KRaft broker (LocalKafka), ``--partitions`` partitions spread over
 topics of ``--per-topic`` partitions (``--records`` records in each, default none), and ``--groups`` classic
@@ -27,16 +27,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kafka import KafkaAdminClient, KafkaProducer
-from kafka.admin import NewTopic
-from kafka.errors import NoError
+from kafka import KafkaProducer
 from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest, OffsetSpec
 from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from spark_purge.kafka import ClientConfig, ConnectionSettings, KafkaPythonClient, SnapshotRequest, TimeFloor
-from spark_purge.localstack import LocalKafka
+from spark_purge.testing import workload
+from spark_purge.testing.cluster import LocalKafka
 
 
 def rss_mb() -> float:
@@ -66,49 +64,29 @@ def vm_hwm_mb() -> float:
 
 
 def build(cluster: LocalKafka, partitions: int, per_topic: int, groups: int, run: str, records: int) -> list[str]:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=120_000)
+    admin = workload.new_admin(cluster.bootstrap_servers, request_timeout_ms=120_000)
     n_topics = max(1, (partitions + per_topic - 1) // per_topic)
     topics = [f"bench-{run}-{i:04d}" for i in range(n_topics)]
     sizes = [min(per_topic, partitions - i * per_topic) for i in range(n_topics)]
     t0 = time.monotonic()
-    for start in range(0, n_topics, 20):  # creating thousands of partitions: in slices
-        admin.create_topics([NewTopic(t, n, 1) for t, n in zip(topics[start : start + 20], sizes[start : start + 20])], timeout_ms=120_000)
-    # Wait until metadata shows every partition with a leader.
-    while True:
-        described = admin.describe_topics(topics)
-        ready = sum(1 for t in described for p in t["partitions"] if p["leader_id"] >= 0)
-        if ready >= partitions:
-            break
-        time.sleep(1)
+    workload.create_topics(admin, dict(zip(topics, sizes)), timeout_s=120)  # every partition has a leader
     print(f"created {partitions} partitions in {n_topics} topics: {time.monotonic() - t0:.1f}s", flush=True)
 
     if records:
         t0 = time.monotonic()
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=50, batch_size=1 << 20)
-        for t, n in zip(topics, sizes):
-            for p in range(n):
-                for _ in range(records):
-                    producer.send(t, value=b"x", partition=p)
-        producer.flush()
-        producer.close()
+        try:
+            for t, n in zip(topics, sizes):
+                workload.produce(producer, t, [records] * n)
+        finally:
+            producer.close()
         print(f"produced {records} record(s) per partition: {time.monotonic() - t0:.1f}s", flush=True)
 
     t0 = time.monotonic()
     commits = 0
     for g in range(groups):
         topic, n = topics[g % n_topics], sizes[g % n_topics]
-        offsets = {TopicPartition(topic, p): OffsetAndMetadata(records, "", -1) for p in range(n)}
-        for _attempt in range(120):
-            try:
-                # Per-partition errors are returned, not raised (coordinator still loading).
-                result = admin.alter_group_offsets(f"bench-{run}-g{g:04d}", offsets)
-                if all(err is NoError for err in result.values()):
-                    break
-            except Exception:  # coordinator not available yet right after start
-                pass
-            time.sleep(0.5)
-        else:
-            raise SystemExit(f"could not commit offsets for group {g}")
+        workload.commit(admin, f"bench-{run}-g{g:04d}", {(topic, p): records for p in range(n)})
         commits += n
     print(f"committed {commits} offsets for {groups} groups: {time.monotonic() - t0:.1f}s", flush=True)
     admin.close()

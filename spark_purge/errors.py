@@ -8,10 +8,10 @@
     │   ├── LeaderRequestError a request to one partition leader failed as a whole (retriable)
     │   └── AuthorizationError an operation on a resource was denied
     ├── AuditError             the Delta audit table could not be read or written
-    ├── FencedError            another purge job holds a newer lease on this cluster
-    └── LocalStackError        the local Kafka launcher failed (tests, demo, benchmarks)
+    └── FencedError            another purge job holds a newer lease on this cluster
 
-Branch on the class (or on ``retriable``), never on message text.
+Branch on the class (or on ``retriable``), never on message text. (The test harness has its
+own errors, in ``spark_purge.testing.errors``.)
 """
 from __future__ import annotations
 
@@ -64,10 +64,6 @@ class AuditError(SparkPurgeError):
 
 class FencedError(SparkPurgeError):
     """Raised when a newer purge job holds the lease: this one must not act."""
-
-
-class LocalStackError(SparkPurgeError):
-    """Raised when the local Kafka launcher cannot start or reach its brokers."""
 
 
 def from_spark_exception(exc: BaseException) -> BaseException:

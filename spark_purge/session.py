@@ -1,10 +1,14 @@
-"""The SparkSession factory: local mode with Delta from the project's jar cache, or whatever
-the cluster already has (Databricks, or ``spark-submit --packages io.delta:...``).
+"""The SparkSession factory: local mode with Delta configured, or whatever the cluster already
+has (Databricks, or ``spark-submit --packages io.delta:...``).
 
-Resolution order for Delta's jars in local mode:
-1. ``SPARK_PURGE_DELTA_JARS`` (a folder of jars), else
-2. ``<repo>/.cache/jars/delta`` filled by ``./dev.sh setup`` (Maven Central, no run-time download),
-3. otherwise nothing is added: Delta must already be on the classpath (``--packages``, Databricks).
+Where Delta's jars come from in local mode (the package never looks for a source checkout):
+1. ``jars_dir``, the argument, else ``SPARK_PURGE_DELTA_JARS``: a folder of jars put on
+   ``spark.jars`` (``./dev.sh`` exports it as the checkout's ``.cache/jars/delta``, which
+   ``./dev.sh setup`` fills from Maven Central: no download at run time);
+2. neither set: delta-spark's own ``configure_spark_with_delta_pip``, which has Spark resolve the
+   Delta artifact matching the installed ``delta-spark`` through ``spark.jars.packages`` (what a
+   pip-installed wheel without a checkout uses).
+On a cluster (``spark-submit``, Databricks) nothing is added: Delta is already on the classpath.
 """
 from __future__ import annotations
 
@@ -15,17 +19,28 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from spark_purge.errors import ConfigError
+
+DELTA_JARS_ENV = "SPARK_PURGE_DELTA_JARS"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
-def delta_jars(jars_dir: str | os.PathLike[str] | None = None) -> list[str]:
-    """Jar paths for Delta in local mode; empty when none are cached (Delta assumed present)."""
-    folder = Path(jars_dir or os.environ.get("SPARK_PURGE_DELTA_JARS") or REPO_ROOT / ".cache/jars/delta")
-    if not folder.is_dir():
-        return []
-    return sorted(str(p) for p in folder.glob("*.jar"))
+def delta_jars(jars_dir: str | os.PathLike[str] | None = None) -> list[str] | None:
+    """Jar paths for Delta in local mode, from ``jars_dir`` or ``$SPARK_PURGE_DELTA_JARS``;
+    None when neither is set (the caller falls back to ``configure_spark_with_delta_pip``).
+
+    Raises ConfigError when the folder named holds no jar: a wrong path must not silently turn
+    into a download.
+    """
+    named = jars_dir or os.environ.get(DELTA_JARS_ENV)
+    if not named:
+        return None
+    jars = sorted(str(p) for p in Path(named).glob("*.jar"))
+    if not jars:
+        source = "jars_dir" if jars_dir else DELTA_JARS_ENV
+        raise ConfigError(f"{source}: expected a folder holding Delta's jars, got {str(named)!r} (no *.jar in it)")
+    return jars
 
 
 def get_spark(
@@ -38,7 +53,7 @@ def get_spark(
 
     On a cluster (an active session exists, or ``spark-submit`` set ``spark.master``) nothing
     is forced; locally (``master`` given or none configured) the session binds to loopback,
-    uses UTC, keeps the UI off and puts the cached Delta jars on the classpath.
+    uses UTC, keeps the UI off and puts Delta on the classpath (see the module docstring).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -63,8 +78,12 @@ def get_spark(
             .config("spark.databricks.delta.snapshotPartitions", "2")
         )
         jars = delta_jars(jars_dir)
-        if jars:
+        if jars is not None:
             builder = builder.config("spark.jars", ",".join(jars))
+        else:
+            from delta import configure_spark_with_delta_pip
+
+            builder = configure_spark_with_delta_pip(builder)
     builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config(
         "spark.sql.catalog.spark_catalog", DELTA_CATALOG
     )

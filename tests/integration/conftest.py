@@ -2,14 +2,13 @@
 Maven-resolved jars), plus helpers to make uniquely named topics."""
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
 
-from spark_purge.localstack import LocalKafka
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.workload import create_topic
 
 
 @pytest.fixture(scope="session")
@@ -28,11 +27,9 @@ def admin(kafka_cluster: LocalKafka) -> Iterator[KafkaAdminClient]:
 
 @pytest.fixture
 def new_topic(admin: KafkaAdminClient) -> Callable[..., str]:
-    """Create a topic with a unique name; returns the name."""
+    """Create a topic with a unique name (once it has leaders); returns the name."""
 
     def create(prefix: str = "t", partitions: int = 1, configs: dict[str, str] | None = None) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs or {})])
-        return name
+        return create_topic(admin, prefix, partitions, configs=configs)
 
     return create

@@ -24,7 +24,7 @@ from typing import Optional
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import IncrementalAlterConfigsRequest
 
-from spark_purge.localstack import kafka_jars_dir
+from spark_purge.testing.cluster import kafka_jars_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JAVA_SOURCE = REPO_ROOT / "spark_purge/testing/java/ShareConsume.java"

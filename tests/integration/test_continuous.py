@@ -9,13 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
-from kafka.admin import NewTopic
 from pyspark.sql import SparkSession
 
-from spark_purge.localstack import LocalKafka
 from spark_purge.pipeline import BatchResult, run_continuous
-from tests.integration.test_pipeline import commit, log_starts, make_config
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.workload import commit_topic, create_topics, log_starts, new_admin, produce
+from tests.integration.test_pipeline import make_config
 
 
 def test_stream_retries_until_the_cluster_comes_back(
@@ -51,14 +50,10 @@ def test_stream_retries_until_the_cluster_comes_back(
             assert time.monotonic() < deadline, "the stream never retried"
             time.sleep(0.2)
         with cluster:
-            admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
-            admin.create_topics([NewTopic(topic, 1, 1)])
-            producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
-            for _i in range(20):
-                producer.send(topic, b"x", partition=0)
-            producer.flush()
-            producer.close()
-            commit(admin, "g", topic, [12])
+            admin = new_admin(cluster.bootstrap_servers)
+            create_topics(admin, {topic: 1})
+            produce(cluster.bootstrap_servers, topic, [20])
+            commit_topic(admin, "g", topic, [12])
             while log_starts(admin, topic, 1) != [12] or not any(r.deleted for r in results):
                 assert not done.is_set(), errors
                 assert time.monotonic() < deadline, "no purge after the cluster came back"

@@ -6,17 +6,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient
 from kafka.structs import TopicPartition
 from pyspark.sql import SparkSession
 
-from spark_purge.localstack import LocalKafka
-
-
-def _log_start(admin: KafkaAdminClient, tp: TopicPartition) -> int:
-    from kafka.admin import OffsetSpec
-
-    return admin.list_partition_offsets({tp: OffsetSpec.EARLIEST})[tp].offset
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.workload import log_starts, produce
 
 
 def test_delete_records_moves_log_start_offset(
@@ -24,19 +19,14 @@ def test_delete_records_moves_log_start_offset(
 ) -> None:
     # Small segments (via topic config; the broker-wide minimum is 1 MiB) so whole segments go.
     topic = new_topic("foundation", partitions=2, configs={"segment.bytes": "1048576"})
-    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers)
-    for i in range(200):
-        producer.send(topic, value=b"v%d" % i, partition=i % 2)
-    producer.flush()
-    producer.close()
-    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
-    assert _log_start(admin, tp0) == 0
+    produce(kafka_cluster.bootstrap_servers, topic, [100, 100])
+    tp0 = TopicPartition(topic, 0)
+    assert log_starts(admin, topic, 2) == [0, 0]
 
     result = admin.delete_records({tp0: 42})
 
     assert result[tp0]["low_watermark"] == 42
-    assert _log_start(admin, tp0) == 42
-    assert _log_start(admin, tp1) == 0  # untouched
+    assert log_starts(admin, topic, 2) == [42, 0]  # partition 1 untouched
 
 
 def test_delta_round_trip(spark: SparkSession, tmp_path: Path) -> None:

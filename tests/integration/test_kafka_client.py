@@ -20,8 +20,8 @@ from spark_purge.kafka import (
     TimeFloor,
     open_client,
 )
-from spark_purge.localstack import LocalKafka, free_port
-from tests.integration.kafka_helpers import commit, produce
+from spark_purge.testing.cluster import LocalKafka, free_port
+from spark_purge.testing.workload import commit, produce
 
 
 def _client(cluster: LocalKafka, **kw: object) -> KafkaPythonClient:

@@ -6,59 +6,24 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
-from kafka.admin import OffsetSpec
-from kafka.errors import KafkaError
-from kafka.structs import OffsetAndMetadata, TopicPartition
+from kafka import KafkaAdminClient
 from pyspark.sql import SparkSession
 
-from spark_purge.config import PurgeConfig, from_dict
-from spark_purge.localstack import LocalKafka
+from spark_purge.config import PurgeConfig
 from spark_purge.pipeline import PurgePipeline, default_client_factory, start_stream
-
-
-def produce(bootstrap: str, topic: str, counts: list[int]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    for partition, count in enumerate(counts):
-        for i in range(count):
-            producer.send(topic, value=b"r%d" % i, partition=partition)
-    producer.flush()
-    producer.close()
-
-
-def commit(admin: KafkaAdminClient, group: str, topic: str, offsets: list[int | None]) -> None:
-    """A real OffsetCommit for an (empty) group, as a consumer's commit would be."""
-    wanted = {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in enumerate(offsets) if o is not None}
-    deadline = time.monotonic() + 30
-    while True:  # the offsets topic is created on first use: its coordinator may not be up yet
-        try:
-            result = admin.alter_group_offsets(group, wanted)
-            break
-        except KafkaError as exc:
-            if not exc.retriable or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-    assert all(err.__name__ == "NoError" for err in result.values()), result
-
-
-def log_starts(admin: KafkaAdminClient, topic: str, n: int) -> list[int]:
-    tps = [TopicPartition(topic, p) for p in range(n)]
-    found = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
-    return [found[tp].offset for tp in tps]
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.workload import (
+    audit_commit_versions,
+    audit_rows,
+    commit_topic,
+    log_starts,
+    produce,
+    purge_config,
+)
 
 
 def make_config(tmp: Path, bootstrap: str, topic: str, groups: list[str] | None, **extra: object) -> PurgeConfig:
-    rule: dict[str, object] = {"name": "r", "topics": topic.replace(".", r"\.")}
-    if groups is not None:
-        rule["required_groups"] = groups
-    data: dict[str, object] = {
-        "kafka": {"bootstrap_servers": bootstrap, "request_timeout": "10s", "delete_timeout": "10s"},
-        "rules": [rule],
-        "audit": {"path": str(tmp / "audit")},
-        "stream": {"checkpoint_location": str(tmp / "checkpoint"), "trigger_interval": "1s"},
-    }
-    data.update(extra)
-    return from_dict(data)
+    return purge_config(tmp, bootstrap, topic.replace(".", r"\."), groups, **extra)
 
 
 def run_once(spark: SparkSession, cfg: PurgeConfig, dry_run: bool = False) -> PurgePipeline:
@@ -69,11 +34,6 @@ def run_once(spark: SparkSession, cfg: PurgeConfig, dry_run: bool = False) -> Pu
     finally:
         pipeline.close()
     return pipeline
-
-
-def audit_rows(spark: SparkSession, cfg: PurgeConfig, record_type: str = "outcome") -> list[dict]:  # type: ignore[type-arg]
-    df = spark.read.format("delta").load(cfg.audit.path).where(f"record_type = '{record_type}'")
-    return [r.asDict() for r in df.orderBy("batch_id", "topic", "partition").collect()]
 
 
 @pytest.fixture
@@ -87,8 +47,8 @@ def test_purge_cuts_each_partition_at_the_minimum_required_commit(
     spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path
 ) -> None:
     a, b = [100, 80, 30], [60, 100, 0]
-    commit(admin, f"{topic3}-a", topic3, a)
-    commit(admin, f"{topic3}-b", topic3, b)
+    commit_topic(admin, f"{topic3}-a", topic3, a)
+    commit_topic(admin, f"{topic3}-b", topic3, b)
     cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a", f"{topic3}-b"])
     expected = [min(x, y) for x, y in zip(a, b)]  # computed independently of the policy code
 
@@ -107,15 +67,14 @@ def test_purge_cuts_each_partition_at_the_minimum_required_commit(
     intents = {(r["batch_id"], r["partition"]): r for r in audit_rows(spark, cfg, "intent")}
     assert set(intents) == {(0, 0), (0, 1)}
     assert all(intents[(0, p)]["cutoff"] == expected[p] for p in (0, 1))
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{cfg.audit.path}`").collect()
-    by_meta = {h["userMetadata"]: h["version"] for h in history if h["userMetadata"]}
+    by_meta = audit_commit_versions(spark, cfg)
     assert by_meta["intent:0"] < by_meta["outcome:0"]
 
 
 def test_dry_run_changes_nothing_in_kafka(
     spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path
 ) -> None:
-    commit(admin, f"{topic3}-a", topic3, [50, 50, 50])
+    commit_topic(admin, f"{topic3}-a", topic3, [50, 50, 50])
     cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a"])
 
     run_once(spark, cfg, dry_run=True)
@@ -130,7 +89,7 @@ def test_replayed_batch_leaves_no_duplicate_audit_rows(
 ) -> None:
     from spark_purge.pipeline import read_snapshot
 
-    commit(admin, f"{topic3}-a", topic3, [10, 20, 30])
+    commit_topic(admin, f"{topic3}-a", topic3, [10, 20, 30])
     cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a"])
     pipeline = PurgePipeline(spark, cfg, default_client_factory(cfg), checkpoint_location=str(tmp_path / "cp"))
     snapshot = read_snapshot(spark, cfg).cache()
@@ -150,7 +109,7 @@ def test_replayed_batch_leaves_no_duplicate_audit_rows(
 def test_crash_after_intents_then_restart_completes_exactly_once(
     spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path
 ) -> None:
-    commit(admin, f"{topic3}-a", topic3, [40, 40, 40])
+    commit_topic(admin, f"{topic3}-a", topic3, [40, 40, 40])
     cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a"])
 
     def crash(step: str, batch_id: int) -> None:
@@ -168,7 +127,7 @@ def test_crash_after_intents_then_restart_completes_exactly_once(
     assert len(audit_rows(spark, cfg, "intent")) == 3 and audit_rows(spark, cfg) == []
 
     # Commits move on meanwhile; the replayed batch must still plan from its own snapshot.
-    commit(admin, f"{topic3}-a", topic3, [90, 90, 90])
+    commit_topic(admin, f"{topic3}-a", topic3, [90, 90, 90])
     run_once(spark, cfg)
 
     outcomes = audit_rows(spark, cfg)
@@ -183,12 +142,12 @@ def test_stream_purges_progressively_over_three_batches(
     group = f"{topic3}-a"
     cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [group])
     steps = [[10, 10, 10], [40, 30, 20], [70, 60, 50]]
-    commit(admin, group, topic3, steps[0])
+    commit_topic(admin, group, topic3, steps[0])
     query, pipeline = start_stream(spark, cfg)
     seen: list[list[int]] = []
     try:
         for step in steps:
-            commit(admin, group, topic3, step)
+            commit_topic(admin, group, topic3, step)
             deadline = time.monotonic() + 90
             # Done when Kafka shows the cut and the batch that made it has written its outcomes.
             while log_starts(admin, topic3, 3) != step or sum(r.records_deleted for r in pipeline.results) != sum(step):
@@ -211,11 +170,8 @@ def test_manual_timestamp_entry_resolves_through_list_offsets_by_timestamp(
 ) -> None:
     topic = new_topic("replay", partitions=1)
     base = int(time.time() * 1000) - 600_000  # recent: older records would meet retention.ms
-    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers)
-    for i in range(50):  # record i has timestamp base + i seconds
-        producer.send(topic, value=b"x", partition=0, timestamp_ms=base + i * 1000)
-    producer.flush()
-    producer.close()
+    # record i has timestamp base + i seconds
+    produce(kafka_cluster.bootstrap_servers, topic, [50], timestamps_ms={0: [base + i * 1000 for i in range(50)]})
     from datetime import datetime, timezone
 
     cut_at = datetime.fromtimestamp((base + 30_000) / 1000, tz=timezone.utc).isoformat()

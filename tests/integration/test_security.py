@@ -14,32 +14,29 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient
 from kafka.admin import (
     ACL,
     ACLOperation,
     ACLPermissionType,
-    NewTopic,
-    OffsetSpec,
     ResourcePattern,
     ResourceType,
 )
 from kafka.errors import KafkaError as KafkaPythonError
-from kafka.structs import OffsetAndMetadata, TopicPartition
 from pyspark.sql import SparkSession
 
 from spark_purge.cli import EXIT_FAILED, EXIT_KAFKA, EXIT_OK, EXIT_USAGE, main
 from spark_purge.config import load
 from spark_purge.errors import AuthorizationError
 from spark_purge.kafka import open_client
-from spark_purge.localstack import LocalKafka
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.workload import commit, create_topics, log_starts, new_admin, produce
 
 PASSWORD_ENV = "SPARK_PURGE_TEST_PURGER_PASSWORD"
 # Distinctive strings, so a leak cannot hide behind a common substring.
@@ -79,20 +76,12 @@ def secure_topics(secure_cluster: LocalKafka) -> Iterator[tuple[str, str]]:
     suffix = uuid.uuid4().hex[:6]
     allowed, denied = f"sec.allowed-{suffix}", f"sec.denied-{suffix}"
     servers = secure_cluster.bootstrap_servers
-    admin = KafkaAdminClient(bootstrap_servers=servers, **secure_cluster.client_kwargs())
+    admin = new_admin(servers, **secure_cluster.client_kwargs())
     try:
-        admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in (allowed, denied)])
-        producer = KafkaProducer(bootstrap_servers=servers, **secure_cluster.client_kwargs())
+        create_topics(admin, {t: PARTITIONS for t in (allowed, denied)})
         for topic in (allowed, denied):
-            for p in range(PARTITIONS):
-                for i in range(RECORDS):
-                    producer.send(topic, value=b"v%d" % i, partition=p)
-        producer.flush()
-        producer.close()
-        offsets = {
-            TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for topic in (allowed, denied) for p, o in enumerate(COMMITTED)
-        }
-        _commit_when_coordinator_ready(admin, offsets)
+            produce(servers, topic, [RECORDS] * PARTITIONS, **secure_cluster.client_kwargs())
+        commit(admin, GROUP, {(topic, p): o for topic in (allowed, denied) for p, o in enumerate(COMMITTED)})
 
         def allow(rtype: ResourceType, name: str, op: ACLOperation) -> ACL:
             return ACL("User:purger", "*", op, ACLPermissionType.ALLOW, ResourcePattern(rtype, name))
@@ -110,26 +99,10 @@ def secure_topics(secure_cluster: LocalKafka) -> Iterator[tuple[str, str]]:
         admin.close()
 
 
-def _commit_when_coordinator_ready(admin: KafkaAdminClient, offsets: dict) -> None:  # type: ignore[type-arg]
-    """A fresh cluster creates __consumer_offsets on first use: retry while it has no coordinator."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            result = admin.alter_group_offsets(GROUP, offsets)
-            assert all(err.__name__ == "NoError" for err in result.values()), result
-            return
-        except KafkaPythonError as exc:
-            if not getattr(exc, "retriable", False) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
-def _log_starts(cluster: LocalKafka, topic: str) -> list[int]:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, **cluster.client_kwargs())
+def _log_starts(cluster: LocalKafka, topic: str, partitions: int = PARTITIONS) -> list[int]:
+    admin = new_admin(cluster.bootstrap_servers, **cluster.client_kwargs())
     try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        found = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
-        return [found[tp].offset for tp in tps]
+        return log_starts(admin, topic, partitions)
     finally:
         admin.close()
 
@@ -278,17 +251,12 @@ def test_group_the_purger_may_not_describe_blocks_discovered_topics(
     """ListGroups (Cluster Describe) shows a group whose OffsetFetch the purger is denied: its
     commits are unknown, so a rule that discovers its groups must not purge past them blindly."""
     topic, hidden = f"sec.blind-{uuid.uuid4().hex[:6]}", f"sec-hidden-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(bootstrap_servers=secure_cluster.bootstrap_servers, **secure_cluster.client_kwargs())
+    admin = new_admin(secure_cluster.bootstrap_servers, **secure_cluster.client_kwargs())
     try:
-        admin.create_topics([NewTopic(topic, 1, 1)])
-        producer = KafkaProducer(bootstrap_servers=secure_cluster.bootstrap_servers, **secure_cluster.client_kwargs())
-        for i in range(RECORDS):
-            producer.send(topic, value=b"v%d" % i, partition=0)
-        producer.flush()
-        producer.close()
-        tp = TopicPartition(topic, 0)
-        _commit_when_coordinator_ready(admin, {tp: OffsetAndMetadata(45, "", -1)})  # GROUP: readable
-        assert all(e.__name__ == "NoError" for e in admin.alter_group_offsets(hidden, {tp: OffsetAndMetadata(10, "", -1)}).values())
+        create_topics(admin, {topic: 1})
+        produce(secure_cluster.bootstrap_servers, topic, [RECORDS], **secure_cluster.client_kwargs())
+        commit(admin, GROUP, {(topic, 0): 45})  # GROUP: readable
+        commit(admin, hidden, {(topic, 0): 10})
         allow = [
             ACL("User:purger", "*", op, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, topic))
             for op in (ACLOperation.DESCRIBE, ACLOperation.DESCRIBE_CONFIGS, ACLOperation.DELETE)
@@ -320,16 +288,7 @@ def test_group_the_purger_may_not_describe_blocks_discovered_topics(
     assert (seen["binding_constraint"], seen["blocking_group"], seen["cutoff"], seen["actionable"]) == (
         "group", GROUP, 45, True
     ), seen
-    assert _log_starts_of(secure_cluster, topic) == 0  # plan changes nothing
-
-
-def _log_starts_of(cluster: LocalKafka, topic: str) -> int:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, **cluster.client_kwargs())
-    try:
-        tp = TopicPartition(topic, 0)
-        return int(admin.list_partition_offsets({tp: OffsetSpec.EARLIEST})[tp].offset)
-    finally:
-        admin.close()
+    assert _log_starts(secure_cluster, topic, 1) == [0]  # plan changes nothing
 
 
 def test_principal_without_cluster_describe_is_refused_with_the_reason(

@@ -15,8 +15,8 @@ from spark_purge.kafka.messages import (
     SHARE_OFFSETS_VERSIONS,
 )
 from spark_purge.kafka.share_probe import GroupProbe, list_groups, probe_groups, topic_id_names
-from spark_purge.localstack import LocalKafka
-from tests.integration.kafka_helpers import produce
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.workload import produce
 from tests.integration.share_helpers import idle_share_member, kip848_consumer, set_group_config, share_consume
 
 

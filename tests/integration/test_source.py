@@ -12,9 +12,9 @@ from kafka.structs import TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_purge import schemas
-from spark_purge.localstack import LocalKafka, free_port
 from spark_purge.source import register
-from tests.integration.kafka_helpers import commit, produce
+from spark_purge.testing.cluster import LocalKafka, free_port
+from spark_purge.testing.workload import commit, create_topic, produce
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +33,8 @@ def seeded(
 
 @pytest.fixture(scope="module")
 def new_topic(admin: KafkaAdminClient) -> Callable[..., str]:  # module-scoped twin of conftest's
-    from kafka.admin import NewTopic
-
     def create(prefix: str = "t", partitions: int = 1) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        admin.create_topics([NewTopic(name, partitions, 1)])
-        return name
+        return create_topic(admin, prefix, partitions)
 
     return create
 

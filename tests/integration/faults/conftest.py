@@ -18,7 +18,8 @@ from collections.abc import Iterator
 import pytest
 from kafka import KafkaAdminClient
 
-from spark_purge.localstack import LocalKafka
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.workload import new_admin
 
 FAULT_BROKER_CONFIG = {
     "min.insync.replicas": "2",
@@ -52,6 +53,6 @@ def cluster_healed(fault_cluster: LocalKafka) -> Iterator[None]:
 @pytest.fixture
 def fadmin(fault_cluster: LocalKafka) -> Iterator[KafkaAdminClient]:
     """A fresh admin client per test: a previous test's dead connections do not carry over."""
-    client = KafkaAdminClient(bootstrap_servers=fault_cluster.bootstrap_servers, request_timeout_ms=15000)
+    client = new_admin(fault_cluster.bootstrap_servers)
     yield client
     client.close()

@@ -11,19 +11,18 @@ from kafka.admin import NewPartitions
 from pyspark.sql import SparkSession
 
 from spark_purge.cli import EXIT_KAFKA, EXIT_USAGE, main
-from spark_purge.localstack import LocalKafka, free_port
-from tests.integration.faults.helpers import (
+from spark_purge.testing.cluster import LocalKafka, free_port
+from spark_purge.testing.workload import (
     audit_rows,
-    commit,
-    config_dict,
-    create_topic,
+    commit_topic,
     log_starts,
-    make_config,
     new_pipeline,
     produce,
-    retry,
+    purge_config,
+    purge_config_dict,
     run_cycle,
 )
+from tests.integration.faults.helpers import create_topic, retry
 
 pytestmark = pytest.mark.faults
 
@@ -34,22 +33,22 @@ def test_group_rewind_nothing_is_purged_past_its_new_position(
     topic = create_topic(fadmin, "rw", partitions=2)
     produce(fault_cluster.bootstrap_servers, topic, [100, 100])
     fast, slow = f"{topic}-fast", f"{topic}-slow"
-    commit(fadmin, fast, topic, [80, 80])
-    commit(fadmin, slow, topic, [60, 70])
-    cfg = make_config(tmp_path, fault_cluster.bootstrap_servers, topic, [fast, slow])
+    commit_topic(fadmin, fast, topic, [80, 80])
+    commit_topic(fadmin, slow, topic, [60, 70])
+    cfg = purge_config(tmp_path, fault_cluster.bootstrap_servers, topic, [fast, slow])
     pipeline = new_pipeline(spark, cfg)
     try:
         run_cycle(pipeline, 0)
         assert log_starts(fadmin, topic, 2) == [60, 70]
         # The slow group is reset backwards (an operator replays), below what is already gone:
         # whatever the fast group does, nothing may move now.
-        commit(fadmin, slow, topic, [20, 30])
+        commit_topic(fadmin, slow, topic, [20, 30])
         produce(fault_cluster.bootstrap_servers, topic, [50, 50])
-        commit(fadmin, fast, topic, [150, 150])
+        commit_topic(fadmin, fast, topic, [150, 150])
         held = run_cycle(pipeline, 1)
         assert held.deleted == 0 and log_starts(fadmin, topic, 2) == [60, 70]
         # It consumes again, to 65 / 110: purged to exactly there, not to the fast group's 150.
-        commit(fadmin, slow, topic, [65, 110])
+        commit_topic(fadmin, slow, topic, [65, 110])
         run_cycle(pipeline, 2)
         assert log_starts(fadmin, topic, 2) == [65, 110]
     finally:
@@ -69,8 +68,8 @@ def test_topic_deleted_between_snapshot_and_delete(
         produce(fault_cluster.bootstrap_servers, t, [50, 50])
     group = f"{keep}-g"
     for t in (keep, gone):
-        commit(fadmin, group, t, [40, 40])
-    cfg = make_config(tmp_path, fault_cluster.bootstrap_servers, f"{keep}|{gone}", [group])
+        commit_topic(fadmin, group, t, [40, 40])
+    cfg = purge_config(tmp_path, fault_cluster.bootstrap_servers, f"{keep}|{gone}", [group])
 
     def delete_topic(step: str, batch_id: int) -> None:
         if step == "intents_written":
@@ -102,8 +101,8 @@ def test_partitions_added_between_snapshot_and_delete(
     topic = create_topic(fadmin, "pa", partitions=2)
     produce(fault_cluster.bootstrap_servers, topic, [50, 50])
     group = f"{topic}-g"
-    commit(fadmin, group, topic, [30, 30])
-    cfg = make_config(tmp_path, fault_cluster.bootstrap_servers, topic, [group])
+    commit_topic(fadmin, group, topic, [30, 30])
+    cfg = purge_config(tmp_path, fault_cluster.bootstrap_servers, topic, [group])
 
     def add_partition(step: str, batch_id: int) -> None:
         if step == "intents_written" and batch_id == 0:
@@ -117,7 +116,7 @@ def test_partitions_added_between_snapshot_and_delete(
         # The new partition has no commit from the required group: it blocks.
         run_cycle(pipeline, 1)
         assert log_starts(fadmin, topic, 3) == [30, 30, 0]
-        commit(fadmin, group, topic, [30, 30, 25])
+        commit_topic(fadmin, group, topic, [30, 30, 25])
         run_cycle(pipeline, 2)
     finally:
         pipeline.close()
@@ -132,7 +131,7 @@ def test_unreachable_cluster_one_shot_exits_3_naming_the_servers(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     servers = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"  # nothing listens there
-    data = config_dict(tmp_path, servers, "nothing", ["g"], request_timeout="3s")
+    data = purge_config_dict(tmp_path, servers, "nothing", ["g"], request_timeout="3s")
     path = tmp_path / "purge.yaml"
     path.write_text(yaml.safe_dump(data))
 
@@ -166,8 +165,8 @@ def test_bad_config_exits_2_naming_the_key_and_deletes_nothing(
 ) -> None:
     topic = create_topic(fadmin, "bc", partitions=1)
     produce(fault_cluster.bootstrap_servers, topic, [20])
-    commit(fadmin, f"{topic}-g", topic, [20])  # fully consumed: a valid config would purge it
-    data = config_dict(tmp_path, fault_cluster.bootstrap_servers, topic, [f"{topic}-g"])
+    commit_topic(fadmin, f"{topic}-g", topic, [20])  # fully consumed: a valid config would purge it
+    data = purge_config_dict(tmp_path, fault_cluster.bootstrap_servers, topic, [f"{topic}-g"])
     mutate(data)
     path = tmp_path / "purge.yaml"
     path.write_text(yaml.safe_dump(data))

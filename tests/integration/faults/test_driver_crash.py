@@ -16,21 +16,22 @@ from kafka import KafkaAdminClient
 from pyspark.sql import SparkSession
 
 from spark_purge.config import from_dict
-from spark_purge.localstack import REPO_ROOT, LocalKafka
-from tests.integration.faults.helpers import (
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.workload import (
     audit_commit_versions,
     audit_rows,
-    commit,
-    config_dict,
-    create_topic,
+    commit_topic,
     log_starts,
     produce,
+    purge_config_dict,
 )
+from tests.integration.faults.helpers import create_topic
 from tests.integration.faults.killing_driver import KILL_AT_ENV
 
 pytestmark = pytest.mark.faults
 
 DRIVER_TIMEOUT_S = 300
+REPO_ROOT = Path(__file__).resolve().parents[3]  # the driver runs `-m tests.integration...`
 
 
 def run_driver(config_path: Path, kill_at: str | None) -> subprocess.CompletedProcess[str]:
@@ -67,8 +68,8 @@ def test_driver_killed_mid_batch_restarts_exactly_once(
     produce(fault_cluster.bootstrap_servers, topic, [100, 100, 100])
     group = f"{topic}-g"
     first_commits = [30, 50, 70]
-    commit(fadmin, group, topic, first_commits)
-    data = config_dict(tmp_path, fault_cluster.bootstrap_servers, topic, [group])
+    commit_topic(fadmin, group, topic, first_commits)
+    data = purge_config_dict(tmp_path, fault_cluster.bootstrap_servers, topic, [group])
     config_path = tmp_path / "purge.yaml"
     config_path.write_text(yaml.safe_dump(data))
     cfg = from_dict(data)
@@ -84,7 +85,7 @@ def test_driver_killed_mid_batch_restarts_exactly_once(
 
     # Consumers move on while the driver is down; the replayed batch must still plan from
     # the snapshot it persisted before the crash.
-    commit(fadmin, group, topic, [90, 90, 90])
+    commit_topic(fadmin, group, topic, [90, 90, 90])
     restarted = run_driver(config_path, None)
     assert restarted.returncode == 0, restarted.stderr[-3000:]
 

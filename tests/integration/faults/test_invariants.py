@@ -1,4 +1,4 @@
-"""A short run of the seeded invariant workload (``spark_purge.invariants``) with every fault kind
+"""A short run of the seeded invariant workload (``spark_purge.testing.invariants``) with every fault kind
 once, on the fault suite's 3-node cluster, and a check that the checker does catch an unsafe
 delete."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_purge.invariants import FAULTS, run_invariants
-from spark_purge.localstack import LocalKafka
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.invariants import FAULTS, run_invariants
 
 pytestmark = pytest.mark.faults
 

@@ -17,20 +17,19 @@ import pytest
 from kafka import KafkaAdminClient
 from pyspark.sql import SparkSession
 
-from spark_purge.localstack import LocalKafka
-from tests.integration.faults.helpers import (
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.workload import (
     audit_rows,
-    commit,
-    create_topic,
+    commit_topic,
     leaders,
     log_starts,
-    make_config,
     new_pipeline,
     produce,
+    purge_config,
     replicas,
-    retry,
     run_cycle,
 )
+from tests.integration.faults.helpers import create_topic, retry
 
 pytestmark = pytest.mark.faults
 
@@ -41,11 +40,11 @@ def test_leader_killed_between_intents_and_deletes_every_partition_gets_an_outco
     topic = create_topic(fadmin, "lk", partitions=3)
     produce(fault_cluster.bootstrap_servers, topic, [100, 100, 100])
     group = f"{topic}-g"
-    commit(fadmin, group, topic, [60, 60, 60])
+    commit_topic(fadmin, group, topic, [60, 60, 60])
     before = leaders(fadmin, topic)
     victim = before[0]
     victim_parts = sorted(p for p, leader in before.items() if leader == victim)
-    cfg = make_config(tmp_path, fault_cluster.bootstrap_servers, topic, [group], kafka={"delete_timeout": "30s"})
+    cfg = purge_config(tmp_path, fault_cluster.bootstrap_servers, topic, [group], kafka={"delete_timeout": "30s"})
     killed: list[int] = []
 
     def kill_leader(step: str, batch_id: int) -> None:
@@ -110,12 +109,12 @@ def test_follower_down_delete_times_out_audit_records_true_log_start_then_comple
     topic = create_topic(fadmin, "fd", partitions=2)
     produce(fault_cluster.bootstrap_servers, topic, [100, 100])
     group = f"{topic}-g"
-    commit(fadmin, group, topic, [40, 50])
+    commit_topic(fadmin, group, topic, [40, 50])
     lead = leaders(fadmin, topic)
     # A node that leads none of the topic's partitions but follows all of them.
     follower = next(n for n in fault_cluster.node_ids if n not in lead.values())
     assert all(follower in reps for reps in replicas(fadmin, topic).values())
-    cfg = make_config(tmp_path, fault_cluster.bootstrap_servers, topic, [group], kafka={"delete_timeout": "3s"})
+    cfg = purge_config(tmp_path, fault_cluster.bootstrap_servers, topic, [group], kafka={"delete_timeout": "3s"})
 
     def kill_follower(step: str, batch_id: int) -> None:
         if step == "intents_written" and batch_id == 0:
@@ -135,7 +134,7 @@ def test_follower_down_delete_times_out_audit_records_true_log_start_then_comple
 
         # The follower comes back; the next cycle (commits moved on) completes normally.
         fault_cluster.start_node(follower)
-        commit(fadmin, group, topic, [70, 80])
+        commit_topic(fadmin, group, topic, [70, 80])
         retry(lambda: _assert_isr_full(fadmin, topic), "follower back in sync", timeout_s=60)
         result = run_cycle(pipeline, 1)
     finally:

@@ -9,6 +9,8 @@
 5. ``analytics`` catches up, a second run purges further; the audit shows both runs.
 
 Everything it writes lives under ``var/demo`` (wiped at start); the broker is stopped at exit.
+Run it from the checkout (it reads ``conf/demo.yaml``): ``./dev.sh demo``, which exports the jar
+folders, or ``python -m spark_purge.testing.demo`` with ``SPARK_PURGE_KAFKA_JARS`` set.
 """
 from __future__ import annotations
 
@@ -17,9 +19,12 @@ import shutil
 import sys
 from pathlib import Path
 
+from kafka.admin import OffsetSpec
+
 from spark_purge.cli import format_table
 from spark_purge.cli import main as cli_main
-from spark_purge.localstack import LocalKafka
+from spark_purge.testing import workload
+from spark_purge.testing.cluster import LocalKafka
 
 CONFIG = "conf/demo.yaml"
 ORDERS, CLICKS = "demo.orders", "demo.clicks"
@@ -38,21 +43,13 @@ def banner(text: str) -> None:
 
 
 def produce(bootstrap: str) -> None:
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = workload.new_admin(bootstrap)
     try:
-        admin.create_topics([NewTopic(t, len(counts), 1) for t, counts in PRODUCED.items()])
+        workload.create_topics(admin, {t: len(counts) for t, counts in PRODUCED.items()})
     finally:
         admin.close()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     for topic, counts in PRODUCED.items():
-        for partition, count in enumerate(counts):
-            for i in range(count):
-                producer.send(topic, key=b"k%d" % i, value=b'{"n": %d}' % i, partition=partition)
-    producer.flush()
-    producer.close()
+        workload.produce(bootstrap, topic, counts)
 
 
 def consume_and_commit(bootstrap: str, commits: dict[tuple[str, str], list[int]]) -> None:
@@ -77,19 +74,16 @@ def consume_and_commit(bootstrap: str, commits: dict[tuple[str, str], list[int]]
 
 
 def show_log_start(bootstrap: str) -> None:
-    from kafka.admin import KafkaAdminClient, OffsetSpec
-    from kafka.structs import TopicPartition
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = workload.new_admin(bootstrap)
     try:
-        tps = [TopicPartition(t, p) for t, counts in PRODUCED.items() for p in range(len(counts))]
-        earliest = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
-        latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps})
+        tps = [(t, p) for t, counts in PRODUCED.items() for p in range(len(counts))]
+        earliest = workload.log_start_offsets(admin, tps)
+        latest = workload.list_offsets(admin, tps, OffsetSpec.LATEST)
     finally:
         admin.close()
     rows = [
-        {"topic": tp.topic, "partition": tp.partition, "log_start_offset": earliest[tp].offset, "high_watermark": latest[tp].offset}
-        for tp in tps
+        {"topic": t, "partition": p, "log_start_offset": earliest[(t, p)], "high_watermark": latest[(t, p)]}
+        for t, p in tps
     ]
     print(format_table(rows))
 

@@ -16,19 +16,19 @@ preceded by an intent with the same cutoff, and no intent whose cutoff exceeds `
 Faults (a seeded choice per cycle): a node SIGKILLed before a cycle or between the intent write
 and DeleteRecords (restarted after the cycle), a group rewound to lower offsets, partitions added.
 
-    ./dev.sh py -m spark_purge.invariants --cycles 200 --seed 7          # starts its own 3 nodes
-    ./dev.sh py -m spark_purge.invariants --cycles 20 --seed 1 --nodes 1 # no node faults
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 200 --seed 7          # its own 3 nodes
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 20 --seed 1 --nodes 1 # no node faults
 
 It prints cycles, faults injected, records deleted, audit rows checked and violations, and exits
 0 only when there are no violations. ``tests/integration/faults/test_invariants.py`` runs a short
-version on the fault suite's cluster.
+version on the fault suite's cluster. Producing, commits, log start offsets and audit rows go
+through :mod:`spark_purge.testing.workload`, like every other harness.
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import random
-import re
 import sys
 import tempfile
 import time
@@ -41,9 +41,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-log = logging.getLogger(__name__)
+from kafka import KafkaProducer
+from kafka.admin import NewPartitions
+from kafka.structs import TopicPartition
+from pyspark.sql import SparkSession
 
-TopicPartitionKey = tuple[str, int]
+from spark_purge.config import PurgeConfig, from_dict
+from spark_purge.errors import from_spark_exception
+from spark_purge.pipeline import PurgePipeline
+from spark_purge.testing import workload
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.errors import WorkloadError
+from spark_purge.testing.workload import TopicPartitionKey
+
+log = logging.getLogger(__name__)
 
 # Rules of the workload: topic A needs two listed groups; topic B every group that commits on
 # it, and never deletes records younger than FLOOR_MS.
@@ -62,6 +73,7 @@ class InvariantReport:
     records_deleted: int = 0
     audit_rows_checked: int = 0
     cycle_errors: list[str] = field(default_factory=list)
+    failed_cycles: set[int] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -90,8 +102,8 @@ class InvariantWorkload:
 
     def __init__(
         self,
-        spark: Any,
-        cluster: Any,
+        spark: SparkSession,
+        cluster: LocalKafka,
         *,
         seed: int,
         workdir: Path,
@@ -101,8 +113,6 @@ class InvariantWorkload:
         schedule: Optional[Sequence[Optional[str]]] = None,
         out: Callable[[str], None] = print,
     ) -> None:
-        from kafka import KafkaAdminClient
-
         unknown = sorted({f for f in schedule or () if f is not None and f not in FAULTS})
         if unknown:
             raise ValueError(f"schedule: unknown fault(s) {unknown}; expected None or one of {list(FAULTS)}")
@@ -120,9 +130,7 @@ class InvariantWorkload:
         self.topic_a, self.topic_b = f"inv-a-{suffix}", f"inv-b-{suffix}"
         self.partitions = {self.topic_a: 3, self.topic_b: 3}
         self.replication = min(3, len(cluster.node_ids))
-        servers = cluster.bootstrap_servers
-        kwargs = cluster.client_kwargs()
-        self.admin = KafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=15000, **kwargs)
+        self.admin = workload.new_admin(cluster.bootstrap_servers, **cluster.client_kwargs())
         self.producer = self._new_producer()
         # offset -> CreateTime we set, per partition, from the producer's own acknowledgements
         self.timestamps: dict[TopicPartitionKey, list[int]] = {}
@@ -133,9 +141,7 @@ class InvariantWorkload:
         self.config = self._config(delete_timeout)
 
     # ---- setup ------------------------------------------------------------------------------
-    def _config(self, delete_timeout: str) -> Any:
-        from spark_purge.config import from_dict
-
+    def _config(self, delete_timeout: str) -> PurgeConfig:
         return from_dict(
             {
                 "kafka": {
@@ -153,42 +159,20 @@ class InvariantWorkload:
             }
         )
 
-    def _new_producer(self) -> Any:
-        from kafka import KafkaProducer
-
+    def _new_producer(self) -> KafkaProducer:
         return KafkaProducer(
             bootstrap_servers=self.cluster.bootstrap_servers, acks="all", linger_ms=5, **self.cluster.client_kwargs()
         )
 
     def _create_topics(self) -> None:
-        from kafka.admin import NewTopic
-
         configs = {"min.insync.replicas": "2"} if self.replication >= 3 else {}
-        self.admin.create_topics(
-            [NewTopic(t, n, self.replication, topic_configs=configs) for t, n in self.partitions.items()]
-        )
-        for t in self.partitions:
-            self._retry(lambda t=t: self._assert_leaders(t), f"leaders of {t}")
-
-    def _assert_leaders(self, topic: str) -> None:
-        meta = self.admin.describe_topics([topic])
-        parts = meta[0]["partitions"]
-        assert len(parts) == self.partitions[topic] and all(p["leader_id"] >= 0 for p in parts), parts
+        workload.create_topics(self.admin, self.partitions, self.replication, configs)
 
     # ---- the run ----------------------------------------------------------------------------
     def run(self, cycles: int) -> InvariantReport:
-        from spark_purge.pipeline import PurgePipeline, default_client_factory
-
         started = time.monotonic()
         self._create_topics()
-        assert self.config.stream is not None
-        pipeline = PurgePipeline(
-            self.spark,
-            self.config,
-            default_client_factory(self.config),
-            checkpoint_location=self.config.stream.checkpoint_location,
-            fault_hook=self._mid_cycle_hook,
-        )
+        pipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook)
         self._mid_cycle_kill = False
         try:
             for cycle in range(cycles):
@@ -208,9 +192,7 @@ class InvariantWorkload:
             self.report.seconds = time.monotonic() - started
         return self.report
 
-    def _cycle(self, pipeline: Any, cycle: int) -> None:
-        from spark_purge.pipeline import read_snapshot
-
+    def _cycle(self, pipeline: PurgePipeline, cycle: int) -> None:
         self._restart_down()
         self._produce()
         self._consume()
@@ -234,18 +216,14 @@ class InvariantWorkload:
         before = self._log_starts()
         cycle_started = datetime.now(timezone.utc)
         try:
-            snapshot = read_snapshot(self.spark, self.config).cache()
-            try:
-                snapshot.count()
-                pipeline.process_batch(snapshot, cycle)
-            finally:
-                snapshot.unpersist()
+            workload.run_cycle(pipeline, cycle)
         except Exception as exc:
-            lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [type(exc).__name__]
-            # Spark wraps a data-source error: the Python exception is its last "...Error: ..." line.
-            named = [line for line in lines[1:] if re.match(r"^[\w.]+(Error|Exception|Unsettled): ", line)]
-            cause = f" ... {named[-1][:300]}" if named else ""
-            self.report.cycle_errors.append(f"cycle {cycle}: {type(exc).__name__}: {lines[0][:200]}{cause}")
+            first_line = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+            # Spark wraps a data-source or foreachBatch error: name spark-purge's own error inside.
+            inner = from_spark_exception(exc)
+            cause = f" ... {type(inner).__name__}: {str(inner)[:300]}" if inner is not exc else ""
+            self.report.cycle_errors.append(f"cycle {cycle}: {type(exc).__name__}: {first_line[:200]}{cause}")
+            self.report.failed_cycles.add(cycle)
             with open(self.workdir / "cycle_errors.log", "a", encoding="utf-8") as f:
                 f.write(f"=== cycle {cycle} (fault: {fault})\n{traceback.format_exc()}\n")
             pipeline.close()  # a fresh client next cycle
@@ -259,20 +237,17 @@ class InvariantWorkload:
         return [(topic, p) for p in range(self.partitions[topic])]
 
     def _produce(self) -> None:
-        futures = []
         for topic in self.partitions:
-            for tp in self._tps(topic):
-                for _ in range(self.rng.randint(0, 30)):
-                    ts = int(time.time() * 1000)
-                    futures.append((tp, ts, self.producer.send(tp[0], value=b"x", partition=tp[1], timestamp_ms=ts)))
-        self.producer.flush(timeout=60)
-        for tp, ts, fut in futures:
-            meta = fut.get(timeout=60)
-            stamps = self.timestamps.setdefault(tp, [])
-            if meta.offset != len(stamps):  # only our producer writes: offsets are contiguous
-                raise RuntimeError(f"{tp}: acknowledged offset {meta.offset}, expected {len(stamps)}")
-            stamps.append(ts)
-        self.report.records_produced += len(futures)
+            now_ms = int(time.time() * 1000)
+            counts = {p: self.rng.randint(0, 30) for _, p in self._tps(topic)}
+            sent = {p: [now_ms] * n for p, n in counts.items()}
+            for meta in workload.produce(self.producer, topic, counts, timestamps_ms=sent):
+                tp = (topic, meta.partition)
+                stamps = self.timestamps.setdefault(tp, [])
+                if meta.offset != len(stamps):  # only our producer writes: offsets are contiguous
+                    raise WorkloadError(f"{tp}: acknowledged offset {meta.offset}, expected {len(stamps)}")
+                stamps.append(now_ms)
+                self.report.records_produced += 1
 
     def _high_watermark(self, tp: TopicPartitionKey) -> int:
         return len(self.timestamps.get(tp, []))
@@ -291,33 +266,8 @@ class InvariantWorkload:
             self._commit(group, wanted)
 
     def _commit(self, group: str, offsets: dict[TopicPartitionKey, int]) -> None:
-        from kafka.structs import OffsetAndMetadata, TopicPartition
-
-        if not offsets:
-            return
-        wanted = {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
-
-        def once() -> None:
-            result = self.admin.alter_group_offsets(group, wanted)
-            bad = {tp: err for tp, err in result.items() if err.__name__ != "NoError"}
-            if bad:
-                # kafka-python never forgets a group coordinator: after a node kill the old one
-                # answers NOT_COORDINATOR forever, so the next attempt gets a fresh client.
-                self._renew_admin()
-            assert not bad, bad
-
-        self._retry(once, f"commit of {group}")
+        workload.commit(self.admin, group, offsets)
         self.commits[group].update(offsets)
-
-    def _renew_admin(self) -> None:
-        from kafka import KafkaAdminClient
-
-        try:
-            self.admin.close()
-        finally:
-            self.admin = KafkaAdminClient(
-                bootstrap_servers=self.cluster.bootstrap_servers, request_timeout_ms=15000, **self.cluster.client_kwargs()
-            )
 
     def _rewind(self) -> None:
         group = self.rng.choice(list(GROUP_SPEEDS))
@@ -327,14 +277,12 @@ class InvariantWorkload:
         self._commit(group, {tp: self.rng.randint(0, off) for tp, off in mine.items()})
 
     def _add_partition(self) -> None:
-        from kafka.admin import NewPartitions
-
         topic = self.rng.choice(list(self.partitions))
         if self.partitions[topic] >= MAX_PARTITIONS:
             return
         self.partitions[topic] += 1
-        self._retry(lambda: self.admin.create_partitions({topic: NewPartitions(self.partitions[topic])}), "add partition")
-        self._retry(lambda: self._assert_leaders(topic), f"leaders of {topic}")
+        workload.retry(lambda: self.admin.create_partitions({topic: NewPartitions(self.partitions[topic])}), "add partition")
+        workload.wait_for_leaders(self.admin, {topic: self.partitions[topic]})
         # kafka-python's producer rejects a partition its cached metadata does not list yet
         # ("Unrecognized partition"): a fresh producer reads the new count on its first send.
         self.producer.close()
@@ -342,8 +290,7 @@ class InvariantWorkload:
 
     def _mid_cycle_hook(self, step: str, batch_id: int) -> None:
         if step == "intents_written" and self._mid_cycle_kill and not self.down:
-            meta = self.admin.describe_topics([self.topic_a])
-            leader = meta[0]["partitions"][0]["leader_id"]
+            leader = workload.leaders(self.admin, self.topic_a).get(0, -1)
             if leader >= 0:
                 self.cluster.kill_node(leader)
                 self.down.append(leader)
@@ -357,8 +304,6 @@ class InvariantWorkload:
 
     def _sabotage(self, before: dict[TopicPartitionKey, int]) -> None:
         """Checker self-test: delete one record past the safe point behind the purge's back."""
-        from kafka.structs import TopicPartition
-
         tp = (self.topic_a, 0)
         target = self._high_watermark(tp)
         if target > before[tp]:
@@ -366,16 +311,7 @@ class InvariantWorkload:
 
     # ---- the checker ------------------------------------------------------------------------
     def _log_starts(self) -> dict[TopicPartitionKey, int]:
-        from kafka.admin import OffsetSpec
-        from kafka.structs import TopicPartition
-
-        tps = [TopicPartition(t, p) for topic in self.partitions for t, p in self._tps(topic)]
-
-        def once() -> dict[TopicPartitionKey, int]:
-            found = self.admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
-            return {(tp.topic, tp.partition): found[tp].offset for tp in tps}
-
-        return self._retry(once, "log start offsets", timeout_s=90)  # type: ignore[no-any-return]
+        return workload.log_start_offsets(self.admin, [tp for topic in self.partitions for tp in self._tps(topic)])
 
     def _safe(self, tp: TopicPartitionKey, snapshot_ms: int) -> int:
         topic = tp[0]
@@ -432,42 +368,16 @@ class InvariantWorkload:
                 self.report.violations.append(f"cycle {cycle}: delete without a matching intent for {tp}")
 
     def _cycle_failed(self, cycle: int) -> bool:
-        return any(e.startswith(f"cycle {cycle}:") for e in self.report.cycle_errors)
+        return cycle in self.report.failed_cycles
 
     def _audit_rows(self, batch_id: int) -> list[dict[str, Any]]:
-        path = self.config.audit.path
-        try:
-            df = self.spark.read.format("delta").load(path).where(f"batch_id = {int(batch_id)}")
-            return [r.asDict() for r in df.collect()]
-        except Exception as exc:
-            if "is not a Delta table" in str(exc) or "PATH_NOT_FOUND" in str(exc) or "DELTA_MISSING" in str(exc):
-                return []
-            raise
-
-    def _retry(self, fn: Callable[[], Any], what: str, timeout_s: float = 60.0) -> Any:
-        return retry_kafka(fn, what, timeout_s)
-
-
-def retry_kafka(
-    fn: Callable[[], Any], what: str, timeout_s: float = 60.0, fail: type[Exception] = RuntimeError
-) -> Any:
-    """Call ``fn`` until it stops raising a kafka-python error or AssertionError (a node just
-    restarted, a coordinator is loading); after ``timeout_s`` raise ``fail`` naming ``what``."""
-    from kafka.errors import KafkaError as KafkaPythonError
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return fn()
-        except (KafkaPythonError, AssertionError) as exc:
-            if time.monotonic() > deadline:
-                raise fail(f"{what}: still failing after {timeout_s:.0f}s: {exc!r}") from exc
-            time.sleep(0.5)
+        # No table before the first cycle that writes one: no rows to check.
+        return workload.audit_rows(self.spark, self.config, None, batch_id=batch_id, missing_ok=True)
 
 
 def run_invariants(
-    spark: Any,
-    cluster: Any,
+    spark: SparkSession,
+    cluster: LocalKafka,
     *,
     cycles: int,
     seed: int,
@@ -488,7 +398,7 @@ def run_invariants(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_purge.invariants", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m spark_purge.testing.invariants", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--nodes", type=int, default=3, choices=(1, 3))
@@ -500,7 +410,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # node kills are expected here
 
-    from spark_purge.localstack import LocalKafka
     from spark_purge.session import get_spark
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="spark-purge-invariants-"))

@@ -1,8 +1,10 @@
 """A local Apache Kafka cluster (KRaft, combined broker+controller nodes) for tests, the demo
 and benchmarks.
 
-The broker jars come from Maven Central through ``./dev.sh setup`` (``.cache/jars/kafka``) or
-``SPARK_PURGE_KAFKA_JARS``. Every node binds 127.0.0.1 on free ports, lives in a temporary
+The broker jars are a folder named by ``jars_dir`` or, by default, by the environment variable
+``SPARK_PURGE_KAFKA_JARS``; ``./dev.sh`` resolves them from Maven Central into the checkout's
+``.cache/jars/kafka`` and exports the variable (the launcher never guesses a repository
+layout). Every node binds 127.0.0.1 on free ports, lives in a temporary
 directory, and is stopped by its own PID: on ``stop()``, on leaving the ``with`` block, at
 interpreter exit, and — because each JVM is started with ``PR_SET_PDEATHSIG`` — even when the
 Python process that started it is killed outright.
@@ -50,11 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from spark_purge.errors import LocalStackError
+from spark_purge.testing.errors import LocalStackError
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+KAFKA_JARS_ENV = "SPARK_PURGE_KAFKA_JARS"
 _PR_SET_PDEATHSIG = 1
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 _SCRAM_FORBIDDEN = ",[]=\"' \\"  # StorageTool / JAAS separators and quotes
@@ -77,13 +79,25 @@ logger.request.level = WARN
 """
 
 
-def kafka_jars_dir() -> Path:
-    """Folder with the broker's jars; raises LocalStackError naming how to fill it."""
-    folder = Path(os.environ.get("SPARK_PURGE_KAFKA_JARS") or REPO_ROOT / ".cache/jars/kafka")
+def kafka_jars_dir(jars_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The folder with the broker's jars: ``jars_dir``, else ``$SPARK_PURGE_KAFKA_JARS``.
+
+    Raises LocalStackError naming the variable when neither is given or the folder holds no
+    ``kafka_2.13-*.jar``.
+    """
+    named = jars_dir or os.environ.get(KAFKA_JARS_ENV)
+    if not named:
+        raise LocalStackError(
+            f"{KAFKA_JARS_ENV} is not set: point it at a folder holding the Kafka broker jars "
+            "(kafka_2.13-*.jar and their dependencies), or pass jars_dir; ./dev.sh resolves them "
+            f"from Maven Central into .cache/jars/kafka and exports {KAFKA_JARS_ENV} itself"
+        )
+    folder = Path(named)
     if not any(folder.glob("kafka_2.13-*.jar")):
         raise LocalStackError(
-            f"no Kafka broker jars in {folder}: run `./dev.sh setup` (resolves them from Maven "
-            "Central) or point SPARK_PURGE_KAFKA_JARS at a folder holding kafka_2.13-*.jar"
+            f"no Kafka broker jars (kafka_2.13-*.jar) in {folder} "
+            f"({'jars_dir' if jars_dir else KAFKA_JARS_ENV}): run `./dev.sh setup`, which resolves "
+            "them from Maven Central"
         )
     return folder
 
@@ -147,6 +161,8 @@ class LocalKafka:
     # SASL/SCRAM-SHA-512 + StandardAuthorizer when non-empty: user name -> password.
     scram_users: Mapping[str, str] = field(default_factory=dict)
     super_user: str = "admin"
+    # Broker jars; None: $SPARK_PURGE_KAFKA_JARS (see kafka_jars_dir).
+    jars_dir: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -164,7 +180,7 @@ class LocalKafka:
                         f"free of the characters {_SCRAM_FORBIDDEN!r}"
                     )
             self.client_listener_protocol = "SASL_PLAINTEXT"
-        self._jars = kafka_jars_dir()
+        self._jars = kafka_jars_dir(self.jars_dir)
         self._owns_workdir = self.workdir is None
         self._dir = Path(self.workdir or tempfile.mkdtemp(prefix="spark-purge-kafka-"))
         self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -302,10 +318,7 @@ class LocalKafka:
             }
         if user is not None:
             raise LocalStackError(f"client_kwargs({user!r}): this cluster has no SCRAM users")
-        return dict(self._client_kwargs) if hasattr(self, "_client_kwargs") else {}
-
-    def set_client_kwargs(self, **kwargs: object) -> None:
-        self._client_kwargs = kwargs
+        return {}
 
     def log_tail(self, node_id: int, lines: int = 40) -> str:
         path = self.node(node_id).log_file
@@ -429,7 +442,6 @@ class LocalKafka:
             str(n.directory / "server.properties"),
             "--ignore-formatted",
         )
-        cmd += list(getattr(self, "_format_args", ()))
         cmd += self._scram_format_args()
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, preexec_fn=_die_with_parent)
         if result.returncode != 0:
@@ -438,13 +450,9 @@ class LocalKafka:
                 f"{result.stderr.strip() or result.stdout.strip()}"
             )
 
-    def add_format_args(self, *args: str) -> None:
-        """Extra StorageTool format arguments (e.g. SCRAM users: --add-scram ...)."""
-        self._format_args = tuple(getattr(self, "_format_args", ())) + args
-
     def _spawn(self, n: KafkaNode) -> None:
-        out = open(n.directory / "stdout.log", "ab")
-        try:
+        # The child keeps its own copy of the descriptor: ours is closed once it has started.
+        with open(n.directory / "stdout.log", "ab") as out:
             n.process = subprocess.Popen(
                 self._java_cmd(n, "kafka.Kafka", str(n.directory / "server.properties")),
                 stdout=out,
@@ -452,25 +460,21 @@ class LocalKafka:
                 stdin=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent,
             )
-        finally:
-            out.close()
 
 
 def _stop_processes(nodes: Iterable[KafkaNode]) -> None:
     """Stop each node's JVM by its own PID: SIGTERM, wait, then SIGKILL."""
-    live = [n for n in nodes if n.process is not None and n.process.poll() is None]
-    for n in live:
-        assert n.process is not None
+    live = [n.process for n in nodes if n.process is not None and n.process.poll() is None]
+    for process in live:
         try:
-            n.process.terminate()
+            process.terminate()
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + 20
-    for n in live:
-        assert n.process is not None
+    for process in live:
         try:
-            n.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            n.process.kill()
-            n.process.wait(timeout=10)
+            process.kill()
+            process.wait(timeout=10)
 
