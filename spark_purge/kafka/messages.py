@@ -28,13 +28,13 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import kafka.errors as Errors
 from kafka.protocol.admin import ListGroupsRequest
 from kafka.protocol.api_message import ApiMessage
 
-SCHEMA_PACKAGE = "spark_purge.kafka.message_schemas"
+from spark_purge.kafka.model import TopicPartitionKey
+from spark_purge.kafka.wire import error_name
 
-TopicPartitionKey = tuple[str, int]
+SCHEMA_PACKAGE = "spark_purge.kafka.message_schemas"
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -69,15 +69,6 @@ SHARE_OFFSETS_VERSIONS = (0, 1)
 SHARE_DESCRIBE_VERSIONS = (1, 1)
 CONSUMER_DESCRIBE_VERSIONS = (0, 1)
 LIST_GROUPS_TYPES_MIN_VERSION = 5
-
-
-def error_name(code: int) -> Optional[str]:
-    """Broker error name for a wire error code (None for 0)."""
-    if code == 0:
-        return None
-    cls = Errors.for_code(code)
-    name = getattr(cls, "message", None) or cls.__name__
-    return "NOT_LEADER_OR_FOLLOWER" if name == "NOT_LEADER_FOR_PARTITION" else str(name)
 
 
 # ---- plain results ------------------------------------------------------------------------------
