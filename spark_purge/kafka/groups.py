@@ -146,10 +146,12 @@ class GroupReader:
         deadline: Deadline,
         selects_group: Callable[[str], bool],
         topic_names: Optional[Mapping[uuid.UUID, str]] = None,
+        partitions: Optional[Mapping[str, Collection[int]]] = None,
     ) -> tuple[list[GroupInfo], list[RawCommit], list[str]]:
         """(groups, their rows on ``topics``, groups that could not be read): every group type
         ListGroups returns, share groups included; rows as ``members.assemble_groups`` makes
-        them. ``topic_names``: topic id -> name (KIP-848 and share assignments name topics by id).
+        them. ``topic_names``: topic id -> name (KIP-848 and share assignments name topics by id);
+        ``partitions``: topic -> partitions (a rebalancing classic group holds its subscription).
         """
         await check_cluster_describe(self.wire)
         listed = await self.list_groups(brokers, deadline)
@@ -157,7 +159,7 @@ class GroupReader:
         if not selected:
             return [], [], []
         reads, unread = await self.fetch_group_state(selected, listed, deadline, topic_names)
-        return assemble_groups(selected, listed, reads, unread, topics, issues)
+        return assemble_groups(selected, listed, reads, unread, topics, issues, partitions)
 
     # ---- ListGroups --------------------------------------------------------------------------
     async def list_groups(self, brokers: Collection[int], deadline: Deadline) -> Listed:

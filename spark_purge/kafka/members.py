@@ -14,7 +14,8 @@ streams     OffsetFetch only (StreamsGroupDescribe is not read yet: tasks, not p
 ``assemble_groups`` turns what was read into the snapshot contract:
 
 - a commit (or a share group's SPSO) on a snapshot topic is a row with that offset;
-- a partition a group's members hold (assigned or target-assigned) without a commit / start
+- a partition a group's members hold (assigned or target-assigned; for a classic group in a
+  rebalance, every partition of the topics its members subscribe to) without a commit / start
   offset, and a share-partition the broker lists with start offset -1, is a row with
   ``committed_offset = -1`` (the group needs the partition but has no position: a missing commit);
 - a group any of whose reads failed or was refused is unreadable (no rows; a ``SnapshotIssue``
@@ -52,6 +53,9 @@ SHARE_OFFSETS = "DescribeShareGroupOffsets"
 SHARE_DESCRIBE = "ShareGroupDescribe"
 
 NO_POSITION = -1  # committed_offset of a partition a group needs but has no position on
+# Classic group states in which members may have no assignment yet (the coordinator clears them
+# while a rebalance runs): their subscribed topics' partitions are held instead.
+REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
 
 # group id -> {tp: (committed offset, metadata)}
 Commits = dict[str, dict[TopicPartitionKey, tuple[int, Optional[str]]]]
@@ -192,11 +196,13 @@ def assemble_groups(
     unread: Mapping[str, SnapshotIssue],
     topics: Collection[str],
     issues: list[SnapshotIssue],
+    partitions: Optional[Mapping[str, Collection[int]]] = None,
 ) -> tuple[list[GroupInfo], list[RawCommit], list[str]]:
     """(groups, their rows on ``topics``, unreadable groups); see the module docstring.
 
     ``unread``: group -> the issue that left a read missing (failed, refused or out of time);
-    each such group is unreadable and its issue goes to ``issues``.
+    each such group is unreadable and its issue goes to ``issues``. ``partitions``: topic ->
+    its partitions (what a rebalancing classic group's subscription holds).
     """
     topic_set = set(topics)
     infos: list[GroupInfo] = []
@@ -217,6 +223,9 @@ def assemble_groups(
             continue
         positions: dict[TopicPartitionKey, tuple[int, Optional[str]]] = dict(reads.commits.get(g, {}))
         needed: set[TopicPartitionKey] = set(desc.held) if desc is not None else set()
+        if desc is not None and desc.group_type == "classic" and desc.state in REBALANCING:
+            for t in desc.subscribed_topics & topic_set:
+                needed.update((t, p) for p in (partitions or {}).get(t, ()))
         share = reads.share_offsets.get(g)
         if share is not None:
             positions.update((tp, (offset, None)) for tp, offset in share.positions().items())
@@ -245,6 +254,7 @@ __all__ = [
     "DESCRIBE_GROUPS",
     "NO_POSITION",
     "OFFSET_FETCH",
+    "REBALANCING",
     "SHARE_DESCRIBE",
     "SHARE_OFFSETS",
     "Commits",

@@ -67,8 +67,12 @@ async def take_snapshot(
 
     groups_future = None
     if req.include_groups:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
         groups_future = wire.spawn(
-            group_reader.read_groups, sorted(meta.brokers), topics, issues, deadline, config.selects_group, meta.topic_ids
+            group_reader.read_groups, sorted(meta.brokers), topics, issues, deadline, config.selects_group, meta.topic_ids,
+            by_topic,
         )
     configs_future = wire.spawn(topic_configs, wire, topics)
 

@@ -11,12 +11,17 @@ from types import SimpleNamespace as NS
 from typing import Any, Optional
 
 import kafka.errors as Errors
-from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from spark_purge._time import Deadline
 from spark_purge.kafka.groups import GroupReader
 from spark_purge.kafka.members import GroupReads, assemble_groups, reads_for
-from spark_purge.kafka.messages import GroupDescription, ShareGroupOffsets, SharePartitionOffset
+from spark_purge.kafka.messages import (
+    GroupDescription,
+    ShareGroupOffsets,
+    SharePartitionOffset,
+    parse_classic_group_assignments,
+)
 from spark_purge.kafka.model import ClusterSnapshot, GroupCommit, GroupInfo, SnapshotIssue
 from spark_purge.kafka.offsets import OffsetReader
 from spark_purge.kafka.settings import ConnectionSettings
@@ -371,3 +376,38 @@ def test_minus_one_rows_survive_the_json_round_trip() -> None:
         groups=(GroupInfo("a", "Empty", "share", 0),),
     )
     assert ClusterSnapshot.from_json(snap.to_json()) == snap
+
+
+def test_a_rebalancing_classic_group_holds_its_subscription() -> None:
+    """The classic coordinator clears assignments while a rebalance runs: a group without
+    commits must not vanish then; its members' subscribed topics are held instead."""
+    subscription = ConsumerProtocolSubscription(version=0, topics=["orders", "other"], user_data=None).encode()
+    member = NS(member_id="m-1", member_assignment=b"", member_metadata=subscription)
+    answer = NS(groups=[NS(group_id="c", error_code=0, group_state="PreparingRebalance", protocol_type="consumer", members=[member])])
+    manager = FakeManager(
+        {
+            ("FindCoordinatorRequest", None): [find(c=1)],
+            ("OffsetFetchRequest", 1): [offset_fetch(("c", 0, [("orders", 1, 4)]))],
+            ("DescribeGroupsRequest", 1): [answer],
+        }
+    )
+    admin = NS(_manager=manager, _net=NS(sleep=asyncio.sleep), close=lambda: None)
+    wire = Wire(ConnectionSettings("h:1"), admin_factory=lambda **kw: admin)
+    reads, unread = asyncio.run(GroupReader(wire, OffsetReader(wire)).fetch_group_state(["c"], LISTED, Deadline(5), {}))
+    issues: list[SnapshotIssue] = []
+    partitions = {"orders": [0, 1, 2]}
+    _, rows, unreadable = assemble_groups(["c"], LISTED, reads, unread, ["orders"], issues, partitions)
+    assert unreadable == [] and issues == []
+    assert rows_of(rows) == {("c", "orders", 0, -1), ("c", "orders", 1, 4), ("c", "orders", 2, -1)}
+    # Once Stable, only what the members were given counts (an idle extra member holds nothing).
+    stable = GroupDescription("c", "classic", "Stable", 1, subscribed_topics=frozenset({"orders"}))
+    reads.descriptions["c"] = stable
+    _, rows, _ = assemble_groups(["c"], LISTED, reads, {}, ["orders"], [], partitions)
+    assert rows_of(rows) == {("c", "orders", 1, 4)}
+
+
+def test_an_undecodable_subscription_of_a_member_without_assignment_is_unreadable() -> None:
+    member = NS(member_id="m-1", member_assignment=b"", member_metadata=b"\x00\x07junk")
+    answer = NS(groups=[NS(group_id="c", error_code=0, group_state="CompletingRebalance", protocol_type="consumer", members=[member])])
+    parsed = parse_classic_group_assignments(answer)["c"]
+    assert parsed.error == "MALFORMED_ASSIGNMENT" and "subscription" in (parsed.error_message or "")
