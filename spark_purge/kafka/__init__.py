@@ -15,8 +15,12 @@ over the modules below. ``ConnectionSettings`` is the one description of a conne
     wire.py      the transport: the only code touching kafka-python internals
     offsets.py   Metadata and per-leader ListOffsets
     configs.py   DescribeConfigs and the Cluster Describe ACL check
-    groups.py    ListGroups (its stability check a pure function), FindCoordinator, OffsetFetch
-    snapshot.py  the snapshot assembled from the three above
+    groups.py    ListGroups (its stability check a pure function), FindCoordinator, and each
+                 group's reads per coordinator (OffsetFetch, Describe*, share-group offsets)
+    members.py   which reads each group type needs, their requests and answers, and the rows
+                 they make (commits, share-partition start offsets, -1 = held without a position)
+    messages.py  the protocol messages kafka-python lacks (APIs 90, 77, 69), build and parse
+    snapshot.py  the snapshot assembled from the above
     delete.py    the per-leader DeleteRecords executor and its request
     client.py    the ClusterClient Protocol and the KafkaPythonClient facade
 """

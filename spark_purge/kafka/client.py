@@ -8,7 +8,8 @@ partitions or groups:
 - ``offsets``: Metadata (1 request) and ListOffsets per leader, all leaders in parallel;
 - ``configs``: DescribeConfigs (1 request) and the Cluster Describe ACL check;
 - ``groups``: ListGroups per broker (with its stability check), FindCoordinator (1 batched
-  request), OffsetFetch v8 and DescribeGroups per coordinator;
+  request), then per coordinator one request per API: OffsetFetch v8, DescribeGroups,
+  ConsumerGroupDescribe, DescribeShareGroupOffsets, ShareGroupDescribe (``members``);
 - ``snapshot``: the snapshot assembled from the three above;
 - ``delete``: DeleteRecords per leader via ``DeleteExecutor``.
 

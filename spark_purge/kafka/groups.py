@@ -1,29 +1,42 @@
-"""Consumer groups: a complete ListGroups, FindCoordinator, OffsetFetch and DescribeGroups.
+"""Groups of every type: a complete ListGroups, FindCoordinator, then each group's reads.
 
 - ListGroups: per broker, in parallel, trusted only when the group coordinators were stable
   around it (``check_group_listing``, a pure function over the brokers' answers);
 - FindCoordinator: 1 batched request (v4; one per group before);
-- OffsetFetch v8 (all groups of a coordinator in one request) and DescribeGroups (classic
-  groups), per coordinator, in parallel. NOT_COORDINATOR drops our coordinator entry (and
-  kafka-python's, which it never invalidates) and looks it up again.
+- per coordinator, in parallel, one request per API: OffsetFetch v8 (classic, consumer and
+  streams groups), DescribeGroups (classic), ConsumerGroupDescribe (KIP-848 consumer groups),
+  DescribeShareGroupOffsets and ShareGroupDescribe (KIP-932 share groups); which group needs
+  which read, the requests, the answers and the rows they make are in ``members``.
+  NOT_COORDINATOR drops our coordinator entry (and kafka-python's, which it never invalidates)
+  and looks it up again, until the deadline.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from kafka.protocol.admin import DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.admin import ListGroupsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from spark_purge._time import Backoff, Deadline
 from spark_purge.errors import AuthorizationError, GroupsUnsettled
 from spark_purge.kafka.configs import check_cluster_describe
-from spark_purge.kafka.model import GroupInfo, SnapshotIssue, TopicPartitionKey
+from spark_purge.kafka.members import (
+    GroupReads,
+    ListedGroups,
+    RawCommit,
+    assemble_groups,
+    build_requests,
+    parse_answer,
+    reads_for,
+)
+from spark_purge.kafka.model import GroupInfo, SnapshotIssue
 from spark_purge.kafka.offsets import OffsetReader, retry_backoff, retry_rounds
 from spark_purge.kafka.wire import AUTH_ERRORS, Wire, error_name, exc_name
 
@@ -35,11 +48,6 @@ _MAX_LISTING_ATTEMPTS = 1_000  # in practice the deadline ends the listing loop
 
 # group id -> (state, type, protocol type)
 Listed = dict[str, tuple[Optional[str], Optional[str], str]]
-# group id -> {tp: (committed offset, metadata)}
-Commits = dict[str, dict[TopicPartitionKey, tuple[int, Optional[str]]]]
-# group id -> (state, member count) from DescribeGroups
-Described = dict[str, tuple[Optional[str], Optional[int]]]
-RawCommit = tuple[GroupInfo, TopicPartitionKey, int, Optional[str]]
 
 
 # ---- the listing's stability check (pure) ----------------------------------------------------
@@ -137,32 +145,21 @@ class GroupReader:
         issues: list[SnapshotIssue],
         deadline: Deadline,
         selects_group: Callable[[str], bool],
+        topic_names: Optional[Mapping[uuid.UUID, str]] = None,
+        partitions: Optional[Mapping[str, Collection[int]]] = None,
     ) -> tuple[list[GroupInfo], list[RawCommit], list[str]]:
-        """(groups, their commits on ``topics``, groups whose commits could not be read)."""
+        """(groups, their rows on ``topics``, groups that could not be read): every group type
+        ListGroups returns, share groups included; rows as ``members.assemble_groups`` makes
+        them. ``topic_names``: topic id -> name (KIP-848 and share assignments name topics by id);
+        ``partitions``: topic -> partitions (a rebalancing classic group holds its subscription).
+        """
         await check_cluster_describe(self.wire)
         listed = await self.list_groups(brokers, deadline)
-        selected = sorted(g for g, (_, gtype, _) in listed.items() if gtype != "share" and selects_group(g))
+        selected = sorted(g for g in listed if selects_group(g))
         if not selected:
             return [], [], []
-        offsets, described = await self.fetch_group_state(selected, listed, issues, deadline)
-        unreadable = [g for g in selected if g not in offsets]
-        topic_set = set(topics)
-        infos: list[GroupInfo] = []
-        commits: list[RawCommit] = []
-        for g in selected:
-            state, gtype, _ = listed[g]
-            members: Optional[int] = None
-            if g in described:
-                d_state, d_members = described[g]
-                # DescribeGroups answers "Dead" for KIP-848 groups: keep ListGroups' word then.
-                if gtype == "classic" or d_state not in (None, "Dead"):
-                    state, members = d_state or state, d_members
-            info = GroupInfo(g, state, gtype, members)
-            infos.append(info)
-            for tp, (offset, metadata) in sorted(offsets.get(g, {}).items()):
-                if tp[0] in topic_set:
-                    commits.append((info, tp, offset, metadata))
-        return infos, commits, unreadable
+        reads, unread = await self.fetch_group_state(selected, listed, deadline, topic_names)
+        return assemble_groups(selected, listed, reads, unread, topics, issues, partitions)
 
     # ---- ListGroups --------------------------------------------------------------------------
     async def list_groups(self, brokers: Collection[int], deadline: Deadline) -> Listed:
@@ -214,8 +211,11 @@ class GroupReader:
 
     # ---- coordinators ------------------------------------------------------------------------
     async def find_coordinators(
-        self, group_ids: Collection[str], issues: list[SnapshotIssue], deadline: Deadline
+        self, group_ids: Collection[str], issues: list[SnapshotIssue], deadline: Deadline,
+        refused: Optional[set[str]] = None,
     ) -> dict[str, int]:
+        """group -> coordinator node; groups without one get an issue (and, when the lookup was
+        refused rather than not available yet, are added to ``refused``)."""
         with self._lock:
             out = {g: self._coordinators[g] for g in group_ids if g in self._coordinators}
         unknown = sorted(g for g in group_ids if g not in out)
@@ -233,6 +233,8 @@ class GroupReader:
                     retry.append(key)
                 else:
                     issues.append(SnapshotIssue("coordinator", key, err, f"FindCoordinator for group {key!r}: {message or err}"))
+                    if refused is not None:
+                        refused.add(key)
             unknown = retry
             if unknown:
                 await self.wire.sleep(backoff.within(deadline))
@@ -262,99 +264,82 @@ class GroupReader:
                 self._coordinators.pop(g, None)
         self.wire.forget_coordinators(group_ids)
 
-    # ---- OffsetFetch and DescribeGroups ------------------------------------------------------
+    # ---- OffsetFetch, DescribeGroups and the member reads ------------------------------------
     async def fetch_group_state(
-        self, group_ids: Sequence[str], listed: Mapping[str, tuple[Optional[str], Optional[str], str]],
-        issues: list[SnapshotIssue], deadline: Deadline,
-    ) -> tuple[Commits, Described]:
-        """Committed offsets (OffsetFetch v8) and classic-group descriptions, per coordinator."""
-        offsets: Commits = {}
-        described: Described = {}
-        todo = list(group_ids)
+        self, group_ids: Sequence[str], listed: ListedGroups, deadline: Deadline,
+        topic_names: Optional[Mapping[uuid.UUID, str]] = None,
+    ) -> tuple[GroupReads, dict[str, SnapshotIssue]]:
+        """Every read each group's type needs (``members.reads_for``), per coordinator: one
+        request per API and coordinator, all in parallel, in rounds until everything is read or
+        the deadline passes. A moved coordinator (NOT_COORDINATOR, ..., an unreachable one) is
+        looked up again and only the missing reads are re-sent. Returns what was read and, per
+        group not completely read (refused, unsupported, malformed, out of time), the issue that
+        says why: the caller reports those groups as unreadable.
+        """
+        names = dict(topic_names or {})
+        reads = GroupReads()
+        todo: set[tuple[str, str]] = {(r, g) for g in group_ids for r in reads_for(listed.get(g, (None, None, ""))[1])}
+        last: dict[str, SnapshotIssue] = {}  # the latest transient problem per group
+        failed: dict[str, SnapshotIssue] = {}  # a problem retrying will not fix
+
+        def give_up(group: str, issue: SnapshotIssue) -> None:
+            failed.setdefault(group, issue)
+            todo.difference_update([(r, g) for r, g in todo if g == group])
+
         v8 = self.wire.api_version(OffsetFetchRequest) >= 8
         backoff = retry_backoff(self.wire)
-        for _ in range(retry_rounds(self.wire)):
-            coords = await self.find_coordinators(todo, issues, deadline)
-            sends = self._fetch_requests(todo, coords, listed, v8, deadline)
+        while todo:
+            lookups: list[SnapshotIssue] = []
+            refused: set[str] = set()
+            coords = await self.find_coordinators(sorted({g for _, g in todo}), lookups, deadline, refused)
+            for issue in lookups:
+                if issue.resource in refused:
+                    give_up(issue.resource, issue)
+                else:
+                    last[issue.resource] = issue
+            by_coord: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+            for read, g in sorted(todo):
+                if g in coords:
+                    by_coord[coords[g]][read].append(g)
+            sends: list[tuple[str, list[str], Any]] = []
+            for coord, per_read in sorted(by_coord.items()):
+                for read, gs in sorted(per_read.items()):
+                    for req_groups, request in build_requests(read, gs, v8):
+                        future = self.wire.send(request, node_id=coord, timeout_ms=deadline.remaining_ms())
+                        sends.append((read, req_groups, future))
             answers = await self.wire.gather([f for _, _, f in sends])
-            retry: set[str] = set()
-            for (kind, gs, _), answer in zip(sends, answers):
+            for (read, gs, _), answer in zip(sends, answers):
                 if isinstance(answer, Exception):
                     name = exc_name(answer)
-                    retry.update(gs)
-                    self.forget_coordinators(gs)
                     for g in gs:
-                        issues.append(SnapshotIssue("group", g, name, f"{kind} for group {g!r} failed: {name}"))
-                elif kind == "describe":
-                    retry.update(self._read_descriptions(answer, described))
-                else:
-                    retry.update(self._read_commits(answer, gs, v8, offsets, issues))
-            todo = sorted(retry - set(offsets))
+                        issue = SnapshotIssue("group", g, name, f"{read} for group {g!r} failed: {name}")
+                        if name == "UNSUPPORTED_VERSION":  # the broker lacks the API: retrying will not help
+                            give_up(g, issue)
+                        else:
+                            last[g] = issue
+                    self.forget_coordinators(gs)
+                    continue
+                for g, outcome in parse_answer(read, gs, answer, v8, names).items():
+                    if outcome.error is None:
+                        assert outcome.payload is not None
+                        reads.store(read, g, outcome.payload)
+                        todo.discard((read, g))
+                        continue
+                    issue = SnapshotIssue("group", g, outcome.error, outcome.message)
+                    if outcome.error in COORDINATOR_RETRY:
+                        last[g] = issue
+                        self.forget_coordinators([g])
+                    else:
+                        give_up(g, issue)
             if not todo or deadline.expired():
                 break
             await self.wire.sleep(backoff.within(deadline))
-        # A group read in a later round is fine: drop the transient issues of earlier rounds.
-        transient = COORDINATOR_RETRY | {"LEADER_UNREACHABLE", "REQUEST_TIMED_OUT"}
-        issues[:] = [i for i in issues if not (i.resource in offsets and i.error in transient)]
-        return offsets, described
-
-    def _fetch_requests(
-        self, todo: Sequence[str], coords: Mapping[str, int], listed: Mapping[str, tuple[Optional[str], Optional[str], str]],
-        v8: bool, deadline: Deadline,
-    ) -> list[tuple[str, list[str], Any]]:
-        """("fetch" | "describe", groups, future) for every request of this round, sent."""
-        _Group = OffsetFetchRequest.OffsetFetchRequestGroup
-        by_coord: dict[int, list[str]] = defaultdict(list)
-        for g in todo:
-            if g in coords:
-                by_coord[coords[g]].append(g)
-        sends: list[tuple[str, list[str], Any]] = []
-        for coord, gs in sorted(by_coord.items()):
-            remaining = deadline.remaining_ms()
-            if v8:
-                req = OffsetFetchRequest(groups=[_Group(group_id=g, topics=None) for g in gs], min_version=8, max_version=8)
-                sends.append(("fetch", gs, self.wire.send(req, node_id=coord, timeout_ms=remaining)))
-            else:
-                for g in gs:
-                    req = OffsetFetchRequest(group_id=g, topics=None, min_version=2, max_version=7)
-                    sends.append(("fetch", [g], self.wire.send(req, node_id=coord, timeout_ms=remaining)))
-            classic = [g for g in gs if (listed.get(g, (None, None, ""))[1] or "classic") == "classic"]
-            if classic:
-                req = DescribeGroupsRequest(groups=classic, include_authorized_operations=False)
-                sends.append(("describe", classic, self.wire.send(req, node_id=coord, timeout_ms=remaining)))
-        return sends
-
-    def _read_descriptions(self, answer: Any, described: Described) -> set[str]:
-        retry = set()
-        for d in answer.groups:
-            err = error_name(d.error_code)
-            if err in COORDINATOR_RETRY:
-                retry.add(d.group_id)
-                self.forget_coordinators([d.group_id])
-            elif err is None:
-                described[d.group_id] = (d.group_state or None, len(d.members))
-        return retry
-
-    def _read_commits(self, answer: Any, gs: Sequence[str], v8: bool, offsets: Commits, issues: list[SnapshotIssue]) -> set[str]:
-        retry = set()
-        pairs = ((ga.group_id, ga) for ga in answer.groups) if v8 else zip(gs, [answer])
-        for g_id, ga in pairs:
-            err = error_name(ga.error_code) or (error_name(answer.error_code) if not v8 else None)
-            if err in COORDINATOR_RETRY:
-                retry.add(g_id)
-                self.forget_coordinators([g_id])
-                continue
-            if err is not None:
-                what = "Describe on group" if err in AUTH_ERRORS else "OffsetFetch for group"
-                issues.append(SnapshotIssue("group", g_id, err, f"{what} {g_id!r} failed: {err}"))
-                continue
-            commits: dict[TopicPartitionKey, tuple[int, Optional[str]]] = {}
-            for t in ga.topics:
-                for p in t.partitions:
-                    if error_name(p.error_code) is None and p.committed_offset is not None and p.committed_offset >= 0:
-                        commits[(t.name, p.partition_index)] = (int(p.committed_offset), p.metadata)
-            offsets[g_id] = commits
-        return retry
+        unread = dict(failed)
+        for _, g in sorted(todo):
+            unread.setdefault(
+                g, last.get(g) or SnapshotIssue("group", g, "REQUEST_TIMED_OUT", f"group {g!r} not read before the deadline")
+            )
+        return reads, unread
 
 
 __all__ = ["COORDINATOR_RETRY", "OFFSETS_TOPIC", "GroupListing", "GroupReader", "Listed", "check_group_listing"]

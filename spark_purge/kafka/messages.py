@@ -28,13 +28,13 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import kafka.errors as Errors
 from kafka.protocol.admin import ListGroupsRequest
 from kafka.protocol.api_message import ApiMessage
 
-SCHEMA_PACKAGE = "spark_purge.kafka.message_schemas"
+from spark_purge.kafka.model import TopicPartitionKey
+from spark_purge.kafka.wire import error_name
 
-TopicPartitionKey = tuple[str, int]
+SCHEMA_PACKAGE = "spark_purge.kafka.message_schemas"
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -69,15 +69,6 @@ SHARE_OFFSETS_VERSIONS = (0, 1)
 SHARE_DESCRIBE_VERSIONS = (1, 1)
 CONSUMER_DESCRIBE_VERSIONS = (0, 1)
 LIST_GROUPS_TYPES_MIN_VERSION = 5
-
-
-def error_name(code: int) -> Optional[str]:
-    """Broker error name for a wire error code (None for 0)."""
-    if code == 0:
-        return None
-    cls = Errors.for_code(code)
-    name = getattr(cls, "message", None) or cls.__name__
-    return "NOT_LEADER_OR_FOLLOWER" if name == "NOT_LEADER_FOR_PARTITION" else str(name)
 
 
 # ---- plain results ------------------------------------------------------------------------------
@@ -288,11 +279,13 @@ def parse_classic_group_assignments(response: Any) -> dict[str, GroupDescription
 
     Members of ``consumer`` protocol groups carry their assignment as ConsumerProtocolAssignment
     bytes (version-prefixed, as the Java client writes them); empty bytes mean "not assigned yet"
-    (a rebalance in progress). An assignment that does not decode makes the group's
-    ``error`` ``MALFORMED_ASSIGNMENT``: the caller must not read that as "holds nothing". Groups of
-    other protocol types (Connect, ...) assign no topic partitions.
+    (a rebalance in progress). Their subscription (ConsumerProtocolSubscription metadata) gives
+    ``subscribed_topics``: what a member without an assignment is about to get. An assignment
+    that does not decode, or the subscription of a member without one, makes the group's
+    ``error`` ``MALFORMED_ASSIGNMENT``: the caller must not read that as "holds nothing". Groups
+    of other protocol types (Connect, ...) assign no topic partitions.
     """
-    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
     out: dict[str, GroupDescription] = {}
     for g in response.groups:
@@ -303,23 +296,33 @@ def parse_classic_group_assignments(response: Any) -> dict[str, GroupDescription
             out[g.group_id] = GroupDescription(g.group_id, "classic", state, 0, error=err)
             continue
         assigned: set[TopicPartitionKey] = set()
+        subscribed: set[str] = set()
         malformed: Optional[str] = None
         if (g.protocol_type or "") == "consumer":
             for m in members:
                 raw = m.member_assignment
-                if not raw:
-                    continue
-                try:
-                    decoded = ConsumerProtocolAssignment.decode(bytes(raw))
-                    assigned.update((tp.topic, int(p)) for tp in decoded.assigned_partitions or () for p in tp.partitions or ())
-                except Exception as exc:  # a foreign or corrupt assignment: say so, do not guess
-                    malformed = f"member {m.member_id}: {type(exc).__name__}"
+                if raw:
+                    try:
+                        decoded = ConsumerProtocolAssignment.decode(bytes(raw))
+                        assigned.update(
+                            (tp.topic, int(p)) for tp in decoded.assigned_partitions or () for p in tp.partitions or ()
+                        )
+                    except Exception as exc:  # a foreign or corrupt assignment: say so, do not guess
+                        malformed = f"member {m.member_id}: assignment {type(exc).__name__}"
+                metadata = getattr(m, "member_metadata", None)
+                if metadata:
+                    try:
+                        subscribed.update(ConsumerProtocolSubscription.decode(bytes(metadata)).topics or ())
+                    except Exception as exc:  # only needed while the member has no assignment
+                        if not raw:
+                            malformed = f"member {m.member_id}: subscription {type(exc).__name__}"
         out[g.group_id] = GroupDescription(
             group_id=g.group_id,
             group_type="classic",
             state=state,
             member_count=len(members),
             assigned=frozenset(assigned),
+            subscribed_topics=frozenset(subscribed),
             error="MALFORMED_ASSIGNMENT" if malformed else None,
             error_message=malformed,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Optional
@@ -68,6 +69,7 @@ class Metadata:
         self.internal: dict[str, bool] = {}
         self.partitions: dict[TopicPartitionKey, tuple[Optional[int], tuple[int, ...], tuple[int, ...]]] = {}
         self.topic_errors: dict[str, str] = {}
+        self.topic_ids: dict[uuid.UUID, str] = {}  # Metadata v10+; KIP-848 and share groups name topics by id
 
 
 class OffsetReader:
@@ -96,6 +98,11 @@ class OffsetReader:
                 meta.topic_errors[t.name] = err
                 continue
             meta.internal[t.name] = bool(t.is_internal)
+            topic_id = getattr(t, "topic_id", None)
+            if topic_id is not None:
+                topic_id = topic_id if isinstance(topic_id, uuid.UUID) else uuid.UUID(str(topic_id))
+                if topic_id.int:
+                    meta.topic_ids[topic_id] = t.name
             for p in t.partitions:
                 leader = p.leader_id if p.leader_id is not None and p.leader_id >= 0 else None
                 meta.partitions[(t.name, p.partition_index)] = (leader, tuple(p.replica_nodes), tuple(p.isr_nodes))

@@ -42,7 +42,8 @@ class ConnectionSettings:
 
     ``retries``: re-sends of one request after a retriable error (a leader move, a coordinator
     move, an unreachable leader), within the request timeout; None retries until the timeout for
-    DeleteRecords and 4 times for snapshot reads. ``retry_backoff_ms``: the first pause between
+    DeleteRecords and 4 times for snapshot reads (a group's reads follow a moved coordinator
+    until the timeout). ``retry_backoff_ms``: the first pause between
     such retries (doubled each time), also kafka-python's own ``retry_backoff_ms``.
     """
 

@@ -4,6 +4,11 @@ Metadata (1 request), then in parallel: ListOffsets per leader (earliest, latest
 and the time-floor timestamps), DescribeConfigs (1 request) and the group reads (see
 ``groups``). Partitions that could not be read completely are dropped with the reason; groups
 whose commits could not be read are named, so the policy never purges past them blindly.
+
+Group rows (``GroupCommit``), for the partitions kept: a committed offset, a share group's
+share-partition start offset, or ``committed_offset = -1`` (``commit_metadata`` None) where a
+group's members hold a partition (or a share group lists one) without a position there: the
+policy reads -1 as a missing commit. Every group type is read; see ``members``.
 """
 from __future__ import annotations
 
@@ -16,7 +21,8 @@ from typing import Optional
 from spark_purge._time import Deadline
 from spark_purge.errors import AuthorizationError
 from spark_purge.kafka.configs import TopicConfigs, bool_or_none, int_or_none, topic_configs
-from spark_purge.kafka.groups import GroupReader, RawCommit
+from spark_purge.kafka.groups import GroupReader
+from spark_purge.kafka.members import RawCommit
 from spark_purge.kafka.model import (
     ClientConfig,
     ClusterSnapshot,
@@ -61,8 +67,12 @@ async def take_snapshot(
 
     groups_future = None
     if req.include_groups:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
         groups_future = wire.spawn(
-            group_reader.read_groups, sorted(meta.brokers), topics, issues, deadline, config.selects_group
+            group_reader.read_groups, sorted(meta.brokers), topics, issues, deadline, config.selects_group, meta.topic_ids,
+            by_topic,
         )
     configs_future = wire.spawn(topic_configs, wire, topics)
 

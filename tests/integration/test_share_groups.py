@@ -1,33 +1,68 @@
-"""Share groups (KIP-932) and KIP-848 consumer groups on a real Kafka 4.4 broker: the probe reads
-a real share consumer's share-partition start offset (exact), and a real KIP-848 consumer's
-assignment while it has no commit."""
+"""Share groups (KIP-932), KIP-848 consumer groups and classic groups without commits, on a real
+Kafka 4.4 broker, through the snapshot (``open_client(...).snapshot()``): a real share consumer's
+share-partition start offset is a row (exact), and partitions a group's members hold without a
+commit are rows with -1."""
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
 
-from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.errors import CoordinatorNotAvailableError
+from kafka.structs import OffsetAndMetadata
 
+from spark_purge.kafka import ClientConfig, ClusterSnapshot, ConnectionSettings, GroupCommit, GroupInfo, open_client
 from spark_purge.kafka.messages import (
     CONSUMER_DESCRIBE_VERSIONS,
     SHARE_DESCRIBE_VERSIONS,
     SHARE_OFFSETS_VERSIONS,
 )
-from spark_purge.kafka.share_probe import GroupProbe, list_groups, probe_groups, topic_id_names
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.workload import produce
 from tests.integration.share_helpers import idle_share_member, kip848_consumer, set_group_config, share_consume
 
 
-def _probe_until(admin: KafkaAdminClient, done: Callable[[GroupProbe], bool], timeout_s: float = 30.0, **kwargs: object) -> GroupProbe:
-    """Probe until ``done`` holds (the share coordinator persists acknowledgements asynchronously)."""
+def _snapshot_until(
+    kafka_cluster: LocalKafka, topic: str, groups: str, done: Callable[[ClusterSnapshot], bool], timeout_s: float = 30.0
+) -> tuple[ClusterSnapshot, dict[str, int], list[ClusterSnapshot]]:
+    """Snapshots of ``topic`` and the groups matching ``groups`` until ``done`` holds (the share
+    coordinator persists acknowledgements asynchronously); (last, its request counts, all seen)."""
+    config = ClientConfig(ConnectionSettings(kafka_cluster.bootstrap_servers), topics=(topic,), group_include=groups)
+    seen: list[ClusterSnapshot] = []
     deadline = time.monotonic() + timeout_s
+    with open_client(config) as client:
+        while True:
+            client.reset_request_counts()
+            snap = client.snapshot()
+            seen.append(snap)
+            if done(snap) or time.monotonic() > deadline:
+                return snap, client.request_counts, seen
+
+
+def _commit(admin: KafkaAdminClient, group: str, tp: TopicPartition, offset: int) -> None:
+    """A real OffsetCommit; retried while a fresh broker creates ``__consumer_offsets``."""
+    deadline = time.monotonic() + 60
     while True:
-        probe = probe_groups(admin, **kwargs)  # type: ignore[arg-type]
-        if done(probe) or time.monotonic() > deadline:
-            return probe
-        time.sleep(0.5)
+        try:
+            result = admin.alter_group_offsets(group, {tp: OffsetAndMetadata(offset, "", -1)})
+        except CoordinatorNotAvailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+            continue
+        assert all(err.__name__ == "NoError" for err in result.values()), result
+        return
+
+
+def _rows(snap: ClusterSnapshot, group: str) -> dict[tuple[str, int], GroupCommit]:
+    return {(c.topic, c.partition): c for c in snap.commits if c.group_id == group}
+
+
+def _info(snap: ClusterSnapshot, group: str) -> GroupInfo:
+    (info,) = [g for g in snap.groups if g.group_id == group]
+    return info
 
 
 def test_broker_speaks_the_pinned_versions(admin: KafkaAdminClient) -> None:
@@ -48,74 +83,59 @@ def _share_group_on_new_topic(kafka_cluster: LocalKafka, admin: KafkaAdminClient
     return topic, group
 
 
-def test_share_group_start_offset_is_exact(kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str]) -> None:
+def test_share_group_start_offset_is_a_row(kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str]) -> None:
+    """The issue's case: a share group accepted 10 of 100 records, a classic group committed 100.
+    The snapshot must show the share group at 10, not leave it out."""
     topic, group = _share_group_on_new_topic(kafka_cluster, admin, new_topic)
+    fast = f"fast-{uuid.uuid4().hex[:8]}"
+    _commit(admin, fast, TopicPartition(topic, 0), 100)
     accepted = share_consume(kafka_cluster.bootstrap_servers, group, topic, accept=10, settle=True)
     assert accepted == [(topic, 0, o) for o in range(10)]
 
-    listed = list_groups(admin, types=("share",))
-    assert listed.error is None
-    assert group in listed.of_type("share")
+    def share_at_10(s: ClusterSnapshot) -> bool:
+        row = _rows(s, group).get((topic, 0))
+        return row is not None and row.committed_offset == 10
 
-    probe = _probe_until(admin, lambda p: p.share_positions().get((group, topic, 0)) == 10, share_groups=[group])
-    assert probe.unreadable == {}
-    assert probe.share_positions() == {(group, topic, 0): 10}
-    offsets = probe.share_offsets[group]
-    assert offsets.error is None
-    (part,) = offsets.partitions
-    assert (part.topic, part.partition, part.start_offset, part.error) == (topic, 0, 10, None)
-    assert part.lag == 90  # v1: 100 records, 10 acknowledged
-    description = probe.share_groups[group]
-    assert description.group_type == "share"
-    assert description.member_count == 0  # the consumer closed
-    assert description.state == "Empty"
-
-    # Asking for the topic explicitly gives the same answer.
-    explicit = probe_groups(admin, share_groups=[group], topics={topic: [0]})
-    assert explicit.share_positions() == {(group, topic, 0): 10}
+    snap, counts, seen = _snapshot_until(kafka_cluster, topic, f"{re.escape(group)}|{re.escape(fast)}", share_at_10)
+    print("share group SPSO per snapshot:", [r.committed_offset for s in seen for r in _rows(s, group).values()])
+    assert snap.unreadable_groups == () and snap.issues == ()
+    # Never ahead of what was acknowledged, in any snapshot taken on the way.
+    assert all(0 <= r.committed_offset <= 10 for s in seen for r in _rows(s, group).values())
+    assert _rows(snap, group) == {(topic, 0): GroupCommit(group, "Empty", "share", 0, topic, 0, 10, None)}
+    assert _rows(snap, fast)[(topic, 0)].committed_offset == 100
+    assert _info(snap, group) == GroupInfo(group, "Empty", "share", 0)
+    assert counts.get("DescribeShareGroupOffsetsRequest") == 1 and counts.get("ShareGroupDescribeRequest") == 1
+    assert ClusterSnapshot.from_json(snap.to_json()) == snap
 
 
 def test_share_group_start_offset_never_runs_ahead(
     kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str]
 ) -> None:
     """The broker persists the SPSO with the *next* state write: right after the one commit that
-    accepted 0-9, DescribeShareGroupOffsets still says 0 (seen on Kafka 4.4.0) while the lag
-    already counts the 10 acknowledgements. Behind the true position is safe; ahead never is."""
+    accepted 0-9, DescribeShareGroupOffsets may still say 0 (seen on Kafka 4.4.0). Behind the
+    true position is safe; ahead never is."""
     topic, group = _share_group_on_new_topic(kafka_cluster, admin, new_topic)
     accepted = share_consume(kafka_cluster.bootstrap_servers, group, topic, accept=10, settle=False)
     assert accepted == [(topic, 0, o) for o in range(10)]
-    probe = _probe_until(admin, lambda p: p.share_offsets.get(group) is not None, share_groups=[group])
-    (part,) = probe.share_offsets[group].partitions
-    assert part.start_offset is not None and 0 <= part.start_offset <= 10
-    assert part.lag == 90
+    snap, _, _ = _snapshot_until(kafka_cluster, topic, re.escape(group), lambda s: (topic, 0) in _rows(s, group))
+    assert snap.unreadable_groups == ()
+    row = _rows(snap, group)[(topic, 0)]
+    print("share group SPSO without the settle round:", row.committed_offset)
+    assert row.group_type == "share" and 0 <= row.committed_offset <= 10
 
 
-def test_live_share_member_assignment(kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str]) -> None:
+def test_live_share_member_without_a_start_offset_is_minus_one(
+    kafka_cluster: LocalKafka, new_topic: Callable[..., str]
+) -> None:
     topic = new_topic("queue", partitions=2)
     group = f"sqlive-{uuid.uuid4().hex[:8]}"
     with idle_share_member(kafka_cluster.bootstrap_servers, group, topic):
-        want = {(topic, 0), (topic, 1)}
-        probe = _probe_until(
-            admin, lambda p: group in p.share_groups and p.share_groups[group].assigned == want, share_groups=[group]
-        )
-        assert probe.unreadable == {}
-        description = probe.share_groups[group]
-        assert (description.group_type, description.state, description.member_count) == ("share", "Stable", 1)
-        assert description.assigned == want
-        assert description.subscribed_topics == {topic}
-        assert description.unresolved_topic_ids == frozenset()
-        # Kafka 4.4.0 listed both partitions with StartOffset -1 (no position yet: the group
-        # starts at "latest" on an empty topic): the purge must read that as a missing commit.
-        offsets = probe.share_offsets[group]
-        assert {p.tp for p in offsets.partitions} == want
-        assert all(p.start_offset in (None, 0) and p.error is None for p in offsets.partitions)
-
-
-def test_unknown_share_group_is_unreadable_not_empty(admin: KafkaAdminClient) -> None:
-    group = f"nosuch-{uuid.uuid4().hex[:8]}"
-    probe = probe_groups(admin, share_groups=[group], timeout_ms=10_000)
-    assert set(probe.unreadable) == {group}
-    assert probe.share_offsets == {}
+        snap, _, _ = _snapshot_until(kafka_cluster, topic, re.escape(group), lambda s: len(_rows(s, group)) == 2)
+        assert snap.unreadable_groups == ()
+        # Kafka 4.4.0 lists both partitions with StartOffset -1 (the group starts at "latest" on
+        # an empty topic) and the member holds both: no position, so -1 (a missing commit).
+        assert {tp: r.committed_offset for tp, r in _rows(snap, group).items()} == {(topic, 0): -1, (topic, 1): -1}
+        assert _info(snap, group) == GroupInfo(group, "Stable", "share", 1)
 
 
 def test_kip848_assignment_without_commit(kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str]) -> None:
@@ -124,25 +144,18 @@ def test_kip848_assignment_without_commit(kafka_cluster: LocalKafka, admin: Kafk
     group = f"k848-{uuid.uuid4().hex[:8]}"
     with kip848_consumer(kafka_cluster.bootstrap_servers, group, topic) as consumer:
         assert consumer.wait_assigned() == {(topic, 0), (topic, 1)}
-        listed = list_groups(admin, types=("consumer",))
-        assert group in listed.of_type("consumer")
-        ids = topic_id_names(admin)
-        assert topic in ids.values()
-        probe = _probe_until(
-            admin,
-            lambda p: group in p.consumer_groups and p.consumer_groups[group].assigned == {(topic, 0), (topic, 1)},
-            consumer_groups=[group],
-            topic_names=ids,
-        )
-        assert probe.unreadable == {}
-        description = probe.consumer_groups[group]
-        assert description.group_type == "consumer"
-        assert description.member_count == 1
-        assert description.state == "Stable"
-        assert description.assigned == {(topic, 0), (topic, 1)}
-        assert description.held == {(topic, 0), (topic, 1)}
-        assert description.unresolved_topic_ids == frozenset()
-        # ...and it has no commit: OffsetFetch sees nothing, so only the assignment can hold it.
+        snap, counts, _ = _snapshot_until(kafka_cluster, topic, re.escape(group), lambda s: len(_rows(s, group)) == 2)
+        assert snap.unreadable_groups == () and snap.issues == ()
+        rows = _rows(snap, group)
+        assert {tp: (r.committed_offset, r.commit_metadata, r.group_type) for tp, r in rows.items()} == {
+            (topic, 0): (-1, None, "consumer"),
+            (topic, 1): (-1, None, "consumer"),
+        }
+        info = _info(snap, group)
+        assert (info.group_type, info.group_state) == ("consumer", "Stable")  # not "Dead" (DescribeGroups' word)
+        assert info.member_count is not None and info.member_count >= 1
+        assert counts.get("ConsumerGroupDescribeRequest") == 1 and counts.get("OffsetFetchRequest") == 1
+        # ...and it has no commit: OffsetFetch sees nothing, so only the assignment holds it.
         assert admin.list_group_offsets(group) == {group: {}}
 
 
@@ -159,12 +172,14 @@ def test_classic_assignment_without_commit(kafka_cluster: LocalKafka, admin: Kaf
         while not consumer.assignment() and time.monotonic() < deadline:
             consumer.poll(timeout_ms=200)
         assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == {(topic, 0), (topic, 1)}
-        probe = probe_groups(admin, classic_groups=[group])
-        assert probe.unreadable == {}
-        description = probe.classic_groups[group]
-        assert (description.group_type, description.state, description.member_count) == ("classic", "Stable", 1)
-        assert description.assigned == {(topic, 0), (topic, 1)}
-        assert probe.assignments() == {group: {(topic, 0), (topic, 1)}}
+        snap, counts, _ = _snapshot_until(kafka_cluster, topic, re.escape(group), lambda s: len(_rows(s, group)) == 2)
+        assert snap.unreadable_groups == () and snap.issues == ()
+        assert {tp: (r.committed_offset, r.commit_metadata) for tp, r in _rows(snap, group).items()} == {
+            (topic, 0): (-1, None),
+            (topic, 1): (-1, None),
+        }
+        assert _info(snap, group) == GroupInfo(group, "Stable", "classic", 1)
+        assert counts.get("DescribeGroupsRequest") == 1
         assert admin.list_group_offsets(group) == {group: {}}
     finally:
         consumer.close(autocommit=False)

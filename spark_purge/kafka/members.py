@@ -1,0 +1,268 @@
+"""What each group's members need, per group type: the reads, their requests and answers, and the
+snapshot rows they make. Pure: no I/O here (``groups.GroupReader.fetch_group_state`` sends).
+
+Which reads a group needs (``reads_for``), all sent per coordinator in one round, in parallel:
+
+==========  ===============================================================================
+classic     OffsetFetch (commits) + DescribeGroups (state, members, ConsumerProtocol assignments)
+consumer    OffsetFetch (commits) + ConsumerGroupDescribe (KIP-848 state, members, assignments)
+share       DescribeShareGroupOffsets (the share-partition start offset, SPSO) +
+            ShareGroupDescribe (state, members, assignments); share groups never commit
+streams     OffsetFetch only (StreamsGroupDescribe is not read yet: tasks, not partitions)
+==========  ===============================================================================
+
+``assemble_groups`` turns what was read into the snapshot contract:
+
+- a commit (or a share group's SPSO) on a snapshot topic is a row with that offset;
+- a partition a group's members hold (assigned or target-assigned; for a classic group in a
+  rebalance, every partition of the topics its members subscribe to) without a commit / start
+  offset, and a share-partition the broker lists with start offset -1, is a row with
+  ``committed_offset = -1`` (the group needs the partition but has no position: a missing commit);
+- a group any of whose reads failed or was refused is unreadable (no rows; a ``SnapshotIssue``
+  names the error), never "no position".
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.consumer import OffsetFetchRequest
+
+from spark_purge.kafka.messages import (
+    GroupDescription,
+    ShareGroupOffsets,
+    build_consumer_group_describe,
+    build_describe_share_group_offsets,
+    build_share_group_describe,
+    parse_classic_group_assignments,
+    parse_consumer_group_describe,
+    parse_describe_share_group_offsets,
+    parse_share_group_describe,
+)
+from spark_purge.kafka.model import GroupInfo, SnapshotIssue, TopicPartitionKey
+from spark_purge.kafka.wire import AUTH_ERRORS, error_name
+
+# The reads, by the API they use.
+OFFSET_FETCH = "OffsetFetch"
+DESCRIBE_GROUPS = "DescribeGroups"
+CONSUMER_DESCRIBE = "ConsumerGroupDescribe"
+SHARE_OFFSETS = "DescribeShareGroupOffsets"
+SHARE_DESCRIBE = "ShareGroupDescribe"
+
+NO_POSITION = -1  # committed_offset of a partition a group needs but has no position on
+# Classic group states in which members may have no assignment yet (the coordinator clears them
+# while a rebalance runs): their subscribed topics' partitions are held instead.
+REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
+
+# group id -> {tp: (committed offset, metadata)}
+Commits = dict[str, dict[TopicPartitionKey, tuple[int, Optional[str]]]]
+# group id -> (state, type, protocol type), as ListGroups said
+ListedGroups = Mapping[str, tuple[Optional[str], Optional[str], str]]
+RawCommit = tuple[GroupInfo, TopicPartitionKey, int, Optional[str]]
+Payload = Union[dict[TopicPartitionKey, tuple[int, Optional[str]]], GroupDescription, ShareGroupOffsets]
+
+
+def reads_for(group_type: Optional[str]) -> tuple[str, ...]:
+    """The reads a group of ``group_type`` (ListGroups' word) needs before it counts as read."""
+    if group_type == "share":
+        return (SHARE_OFFSETS, SHARE_DESCRIBE)
+    if group_type == "consumer":
+        return (OFFSET_FETCH, CONSUMER_DESCRIBE)
+    if group_type in (None, "", "classic"):
+        return (OFFSET_FETCH, DESCRIBE_GROUPS)
+    return (OFFSET_FETCH,)  # streams (KIP-1071) and types this version does not know
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One group's answer to one read: ``payload`` when ``error`` is None."""
+
+    error: Optional[str]
+    message: str
+    payload: Optional[Payload] = None
+
+
+@dataclass
+class GroupReads:
+    """Everything read for the selected groups; filled round by round."""
+
+    commits: Commits = field(default_factory=dict)
+    descriptions: dict[str, GroupDescription] = field(default_factory=dict)
+    share_offsets: dict[str, ShareGroupOffsets] = field(default_factory=dict)
+    # group -> (error, message) of a read that failed for good (refused, unsupported, malformed)
+    failed: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def store(self, read: str, group: str, payload: Payload) -> None:
+        if read == OFFSET_FETCH:
+            assert isinstance(payload, dict)
+            self.commits[group] = payload
+        elif read == SHARE_OFFSETS:
+            assert isinstance(payload, ShareGroupOffsets)
+            self.share_offsets[group] = payload
+        else:
+            assert isinstance(payload, GroupDescription)
+            self.descriptions[group] = payload
+
+
+# ---- requests ------------------------------------------------------------------------------------
+
+
+def build_requests(read: str, groups: Sequence[str], offset_fetch_v8: bool) -> list[tuple[list[str], Any]]:
+    """The request(s) of one read for ``groups`` on one coordinator: one request, except
+    OffsetFetch before v8 (one per group)."""
+    gs = list(groups)
+    if read == OFFSET_FETCH:
+        if offset_fetch_v8:
+            _Group = OffsetFetchRequest.OffsetFetchRequestGroup
+            req = OffsetFetchRequest(groups=[_Group(group_id=g, topics=None) for g in gs], min_version=8, max_version=8)
+            return [(gs, req)]
+        return [([g], OffsetFetchRequest(group_id=g, topics=None, min_version=2, max_version=7)) for g in gs]
+    if read == DESCRIBE_GROUPS:
+        return [(gs, DescribeGroupsRequest(groups=gs, include_authorized_operations=False))]
+    if read == CONSUMER_DESCRIBE:
+        return [(gs, build_consumer_group_describe(gs))]
+    if read == SHARE_DESCRIBE:
+        return [(gs, build_share_group_describe(gs))]
+    if read == SHARE_OFFSETS:
+        # Every share-partition the group has state for: asking for the snapshot's topics would
+        # list (with -1) partitions of topics the group never subscribed to.
+        return [(gs, build_describe_share_group_offsets(gs, None))]
+    raise ValueError(f"unknown group read {read!r}")
+
+
+# ---- answers -------------------------------------------------------------------------------------
+
+
+def parse_answer(
+    read: str, groups: Sequence[str], answer: Any, offset_fetch_v8: bool, topic_names: Mapping[uuid.UUID, str]
+) -> dict[str, Outcome]:
+    """Each group's outcome of one answer; a group the answer does not mention is an error."""
+    out: dict[str, Outcome] = {}
+    if read == OFFSET_FETCH:
+        out = _parse_offset_fetch(groups, answer, offset_fetch_v8)
+    else:
+        parsed: Mapping[str, Union[GroupDescription, ShareGroupOffsets]]
+        if read == SHARE_OFFSETS:
+            parsed = parse_describe_share_group_offsets(answer)
+        elif read == SHARE_DESCRIBE:
+            parsed = parse_share_group_describe(answer, topic_names)
+        elif read == CONSUMER_DESCRIBE:
+            parsed = parse_consumer_group_describe(answer, topic_names)
+        else:
+            parsed = parse_classic_group_assignments(answer)
+        for g in groups:
+            result = parsed.get(g)
+            if result is None:
+                continue
+            if result.error is not None:
+                detail = f": {result.error_message}" if result.error_message else ""
+                out[g] = Outcome(result.error, f"{read} for group {g!r} failed: {result.error}{detail}")
+            else:
+                out[g] = Outcome(None, "", result)
+    for g in groups:
+        if g not in out:
+            out[g] = Outcome("MISSING_FROM_RESPONSE", f"{read} answer did not mention group {g!r}")
+    return out
+
+
+def _parse_offset_fetch(groups: Sequence[str], answer: Any, v8: bool) -> dict[str, Outcome]:
+    out: dict[str, Outcome] = {}
+    pairs = ((ga.group_id, ga) for ga in answer.groups) if v8 else zip(groups, [answer])
+    for g_id, ga in pairs:
+        err = error_name(ga.error_code) or (error_name(answer.error_code) if not v8 else None)
+        if err is not None:
+            what = "Describe on group" if err in AUTH_ERRORS else "OffsetFetch for group"
+            out[g_id] = Outcome(err, f"{what} {g_id!r} failed: {err}")
+            continue
+        commits: dict[TopicPartitionKey, tuple[int, Optional[str]]] = {}
+        for t in ga.topics:
+            for p in t.partitions:
+                if error_name(p.error_code) is None and p.committed_offset is not None and p.committed_offset >= 0:
+                    commits[(t.name, p.partition_index)] = (int(p.committed_offset), p.metadata)
+        out[g_id] = Outcome(None, "", commits)
+    return out
+
+
+# ---- the snapshot contract -----------------------------------------------------------------------
+
+
+def assemble_groups(
+    selected: Iterable[str],
+    listed: ListedGroups,
+    reads: GroupReads,
+    unread: Mapping[str, SnapshotIssue],
+    topics: Collection[str],
+    issues: list[SnapshotIssue],
+    partitions: Optional[Mapping[str, Collection[int]]] = None,
+) -> tuple[list[GroupInfo], list[RawCommit], list[str]]:
+    """(groups, their rows on ``topics``, unreadable groups); see the module docstring.
+
+    ``unread``: group -> the issue that left a read missing (failed, refused or out of time);
+    each such group is unreadable and its issue goes to ``issues``. ``partitions``: topic ->
+    its partitions (what a rebalancing classic group's subscription holds).
+    """
+    topic_set = set(topics)
+    infos: list[GroupInfo] = []
+    rows: list[RawCommit] = []
+    unreadable: list[str] = []
+    for g in sorted(selected):
+        state, gtype, _ = listed[g]
+        members: Optional[int] = None
+        desc = reads.descriptions.get(g)
+        if desc is not None:
+            state, members = desc.state or state, desc.member_count
+        info = GroupInfo(g, state, gtype, members)
+        infos.append(info)
+        problem = unread.get(g) or _share_partition_error(g, reads.share_offsets.get(g), topic_set)
+        if problem is not None:
+            unreadable.append(g)
+            issues.append(problem)
+            continue
+        positions: dict[TopicPartitionKey, tuple[int, Optional[str]]] = dict(reads.commits.get(g, {}))
+        needed: set[TopicPartitionKey] = set(desc.held) if desc is not None else set()
+        if desc is not None and desc.group_type == "classic" and desc.state in REBALANCING:
+            for t in desc.subscribed_topics & topic_set:
+                needed.update((t, p) for p in (partitions or {}).get(t, ()))
+        share = reads.share_offsets.get(g)
+        if share is not None:
+            positions.update((tp, (offset, None)) for tp, offset in share.positions().items())
+            needed |= share.without_position()
+        for tp in needed - positions.keys():
+            positions[tp] = (NO_POSITION, None)
+        rows.extend((info, tp, off, meta) for tp, (off, meta) in sorted(positions.items()) if tp[0] in topic_set)
+    return infos, rows, unreadable
+
+
+def _share_partition_error(
+    group: str, offsets: Optional[ShareGroupOffsets], topics: Collection[str]
+) -> Optional[SnapshotIssue]:
+    """A share-partition of a snapshot topic whose start offset the broker could not give."""
+    if offsets is None:
+        return None
+    bad = sorted((tp, err) for tp, err in offsets.partition_errors().items() if tp[0] in topics)
+    if not bad:
+        return None
+    shown = ", ".join(f"{t}-{p} ({err})" for (t, p), err in bad[:5]) + (" ..." if len(bad) > 5 else "")
+    return SnapshotIssue("group", group, bad[0][1], f"{SHARE_OFFSETS} for group {group!r} failed on {shown}")
+
+
+__all__ = [
+    "CONSUMER_DESCRIBE",
+    "DESCRIBE_GROUPS",
+    "NO_POSITION",
+    "OFFSET_FETCH",
+    "REBALANCING",
+    "SHARE_DESCRIBE",
+    "SHARE_OFFSETS",
+    "Commits",
+    "GroupReads",
+    "Outcome",
+    "RawCommit",
+    "assemble_groups",
+    "build_requests",
+    "parse_answer",
+    "reads_for",
+]

@@ -1,0 +1,413 @@
+"""Every group type's reads over scripted coordinator answers (no Kafka), through the real ``Wire``
+and ``GroupReader``: one request per API and coordinator, coordinator moves retried until the
+deadline, refusals reported as unreadable; and the snapshot rows ``assemble_groups`` makes
+(commits, share-partition start offsets, -1 for partitions held without a position)."""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from types import SimpleNamespace as NS
+from typing import Any, Optional
+
+import kafka.errors as Errors
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+
+from spark_purge._time import Deadline
+from spark_purge.kafka.groups import GroupReader
+from spark_purge.kafka.members import GroupReads, assemble_groups, reads_for
+from spark_purge.kafka.messages import (
+    GroupDescription,
+    ShareGroupOffsets,
+    SharePartitionOffset,
+    parse_classic_group_assignments,
+)
+from spark_purge.kafka.model import ClusterSnapshot, GroupCommit, GroupInfo, SnapshotIssue
+from spark_purge.kafka.offsets import OffsetReader
+from spark_purge.kafka.settings import ConnectionSettings
+from spark_purge.kafka.wire import Wire
+
+T1 = uuid.UUID(int=1)
+NOT_COORDINATOR, GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND, TOPIC_AUTHORIZATION_FAILED = 16, 30, 69, 29
+
+
+# ---- scripted answers ----------------------------------------------------------------------------
+
+
+def find(**coordinators: int) -> NS:
+    """FindCoordinator v4: group -> node (negative: COORDINATOR_NOT_AVAILABLE)."""
+    return NS(
+        coordinators=[NS(key=g, error_code=0 if n >= 0 else 15, node_id=n, error_message=None) for g, n in coordinators.items()]
+    )
+
+
+def share_offsets(*groups: tuple[str, int, list[tuple[str, int, int]]], partition_error: int = 0) -> NS:
+    """DescribeShareGroupOffsets v1: (group, error, [(topic, partition, start)])."""
+    out = []
+    for g, err, parts in groups:
+        topics: dict[str, list[NS]] = {}
+        for t, p, start in parts:
+            topics.setdefault(t, []).append(
+                NS(partition_index=p, start_offset=start, leader_epoch=0, lag=-1, error_code=partition_error, error_message=None)
+            )
+        out.append(
+            NS(group_id=g, error_code=err, error_message=None, topics=[NS(topic_name=t, topic_id=T1, partitions=ps) for t, ps in topics.items()])
+        )
+    return NS(version=1, groups=out)
+
+
+def described(*groups: tuple[str, int, list[tuple[str, int]]], target: Optional[list[tuple[str, int]]] = None) -> NS:
+    """Share/ConsumerGroupDescribe: (group, error, one member's assignment [(topic, partition)])."""
+
+    def assignment(tps: list[tuple[str, int]]) -> NS:
+        return NS(topic_partitions=[NS(topic_id=T1, topic_name=t, partitions=[p]) for t, p in tps])
+
+    out = []
+    for g, err, tps in groups:
+        member = NS(subscribed_topic_names=["orders"], assignment=assignment(tps), target_assignment=assignment(target or []))
+        out.append(
+            NS(group_id=g, error_code=err, error_message=None, group_state="Stable", group_epoch=1, assignment_epoch=1, members=[member])
+        )
+    return NS(groups=out)
+
+
+def offset_fetch(*groups: tuple[str, int, list[tuple[str, int, int]]]) -> NS:
+    """OffsetFetch v8: (group, error, [(topic, partition, committed)])."""
+    out = []
+    for g, err, commits in groups:
+        topics: dict[str, list[NS]] = {}
+        for t, p, off in commits:
+            topics.setdefault(t, []).append(NS(partition_index=p, committed_offset=off, metadata="m", error_code=0))
+        out.append(NS(group_id=g, error_code=err, topics=[NS(name=t, partitions=ps) for t, ps in topics.items()]))
+    return NS(error_code=0, groups=out)
+
+
+def classic(*groups: tuple[str, list[tuple[str, int]]], raw: Optional[bytes] = None) -> NS:
+    """DescribeGroups: (group, its one member's assignment) or ``raw`` assignment bytes."""
+    out = []
+    for g, tps in groups:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
+        data = raw if raw is not None else ConsumerProtocolAssignment(
+            version=0,
+            assigned_partitions=[ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            user_data=None,
+        ).encode()
+        member = NS(member_id="m-1", member_assignment=data)
+        out.append(NS(group_id=g, error_code=0, group_state="Stable", protocol_type="consumer", members=[member]))
+    return NS(groups=out)
+
+
+class FakeManager:
+    """Answers requests by (API name, node) from a script; records what was sent."""
+
+    def __init__(self, script: dict[tuple[str, Optional[int]], list[Any]]) -> None:
+        self.script = {k: list(v) for k, v in script.items()}
+        self.sent: list[tuple[str, Optional[int], list[str]]] = []
+        self.broker_version_data = NS(api_version=lambda request, **kw: 8)
+        self.cluster = NS(_coordinators={})
+
+    def send(self, request: Any, node_id: Optional[int] = None, request_timeout_ms: Optional[int] = None) -> Any:
+        name = request.name
+        if name == "FindCoordinatorRequest":
+            groups = list(request.coordinator_keys)
+        else:
+            raw = getattr(request, "group_ids", None) or getattr(request, "groups", None) or []
+            groups = [g if isinstance(g, str) else g.group_id for g in raw]
+        self.sent.append((name, node_id, groups))
+        answers = self.script.get((name, node_id))
+        answer = answers.pop(0) if answers else Errors.KafkaConnectionError(f"nothing scripted for {name} on {node_id}")
+
+        async def reply() -> Any:
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer
+
+        return reply()
+
+
+LISTED = {
+    "a": ("Stable", "share", "share"),
+    "b": ("Empty", "share", "share"),
+    "k": ("Stable", "consumer", "consumer"),
+    "c": ("Stable", "classic", "consumer"),
+    "s": ("Stable", "streams", "streams"),
+}
+
+
+def read(
+    manager: FakeManager, groups: list[str], timeout_s: float = 5.0, topics: tuple[str, ...] = ("orders",)
+) -> tuple[Wire, list[Any], list[Any], list[str], list[SnapshotIssue]]:
+    """GroupReader.fetch_group_state + assemble_groups over the scripted manager."""
+    admin = NS(_manager=manager, _net=NS(sleep=asyncio.sleep), close=lambda: None)
+    wire = Wire(ConnectionSettings("h:1", retry_backoff_ms=10), admin_factory=lambda **kw: admin)
+    reader = GroupReader(wire, OffsetReader(wire))
+    reads, unread = asyncio.run(reader.fetch_group_state(groups, LISTED, Deadline(timeout_s), {T1: "orders"}))
+    issues: list[SnapshotIssue] = []
+    infos, rows, unreadable = assemble_groups(groups, LISTED, reads, unread, topics, issues)
+    return wire, infos, rows, unreadable, issues
+
+
+def rows_of(rows: list[Any]) -> set[tuple[str, str, int, int]]:
+    return {(info.group_id, tp[0], tp[1], offset) for info, tp, offset, _ in rows}
+
+
+def not_find(sent: list[tuple[str, Optional[int], list[str]]]) -> list[tuple[str, Optional[int], list[str]]]:
+    return [s for s in sent if s[0] != "FindCoordinatorRequest"]
+
+
+# ---- the reads -----------------------------------------------------------------------------------
+
+
+def test_reads_by_group_type() -> None:
+    assert reads_for("share") == ("DescribeShareGroupOffsets", "ShareGroupDescribe")
+    assert reads_for("consumer") == ("OffsetFetch", "ConsumerGroupDescribe")
+    assert reads_for("classic") == ("OffsetFetch", "DescribeGroups")
+    assert reads_for("streams") == ("OffsetFetch",)
+
+
+def test_one_request_per_api_and_coordinator_and_the_rows_they_make() -> None:
+    manager = FakeManager(
+        {
+            ("FindCoordinatorRequest", None): [find(a=1, b=2, c=2, k=1, s=1)],
+            ("DescribeShareGroupOffsetsRequest", 1): [share_offsets(("a", 0, [("orders", 0, 10)]))],
+            ("DescribeShareGroupOffsetsRequest", 2): [share_offsets(("b", 0, [("orders", 0, 4), ("orders", 1, -1)]))],
+            ("ShareGroupDescribeRequest", 1): [described(("a", 0, [("orders", 0)]))],
+            ("ShareGroupDescribeRequest", 2): [described(("b", 0, []))],
+            ("ConsumerGroupDescribeRequest", 1): [described(("k", 0, [("orders", 1)]), target=[("orders", 2)])],
+            ("OffsetFetchRequest", 1): [offset_fetch(("k", 0, [("orders", 0, 5)]), ("s", 0, [("orders", 0, 3), ("other", 0, 9)]))],
+            ("OffsetFetchRequest", 2): [offset_fetch(("c", 0, [("other", 0, 1)]))],
+            ("DescribeGroupsRequest", 2): [classic(("c", [("orders", 0), ("orders", 1), ("other", 1)]))],
+        }
+    )
+    wire, infos, rows, unreadable, issues = read(manager, ["a", "b", "c", "k", "s"])
+    assert unreadable == [] and issues == []
+    assert sorted(manager.sent) == sorted(
+        [
+            ("FindCoordinatorRequest", None, ["a", "b", "c", "k", "s"]),
+            ("DescribeShareGroupOffsetsRequest", 1, ["a"]),
+            ("ShareGroupDescribeRequest", 1, ["a"]),
+            ("ConsumerGroupDescribeRequest", 1, ["k"]),
+            ("OffsetFetchRequest", 1, ["k", "s"]),
+            ("DescribeShareGroupOffsetsRequest", 2, ["b"]),
+            ("ShareGroupDescribeRequest", 2, ["b"]),
+            ("OffsetFetchRequest", 2, ["c"]),
+            ("DescribeGroupsRequest", 2, ["c"]),
+        ]
+    )
+    counted = wire.requests.snapshot()
+    assert sum(counted.values()) == len(manager.sent) == 9
+    assert counted["OffsetFetchRequest"] == 2 and counted["DescribeShareGroupOffsetsRequest"] == 2
+    assert rows_of(rows) == {
+        ("a", "orders", 0, 10),  # the share-partition start offset
+        ("b", "orders", 0, 4),
+        ("b", "orders", 1, -1),  # listed with start offset -1: needed, no position
+        ("k", "orders", 0, 5),  # a commit nobody holds still counts
+        ("k", "orders", 1, -1),  # assigned, no commit
+        ("k", "orders", 2, -1),  # target-assigned, no commit
+        ("s", "orders", 0, 3),  # streams: commits only
+        ("c", "orders", 0, -1),  # classic member assignment, no commit
+        ("c", "orders", 1, -1),
+    }
+    assert all(meta is None for info, _, off, meta in rows if off == -1 or info.group_type == "share")
+    by_id = {i.group_id: i for i in infos}
+    assert by_id["a"] == GroupInfo("a", "Stable", "share", 1)
+    assert by_id["k"] == GroupInfo("k", "Stable", "consumer", 1)  # from ConsumerGroupDescribe, not "Dead"
+    assert by_id["c"] == GroupInfo("c", "Stable", "classic", 1)
+    assert by_id["s"] == GroupInfo("s", "Stable", "streams", None)
+
+
+def test_a_moved_coordinator_is_looked_up_again_and_only_the_missing_read_is_resent() -> None:
+    manager = FakeManager(
+        {
+            ("FindCoordinatorRequest", None): [find(a=1), find(a=2)],
+            ("DescribeShareGroupOffsetsRequest", 1): [share_offsets(("a", NOT_COORDINATOR, []))],
+            ("ShareGroupDescribeRequest", 1): [described(("a", 0, [("orders", 0)]))],
+            ("DescribeShareGroupOffsetsRequest", 2): [share_offsets(("a", 0, [("orders", 0, 7)]))],
+        }
+    )
+    _, _, rows, unreadable, issues = read(manager, ["a"])
+    assert unreadable == [] and issues == []
+    assert rows_of(rows) == {("a", "orders", 0, 7)}
+    assert not_find(manager.sent) == [
+        ("DescribeShareGroupOffsetsRequest", 1, ["a"]),
+        ("ShareGroupDescribeRequest", 1, ["a"]),
+        ("DescribeShareGroupOffsetsRequest", 2, ["a"]),
+    ]
+
+
+def test_an_unreachable_coordinator_is_forgotten_and_the_reads_go_to_the_new_one() -> None:
+    manager = FakeManager(
+        {
+            ("FindCoordinatorRequest", None): [find(k=1), find(k=2)],
+            ("OffsetFetchRequest", 1): [Errors.KafkaConnectionError("down")],
+            ("ConsumerGroupDescribeRequest", 1): [Errors.KafkaConnectionError("down")],
+            ("OffsetFetchRequest", 2): [offset_fetch(("k", 0, []))],
+            ("ConsumerGroupDescribeRequest", 2): [described(("k", 0, [("orders", 0)]))],
+        }
+    )
+    _, _, rows, unreadable, _ = read(manager, ["k"])
+    assert unreadable == []
+    assert rows_of(rows) == {("k", "orders", 0, -1)}
+
+
+def test_refusals_are_unreadable_at_once_never_no_position() -> None:
+    manager = FakeManager(
+        {
+            ("FindCoordinatorRequest", None): [find(a=1, k=1, c=1)],
+            ("DescribeShareGroupOffsetsRequest", 1): [share_offsets(("a", GROUP_AUTHORIZATION_FAILED, []))],
+            ("ShareGroupDescribeRequest", 1): [described(("a", 0, []))],
+            ("OffsetFetchRequest", 1): [offset_fetch(("k", 0, []), ("c", 0, []))],
+            ("ConsumerGroupDescribeRequest", 1): [described(("k", GROUP_ID_NOT_FOUND, []))],
+            ("DescribeGroupsRequest", 1): [classic(("c", []), raw=b"\x00\x07garbage")],
+        }
+    )
+    _, infos, rows, unreadable, issues = read(manager, ["a", "c", "k"])
+    assert rows == [] and unreadable == ["a", "c", "k"]
+    assert {i.resource: i.error for i in issues} == {
+        "a": "GROUP_AUTHORIZATION_FAILED",
+        "c": "MALFORMED_ASSIGNMENT",
+        "k": "GROUP_ID_NOT_FOUND",
+    }
+    assert all(i.kind == "group" and i.resource in i.message for i in issues)
+    assert len(not_find(manager.sent)) == 5  # no retry for a refusal
+    assert len(infos) == 3  # still listed as groups
+
+
+def test_a_broker_without_the_api_is_unreadable_at_once() -> None:
+    manager = FakeManager(
+        {
+            ("FindCoordinatorRequest", None): [find(a=1)],
+            ("DescribeShareGroupOffsetsRequest", 1): [Errors.IncompatibleBrokerVersion("no API 90")],
+            ("ShareGroupDescribeRequest", 1): [Errors.IncompatibleBrokerVersion("no API 77")],
+        }
+    )
+    _, _, rows, unreadable, issues = read(manager, ["a"])
+    assert (rows, unreadable) == ([], ["a"])
+    assert [(i.resource, i.error) for i in issues] == [("a", "UNSUPPORTED_VERSION")]
+    assert len(manager.sent) == 3
+
+
+def test_no_coordinator_until_the_deadline_is_unreadable() -> None:
+    manager = FakeManager({("FindCoordinatorRequest", None): [find(a=-1) for _ in range(1000)]})
+    started = time.monotonic()
+    _, _, rows, unreadable, issues = read(manager, ["a"], timeout_s=0.5)
+    assert (rows, unreadable) == ([], ["a"])
+    assert [(i.kind, i.error) for i in issues] == [("coordinator", "COORDINATOR_NOT_AVAILABLE")]
+    assert time.monotonic() - started < 3
+    assert len(manager.sent) >= 2 and all(s[0] == "FindCoordinatorRequest" for s in manager.sent)
+
+
+def test_a_coordinator_moving_until_the_deadline_is_unreadable_naming_the_error() -> None:
+    manager = FakeManager(
+        {
+            ("FindCoordinatorRequest", None): [find(a=1) for _ in range(1000)],
+            ("DescribeShareGroupOffsetsRequest", 1): [share_offsets(("a", NOT_COORDINATOR, [])) for _ in range(1000)],
+            ("ShareGroupDescribeRequest", 1): [described(("a", 0, []))],
+        }
+    )
+    _, _, rows, unreadable, issues = read(manager, ["a"], timeout_s=0.5)
+    assert (rows, unreadable) == ([], ["a"])
+    assert [(i.resource, i.error) for i in issues] == [("a", "NOT_COORDINATOR")]
+    assert sum(1 for s in manager.sent if s[0] == "ShareGroupDescribeRequest") == 1  # read once, kept
+
+
+def test_a_refused_coordinator_lookup_is_unreadable_at_once() -> None:
+    refused = NS(coordinators=[NS(key="a", error_code=GROUP_AUTHORIZATION_FAILED, node_id=-1, error_message=None)])
+    manager = FakeManager({("FindCoordinatorRequest", None): [refused]})
+    _, _, _, unreadable, issues = read(manager, ["a"])
+    assert unreadable == ["a"]
+    assert [(i.kind, i.error) for i in issues] == [("coordinator", "GROUP_AUTHORIZATION_FAILED")]
+    assert len(manager.sent) == 1
+
+
+def test_a_share_partition_error_on_a_snapshot_topic_makes_the_group_unreadable() -> None:
+    def script() -> FakeManager:
+        return FakeManager(
+            {
+                ("FindCoordinatorRequest", None): [find(a=1)],
+                ("DescribeShareGroupOffsetsRequest", 1): [
+                    share_offsets(("a", 0, [("orders", 0, -1)]), partition_error=TOPIC_AUTHORIZATION_FAILED)
+                ],
+                ("ShareGroupDescribeRequest", 1): [described(("a", 0, []))],
+            }
+        )
+
+    _, _, rows, unreadable, issues = read(script(), ["a"])
+    assert (rows, unreadable) == ([], ["a"])
+    assert issues[0].error == "TOPIC_AUTHORIZATION_FAILED" and "orders-0" in issues[0].message
+    # ...but not one on a topic the snapshot does not cover.
+    _, _, rows, unreadable, issues = read(script(), ["a"], topics=("elsewhere",))
+    assert (rows, unreadable, issues) == ([], [], [])
+
+
+# ---- the rows (pure) -----------------------------------------------------------------------------
+
+
+def test_rows_only_for_snapshot_topics_and_a_commit_wins_over_no_position() -> None:
+    reads = GroupReads()
+    reads.commits["k"] = {("orders", 0): (5, "m"), ("other", 0): (1, None)}
+    reads.descriptions["k"] = GroupDescription(
+        "k", "consumer", "Reconciling", 2, assigned=frozenset({("orders", 0), ("other", 1)}), target_assigned=frozenset({("orders", 1)})
+    )
+    reads.share_offsets["a"] = ShareGroupOffsets(
+        "a", (SharePartitionOffset("a", "orders", 0, 12, 0, 3), SharePartitionOffset("a", "orders", 1, None, 0, None))
+    )
+    reads.descriptions["a"] = GroupDescription("a", "share", "Empty", 0)
+    issues: list[SnapshotIssue] = []
+    infos, rows, unreadable = assemble_groups(["k", "a"], LISTED, reads, {}, ["orders"], issues)
+    assert [(i.group_id, tp, off, meta) for i, tp, off, meta in rows] == [
+        ("a", ("orders", 0), 12, None),
+        ("a", ("orders", 1), -1, None),
+        ("k", ("orders", 0), 5, "m"),
+        ("k", ("orders", 1), -1, None),
+    ]
+    assert [i.group_state for i in infos] == ["Empty", "Reconciling"]
+    assert unreadable == [] and issues == []
+
+
+def test_minus_one_rows_survive_the_json_round_trip() -> None:
+    snap = ClusterSnapshot(
+        "s1",
+        1,
+        (),
+        (GroupCommit("k", "Stable", "consumer", 1, "orders", 0, -1, None), GroupCommit("a", "Empty", "share", 0, "orders", 0, 10, None)),
+        groups=(GroupInfo("a", "Empty", "share", 0),),
+    )
+    assert ClusterSnapshot.from_json(snap.to_json()) == snap
+
+
+def test_a_rebalancing_classic_group_holds_its_subscription() -> None:
+    """The classic coordinator clears assignments while a rebalance runs: a group without
+    commits must not vanish then; its members' subscribed topics are held instead."""
+    subscription = ConsumerProtocolSubscription(version=0, topics=["orders", "other"], user_data=None).encode()
+    member = NS(member_id="m-1", member_assignment=b"", member_metadata=subscription)
+    answer = NS(groups=[NS(group_id="c", error_code=0, group_state="PreparingRebalance", protocol_type="consumer", members=[member])])
+    manager = FakeManager(
+        {
+            ("FindCoordinatorRequest", None): [find(c=1)],
+            ("OffsetFetchRequest", 1): [offset_fetch(("c", 0, [("orders", 1, 4)]))],
+            ("DescribeGroupsRequest", 1): [answer],
+        }
+    )
+    admin = NS(_manager=manager, _net=NS(sleep=asyncio.sleep), close=lambda: None)
+    wire = Wire(ConnectionSettings("h:1"), admin_factory=lambda **kw: admin)
+    reads, unread = asyncio.run(GroupReader(wire, OffsetReader(wire)).fetch_group_state(["c"], LISTED, Deadline(5), {}))
+    issues: list[SnapshotIssue] = []
+    partitions = {"orders": [0, 1, 2]}
+    _, rows, unreadable = assemble_groups(["c"], LISTED, reads, unread, ["orders"], issues, partitions)
+    assert unreadable == [] and issues == []
+    assert rows_of(rows) == {("c", "orders", 0, -1), ("c", "orders", 1, 4), ("c", "orders", 2, -1)}
+    # Once Stable, only what the members were given counts (an idle extra member holds nothing).
+    stable = GroupDescription("c", "classic", "Stable", 1, subscribed_topics=frozenset({"orders"}))
+    reads.descriptions["c"] = stable
+    _, rows, _ = assemble_groups(["c"], LISTED, reads, {}, ["orders"], [], partitions)
+    assert rows_of(rows) == {("c", "orders", 1, 4)}
+
+
+def test_an_undecodable_subscription_of_a_member_without_assignment_is_unreadable() -> None:
+    member = NS(member_id="m-1", member_assignment=b"", member_metadata=b"\x00\x07junk")
+    answer = NS(groups=[NS(group_id="c", error_code=0, group_state="CompletingRebalance", protocol_type="consumer", members=[member])])
+    parsed = parse_classic_group_assignments(answer)["c"]
+    assert parsed.error == "MALFORMED_ASSIGNMENT" and "subscription" in (parsed.error_message or "")
