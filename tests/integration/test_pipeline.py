@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
@@ -71,7 +72,7 @@ def run_once(spark: SparkSession, cfg: PurgeConfig, dry_run: bool = False) -> Pu
     return pipeline
 
 
-def audit_rows(spark: SparkSession, cfg: PurgeConfig, record_type: str = "outcome") -> list[dict]:  # type: ignore[type-arg]
+def audit_rows(spark: SparkSession, cfg: PurgeConfig, record_type: str = "outcome") -> list[dict[str, Any]]:
     df = spark.read.format("delta").load(cfg.audit.path).where(f"record_type = '{record_type}'")
     return [r.asDict() for r in df.orderBy("batch_id", "topic", "partition").collect()]
 
@@ -157,8 +158,9 @@ def test_crash_after_intents_then_restart_completes_exactly_once(
         if step == "intents_written":
             raise RuntimeError("simulated driver crash after the intent write")
 
+    assert cfg.stream is not None
     pipeline = PurgePipeline(
-        spark, cfg, default_client_factory(cfg), checkpoint_location=cfg.stream.checkpoint_location, fault_hook=crash  # type: ignore[union-attr]
+        spark, cfg, default_client_factory(cfg), checkpoint_location=cfg.stream.checkpoint_location, fault_hook=crash
     )
     query, _ = start_stream(spark, cfg, available_now=True, pipeline=pipeline)
     with pytest.raises(Exception):  # noqa: B017 - Spark wraps the error in a JVM exception
