@@ -16,10 +16,18 @@ from typing import Protocol
 
 from pyspark.sql import Row
 
-from spark_purge.audit import NO_OUTCOME, AuditSink, BatchContext, intent_rows, outcome_rows
+from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows
 from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
 
 log = logging.getLogger(__name__)
+
+
+class AuditWriter(Protocol):
+    """The audit table as the runner uses it (``audit.AuditSink``)."""
+
+    def ensure_table(self) -> None: ...
+
+    def write(self, rows: Sequence[Row], kind: str, batch_id: int) -> bool: ...
 
 
 class PurgeClient(Protocol):
@@ -62,7 +70,7 @@ class BatchRunner:
     with nothing actionable, or a dry run, never connects. ``fault_hook`` is a test hook called
     between steps (``"intents_written"``, ``"deletes_sent"``) to simulate a crash."""
 
-    audit: AuditSink
+    audit: AuditWriter
     client: Callable[[], PurgeClient]
     delete_timeout_ms: int
     fault_hook: Callable[[str, int], None] | None = None
@@ -98,4 +106,4 @@ class BatchRunner:
             self.fault_hook(step, batch_id)
 
 
-__all__ = ["BatchResult", "BatchRunner", "PurgeClient"]
+__all__ = ["AuditWriter", "BatchResult", "BatchRunner", "PurgeClient"]
