@@ -11,7 +11,11 @@ Each micro-batch writes at most two commits:
 Both commits are idempotent per batch through Delta's ``txnAppId``/``txnVersion`` (the batch
 id): a batch that Spark re-runs after a crash (foreachBatch is at-least-once) finds its commit
 already recorded and Delta skips it, so no row is ever duplicated. The two commits use different
-app ids, as Delta requires for two writes to one table in one batch.
+app ids, as Delta requires for two writes to one table in one batch. A write that conflicts
+with another writer is retried with a pause (``_time.Backoff``).
+
+``intent_rows`` and ``outcome_rows`` are the pure mapping from plan rows (``schemas.PLAN``) and
+DeleteRecords outcomes to audit rows: no Spark job, no Kafka, no clock.
 
 Readers: Spark SQL (``SELECT * FROM delta.`<path>```), Databricks, delta-rs and DuckDB.
 """
@@ -20,15 +24,22 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from spark_purge._time import Backoff
 from spark_purge.errors import AuditError
 from spark_purge.schemas import AUDIT, GROUP_PROGRESS
+
+if TYPE_CHECKING:
+    from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +64,102 @@ except ImportError:  # pragma: no cover
     DELTA_CONFLICTS = ()
 
 BLOCKING_CONSTRAINTS = ("group", "missing_commit", "stale_group")
+CONFLICT_ATTEMPTS = 5  # Delta commits tried per audit write before giving up
+NO_OUTCOME = "NO_OUTCOME"  # error of a planned delete the client returned nothing for
+
+
+# ---- plan rows + outcomes -> audit rows (pure) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchContext:
+    """What every audit row of one batch shares."""
+
+    run_id: str
+    query_id: str
+    batch_id: int
+    planned_at: datetime  # the snapshot's time: the batch plans as of it
+    dry_run: bool
+    config_fingerprint: str
+
+
+def _audit_row(
+    plan: Row,
+    ctx: BatchContext,
+    record_type: str,
+    executed_at: datetime | None,
+    status: str,
+    low_watermark: int | None = None,
+    records_deleted: int | None = None,
+    error: str | None = None,
+) -> Row:
+    values: dict[str, Any] = dict(
+        run_id=ctx.run_id,
+        query_id=ctx.query_id,
+        batch_id=int(ctx.batch_id),
+        record_type=record_type,
+        planned_at=ctx.planned_at,
+        executed_at=executed_at,
+        snapshot_id=plan["snapshot_id"],
+        topic=plan["topic"],
+        partition=plan["partition"],
+        leader=plan["leader"],
+        prior_log_start_offset=plan["log_start_offset"],
+        high_watermark=plan["high_watermark"],
+        cutoff=plan["cutoff"],
+        low_watermark=low_watermark,
+        records_deleted=records_deleted if records_deleted is not None else (0 if record_type == "outcome" else None),
+        binding_constraint=plan["binding_constraint"],
+        blocking_group=plan["blocking_group"],
+        stale_groups=list(plan["stale_groups"] or []),
+        rule=plan["rule"],
+        status=status,
+        error=error,
+        dry_run=ctx.dry_run,
+        remote_storage_enable=plan["remote_storage_enable"],
+        config_fingerprint=ctx.config_fingerprint,
+        event_date=ctx.planned_at.strftime("%Y-%m-%d"),
+    )
+    return Row(**{f.name: values[f.name] for f in AUDIT.fields})
+
+
+def intent_rows(plan: Sequence[Row], ctx: BatchContext) -> list[Row]:
+    """One ``planned`` intent per actionable plan row, written before any delete."""
+    return [_audit_row(r, ctx, "intent", None, status="planned") for r in plan if r["actionable"]]
+
+
+def outcome_rows(
+    plan: Sequence[Row],
+    outcomes: Mapping[TopicPartitionKey, DeleteOutcome],
+    ctx: BatchContext,
+    executed_at: datetime,
+) -> list[Row]:
+    """One outcome per plan row: ``skipped`` (not actionable), ``dry_run``, ``deleted`` or
+    ``failed`` (an error, or no outcome at all: never silently "deleted")."""
+    rows = []
+    for r in plan:
+        if not r["actionable"]:
+            rows.append(_audit_row(r, ctx, "outcome", executed_at, status="skipped"))
+        elif ctx.dry_run:
+            rows.append(_audit_row(r, ctx, "outcome", executed_at, status="dry_run"))
+        else:
+            rows.append(_outcome_row(r, ctx, executed_at, outcomes.get((r["topic"], r["partition"]))))
+    return rows
+
+
+def _outcome_row(plan: Row, ctx: BatchContext, executed_at: datetime, outcome: DeleteOutcome | None) -> Row:
+    if outcome is None:
+        return _audit_row(plan, ctx, "outcome", executed_at, status="failed", error=NO_OUTCOME)
+    low = outcome.low_watermark if outcome.low_watermark is not None and outcome.low_watermark >= 0 else None
+    deleted = max(0, low - int(plan["log_start_offset"])) if low is not None else None
+    if outcome.error:
+        text = f"{outcome.error}: {outcome.error_message}" if outcome.error_message else str(outcome.error)
+        return _audit_row(
+            plan, ctx, "outcome", executed_at, status="failed", low_watermark=low, records_deleted=deleted, error=text
+        )
+    return _audit_row(
+        plan, ctx, "outcome", executed_at, status="deleted", low_watermark=outcome.low_watermark, records_deleted=deleted
+    )
 
 
 def absolute_location(path: str) -> str:
@@ -73,6 +180,8 @@ class AuditSink:
     app_id: str
     # Also register the table in the catalog under this name (audit.table_name), if given.
     table_name: str | None = None
+    # Pause between conflicting commits (a test may pass a recorder).
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Delta's table builder rejects relative locations; a local path is made absolute.
@@ -102,13 +211,14 @@ class AuditSink:
         Returns False when there was nothing to write.
         """
         if kind not in ("intent", "outcome"):
-            raise AuditError(f"audit write kind must be 'intent' or 'outcome', got {kind!r}")
+            raise ValueError(f"audit write kind must be 'intent' or 'outcome', got {kind!r}")
         df = rows if isinstance(rows, DataFrame) else self.spark.createDataFrame(list(rows), AUDIT)
         if not isinstance(rows, DataFrame) and not rows:
             return False
-        attempts = 0
+        backoff = Backoff(first=0.2, cap=2.0)
+        attempt = 0
         while True:
-            attempts += 1
+            attempt += 1
             try:
                 (
                     df.write.format("delta")
@@ -120,9 +230,11 @@ class AuditSink:
                 )
                 return True
             except DELTA_CONFLICTS as exc:  # another writer appended at the same time: retry
-                if attempts >= 5:
+                if attempt >= CONFLICT_ATTEMPTS:
                     raise AuditError(f"audit {kind} write for batch {batch_id} kept conflicting: {exc}") from exc
-                log.warning("audit %s write for batch %d conflicted (%s); retrying", kind, batch_id, exc)
+                pause = backoff.next()
+                log.warning("audit %s write for batch %d conflicted (%s); retrying in %.1fs", kind, batch_id, exc, pause)
+                self.sleep(pause)
 
     def read(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.path)

@@ -18,12 +18,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, NoReturn
 
 from spark_purge.errors import AuditError, ConfigError, KafkaError, SparkPurgeError, from_spark_exception
+
+if TYPE_CHECKING:  # the CLI imports Spark only once a command needs it
+    from pyspark.sql import SparkSession
+
+    from spark_purge.config import PurgeConfig
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KAFKA, EXIT_AUDIT, EXIT_OTHER = 0, 1, 2, 3, 4, 5
 
@@ -45,7 +52,7 @@ PLAN_COLUMNS = (
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep our wording
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep our wording
         self.print_usage(sys.stderr)
         raise ConfigError(f"{self.prog}: {message}")
 
@@ -78,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_config(path: str, bootstrap_servers: str | None = None):  # type: ignore[no-untyped-def]
+def load_config(path: str, bootstrap_servers: str | None = None) -> PurgeConfig:
     from spark_purge import config as cfgmod
 
     cfg = cfgmod.load(path)
@@ -129,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _spark(master: str | None):  # type: ignore[no-untyped-def]
+def _spark(master: str | None) -> SparkSession:
     from spark_purge.session import get_spark
 
     spark = get_spark("spark-purge", master=master)
@@ -137,21 +144,17 @@ def _spark(master: str | None):  # type: ignore[no-untyped-def]
     return spark
 
 
-def cmd_plan(cfg, args) -> int:  # type: ignore[no-untyped-def]
-    from spark_purge.pipeline import PurgePipeline, default_client_factory, read_snapshot
+def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    from spark_purge.pipeline import plan_snapshot
 
     spark = _spark(args.master)
-    checkpoint = cfg.stream.checkpoint_location if cfg.stream else "var/spark-purge/plan-checkpoint"
-    pipeline = PurgePipeline(spark, cfg, default_client_factory(cfg), checkpoint_location=checkpoint, dry_run=True)
     try:
-        plan_df, _ = pipeline.plan(read_snapshot(spark, cfg))
-        rows = [r.asDict() for r in plan_df.orderBy("topic", "partition").collect()]
+        plan = plan_snapshot(spark, cfg)
+        rows = [] if plan is None else [r.asDict() for r in plan.rows.orderBy("topic", "partition").collect()]
     except Exception as exc:
         raise _translate(exc) from exc
     shown = rows if args.all else [r for r in rows if r["binding_constraint"] != "nothing_to_do"]
     if args.json:
-        import json
-
         for r in shown:
             print(json.dumps(r, default=str))
     else:
@@ -165,8 +168,9 @@ def cmd_plan(cfg, args) -> int:  # type: ignore[no-untyped-def]
     return EXIT_OK
 
 
-def cmd_run(cfg, args) -> int:  # type: ignore[no-untyped-def]
-    from spark_purge.pipeline import BatchResult, run_continuous, start_stream
+def cmd_run(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    from spark_purge.pipeline import run_continuous, start_stream
+    from spark_purge.runner import BatchResult
 
     spark = _spark(args.master)
 
@@ -196,17 +200,17 @@ def cmd_run(cfg, args) -> int:  # type: ignore[no-untyped-def]
             raise _translate(exc) from exc
         finally:
             pipeline.close()
-    failed = sum(r.failed for r in pipeline.results)
-    deleted = sum(r.records_deleted for r in pipeline.results)
+    totals = pipeline.totals
+    failed = totals.failed
     print(
-        f"done: {len(pipeline.results)} batch(es), {deleted} records deleted, {failed} partition(s) failed"
+        f"done: {totals.batches} batch(es), {totals.records_deleted} records deleted, {failed} partition(s) failed"
         + (" (dry run: nothing deleted)" if pipeline.dry_run else ""),
         file=sys.stderr,
     )
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def cmd_audit(cfg, args) -> int:  # type: ignore[no-untyped-def]
+def cmd_audit(cfg: PurgeConfig, args: argparse.Namespace) -> int:
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -241,14 +245,17 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def format_table(rows: Sequence[dict], columns: Sequence[tuple[str, str]] | None = None) -> str:  # type: ignore[type-arg]
+def format_table(rows: Sequence[Mapping[str, object]], columns: Sequence[tuple[str, str]] | None = None) -> str:
     """A plain aligned text table (no extra dependency)."""
     if not rows:
         return "(none)"
     cols = list(columns) if columns else [(k, k) for k in rows[0]]
     cells = [[_cell(r.get(key)) for key, _ in cols] for r in rows]
     widths = [max(len(head), *(len(c[i]) for c in cells)) for i, (_, head) in enumerate(cols)]
-    line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()  # noqa: E731
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
+
     return "\n".join([line([h for _, h in cols]), line(["-" * w for w in widths])] + [line(c) for c in cells])
 
 

@@ -23,8 +23,11 @@ Top-level YAML keys (see ``conf/example.yaml`` for every option)::
     manual:           [{topic, partition, offset, force}]
     audit:            path, table_name
     stream:           checkpoint_location, trigger_interval, query_name
-    lease:            purger_id, ttl
     dry_run:          bool
+
+Each default is declared once, on its dataclass field; the loader passes only the keys a file
+sets, so an absent key takes the field's default (``field_default`` reads it for code that
+needs it without an instance).
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import yaml
 
@@ -242,6 +245,9 @@ def _check_rule_values(obj: RuleDefaults | TopicRule) -> None:
             raise _FieldError(key, f"expected a non-negative duration, got {getattr(obj, key)}ms")
 
 
+_RULE_DEFAULTS = RuleDefaults()
+
+
 @dataclass(frozen=True)
 class TopicRule:
     """Which topics (a regex, full match) and which consumer groups must have read a record first.
@@ -254,11 +260,13 @@ class TopicRule:
     topics: str
     required_groups: tuple[str, ...] | None = None
     exclude_groups: tuple[str, ...] = ()
-    on_missing_commit: str = "block"
-    on_stale_group: str = "block"
-    stale_after: int = 7 * DAY_MS
-    min_retention: int = 0
-    min_step: int = 1
+    # The rule defaults are RuleDefaults' (declared there once); the loader fills in the
+    # config's own ``defaults:`` section.
+    on_missing_commit: str = _RULE_DEFAULTS.on_missing_commit
+    on_stale_group: str = _RULE_DEFAULTS.on_stale_group
+    stale_after: int = _RULE_DEFAULTS.stale_after
+    min_retention: int = _RULE_DEFAULTS.min_retention
+    min_step: int = _RULE_DEFAULTS.min_step
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -353,20 +361,6 @@ class StreamConfig:
             raise _FieldError("trigger_interval", f"expected a positive duration, got {self.trigger_interval}ms")
 
 
-@dataclass(frozen=True)
-class LeaseConfig:
-    """The purger lease that fences overlapping jobs on one cluster."""
-
-    purger_id: str = "spark-purge"
-    ttl: int = 300_000
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.purger_id, str) or not self.purger_id.strip():
-            raise _FieldError("purger_id", f"expected a non-empty string, got {self.purger_id!r}")
-        if self.ttl <= 0:
-            raise _FieldError("ttl", f"expected a positive duration, got {self.ttl}ms")
-
-
 MANUAL_RULE_NAME = "manual"
 
 
@@ -382,7 +376,6 @@ class PurgeConfig:
     defaults: RuleDefaults = field(default_factory=RuleDefaults)
     manual: tuple[ManualEntry, ...] = ()
     stream: StreamConfig | None = None
-    lease: LeaseConfig = field(default_factory=LeaseConfig)
     dry_run: bool = False
 
     def __post_init__(self) -> None:
@@ -494,7 +487,7 @@ def _get(d: Mapping[str, Any], key: str, path: str, check: Callable[[Any, str], 
     if key not in d or d[key] is None:
         if default is _MISSING:
             raise ConfigError(f"{where}: required key is missing")
-        return default  # type: ignore[no-any-return]
+        return cast(_T, default)
     return check(d[key], where)
 
 
@@ -573,6 +566,34 @@ def _build(cls: Callable[..., _T], path: str, /, **kwargs: Any) -> _T:
         raise ConfigError(f"{where}: {err.reason}") from None
 
 
+def field_default(cls: type, name: str) -> Any:
+    """The default the dataclass ``cls`` declares for field ``name`` (its factory called)."""
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+            raise TypeError(f"{cls.__name__}.{name} has no default")
+    raise TypeError(f"{cls.__name__} has no field {name!r}")
+
+
+def _given(d: Mapping[str, Any], path: str, cls: type, checks: Mapping[str, Callable[[Any, str], Any]]) -> dict[str, Any]:
+    """The checked values of the keys ``d`` sets (null counts as unset), in ``checks`` order.
+
+    Unset keys are left out, so ``cls`` applies its own field default: each default is declared
+    once. An unset key whose field has no default is a "required key is missing" error.
+    """
+    required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    values: dict[str, Any] = {}
+    for key, check in checks.items():
+        if d.get(key) is not None:
+            values[key] = check(d[key], _join(path, key))
+        elif key in required:
+            raise ConfigError(f"{_join(path, key)}: required key is missing")
+    return values
+
+
 _SECURITY_KEYS = tuple(f.name for f in dataclasses.fields(SecurityConfig))
 _KAFKA_KEYS = tuple(f.name for f in dataclasses.fields(KafkaConfig))
 _DEFAULT_KEYS = tuple(f.name for f in dataclasses.fields(RuleDefaults))
@@ -580,7 +601,6 @@ _RULE_KEYS = tuple(f.name for f in dataclasses.fields(TopicRule))
 _MANUAL_KEYS = ("topic", "partition", "offset", "force")
 _AUDIT_KEYS = tuple(f.name for f in dataclasses.fields(AuditConfig))
 _STREAM_KEYS = tuple(f.name for f in dataclasses.fields(StreamConfig))
-_LEASE_KEYS = tuple(f.name for f in dataclasses.fields(LeaseConfig))
 _ROOT_KEYS = tuple(f.name for f in dataclasses.fields(PurgeConfig))
 
 
@@ -616,35 +636,33 @@ def _kafka(value: object, path: str) -> KafkaConfig:
     )
 
 
-def _rule_values(d: Mapping[str, Any], path: str, base: RuleDefaults) -> dict[str, Any]:
-    return {
-        "min_retention": _get(d, "min_retention", path, _duration, base.min_retention),
-        "min_step": _get(d, "min_step", path, _int, base.min_step),
-        "stale_after": _get(d, "stale_after", path, _duration, base.stale_after),
-        "on_missing_commit": _get(d, "on_missing_commit", path, _policy, base.on_missing_commit),
-        "on_stale_group": _get(d, "on_stale_group", path, _policy, base.on_stale_group),
-    }
+_RULE_VALUE_CHECKS: dict[str, Callable[[Any, str], Any]] = {
+    "min_retention": _duration,
+    "min_step": _int,
+    "stale_after": _duration,
+    "on_missing_commit": _policy,
+    "on_stale_group": _policy,
+}
 
 
 def _defaults(value: object, path: str) -> RuleDefaults:
     d = _section(value, path, _DEFAULT_KEYS)
-    return _build(RuleDefaults, path, **_rule_values(d, path, RuleDefaults()))
+    return _build(RuleDefaults, path, **_given(d, path, RuleDefaults, _RULE_VALUE_CHECKS))
+
+
+def _group_ids(value: object, path: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise ConfigError(f"{path}: expected a list of group ids, got string {value!r}")
+    return _list(value, path, _str)
 
 
 def _rule(value: object, path: str, base: RuleDefaults) -> TopicRule:
     d = _section(value, path, _RULE_KEYS)
-    groups = d.get("required_groups")
-    if isinstance(groups, str):
-        raise ConfigError(f"{path}.required_groups: expected a list of group ids, got string {groups!r}")
-    return _build(
-        TopicRule,
-        path,
-        name=_get(d, "name", path, _str),
-        topics=_get(d, "topics", path, _regex),
-        required_groups=_get(d, "required_groups", path, lambda v, p: _list(v, p, _str), None),
-        exclude_groups=_get(d, "exclude_groups", path, _regex_list, ()),
-        **_rule_values(d, path, base),
-    )
+    # A rule's unset values come from the config's `defaults:` section, not the field defaults.
+    values: dict[str, Any] = {key: getattr(base, key) for key in _RULE_VALUE_CHECKS}
+    checks = {"name": _str, "topics": _regex, "required_groups": _group_ids, "exclude_groups": _regex_list}
+    values.update(_given(d, path, TopicRule, {**checks, **_RULE_VALUE_CHECKS}))
+    return _build(TopicRule, path, **values)
 
 
 def _manual(value: object, path: str) -> ManualEntry:
@@ -662,60 +680,36 @@ def _manual(value: object, path: str) -> ManualEntry:
         offset = raw
     else:
         raise ConfigError(f"{path}.offset: expected an offset >= 0, 'end' (-1) or '@<ISO timestamp or epoch ms>', got {raw!r}")
-    return _build(
-        ManualEntry,
-        path,
-        topic=_get(d, "topic", path, _str),
-        partition=partition,
-        offset=offset,
-        timestamp=timestamp,
-        force=_get(d, "force", path, _bool, False),
-    )
+    given = _given(d, path, ManualEntry, {"topic": _str, "force": _bool})
+    return _build(ManualEntry, path, partition=partition, offset=offset, timestamp=timestamp, **given)
+
+
+def _audit(value: object, path: str) -> AuditConfig:
+    d = _section(value, path, _AUDIT_KEYS)
+    return _build(AuditConfig, path, **_given(d, path, AuditConfig, {"path": _str, "table_name": _str}))
+
+
+def _stream(value: object, path: str) -> StreamConfig:
+    d = _section(value, path, _STREAM_KEYS)
+    checks = {"checkpoint_location": _str, "trigger_interval": _duration, "query_name": _str}
+    return _build(StreamConfig, path, **_given(d, path, StreamConfig, checks))
 
 
 def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
     """Build and validate a ``PurgeConfig`` from parsed YAML/JSON; ``ConfigError`` on bad input."""
     d = _section(data, "", _ROOT_KEYS)
-    defaults = _get(d, "defaults", "", _defaults, RuleDefaults())
-    rules = _get(d, "rules", "", lambda v, p: _list(v, p, lambda r, rp: _rule(r, rp, defaults)), ())
-
-    def audit(value: object, path: str) -> AuditConfig:
-        a = _section(value, path, _AUDIT_KEYS)
-        return _build(AuditConfig, path, path=_get(a, "path", path, _str), table_name=_get(a, "table_name", path, _str, None))
-
-    def stream(value: object, path: str) -> StreamConfig:
-        s = _section(value, path, _STREAM_KEYS)
-        return _build(
-            StreamConfig,
-            path,
-            checkpoint_location=_get(s, "checkpoint_location", path, _str),
-            trigger_interval=_get(s, "trigger_interval", path, _duration, 60_000),
-            query_name=_get(s, "query_name", path, _str, "spark-purge"),
-        )
-
-    def lease(value: object, path: str) -> LeaseConfig:
-        s = _section(value, path, _LEASE_KEYS)
-        return _build(
-            LeaseConfig,
-            path,
-            purger_id=_get(s, "purger_id", path, _str, "spark-purge"),
-            ttl=_get(s, "ttl", path, _duration, 300_000),
-        )
-
-    return _build(
-        PurgeConfig,
-        "",
-        kafka=_get(d, "kafka", "", _kafka),
-        audit=_get(d, "audit", "", audit),
-        rules=rules,
-        protected_topics=_get(d, "protected_topics", "", _regex_list, ()),
-        group_exclude=_get(d, "group_exclude", "", _regex_list, ()),
-        defaults=defaults,
-        manual=_get(d, "manual", "", lambda v, p: _list(v, p, _manual), ()),
-        stream=_get(d, "stream", "", stream, None),
-        lease=_get(d, "lease", "", lease, LeaseConfig()),
-        dry_run=_get(d, "dry_run", "", _bool, False),
-    )
+    defaults: RuleDefaults = _get(d, "defaults", "", _defaults, field_default(PurgeConfig, "defaults"))
+    checks: dict[str, Callable[[Any, str], Any]] = {
+        "rules": lambda v, p: _list(v, p, lambda r, rp: _rule(r, rp, defaults)),
+        "kafka": _kafka,
+        "audit": _audit,
+        "protected_topics": _regex_list,
+        "group_exclude": _regex_list,
+        "manual": lambda v, p: _list(v, p, _manual),
+        "stream": _stream,
+        "dry_run": _bool,
+    }
+    return _build(PurgeConfig, "", defaults=defaults, **_given(d, "", PurgeConfig, checks))
 
 
 def load(path: str | os.PathLike[str]) -> PurgeConfig:
@@ -819,7 +813,6 @@ __all__ = [
     "ClientKwargs",
     "ConnectionSettings",
     "KafkaConfig",
-    "LeaseConfig",
     "ManualEntry",
     "PurgeConfig",
     "RuleDefaults",
@@ -830,6 +823,7 @@ __all__ = [
     "canonical_json",
     "config_fingerprint",
     "connection_settings",
+    "field_default",
     "format_duration",
     "from_dict",
     "kafka_client_kwargs",

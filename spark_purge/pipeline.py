@@ -1,17 +1,18 @@
 """The purge pipeline: snapshot -> plan -> intents -> DeleteRecords -> outcomes.
 
-This module is the only place that wires I/O together. Per micro-batch (``foreachBatch``):
+This module is the only place that wires I/O together. Per micro-batch (``foreachBatch``),
+``PurgePipeline.process_batch``:
 
-1. split the snapshot (``schemas.SNAPSHOT``) into partition state and group commits;
-2. ``policy.compute_plan`` with ``now`` = the snapshot's own time, so a replayed batch plans
-   exactly what it planned the first time (the source persists each batch's snapshot);
-3. write the actionable rows to the Delta audit as **intents** — before any delete;
-4. send DeleteRecords batched per leader, leaders in parallel (``kafka`` package);
-5. write one **outcome** row per planned partition (exactly once per batch: Delta txn ids);
-6. remember when each group's commit last moved (stale-group detection).
+1. plans the snapshot (``schemas.SNAPSHOT``) with a ``planner.Planner``, as of the snapshot's
+   own time, so a replayed batch plans exactly what it planned the first time (the source
+   persists each batch's snapshot);
+2. runs the plan with a ``runner.BatchRunner``: intents to the Delta audit before any delete,
+   DeleteRecords batched per leader, one outcome row per planned partition (exactly once);
+3. remembers when each group's commit last moved (stale-group detection).
 
 Streaming: :func:`start_stream` (processingTime trigger, or ``available_now`` for one-shot runs
 under Airflow / Databricks Jobs). Both keep their state in the configured checkpoint.
+:func:`plan_snapshot` plans one batch snapshot without a stream (``spark-purge plan``).
 """
 from __future__ import annotations
 
@@ -20,33 +21,27 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import Protocol
 
 from pyspark.sql import DataFrame, Row, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
-from spark_purge.audit import AuditSink, ProgressStore, absolute_location
-from spark_purge.config import PurgeConfig, config_fingerprint, connection_settings
+from spark_purge.audit import AuditSink, BatchContext, ProgressStore, absolute_location
+from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
 from spark_purge.errors import ConfigError, KafkaError, from_spark_exception
-from spark_purge.policy import split_snapshot, time_floor_requests, timestamp_lookups
-from spark_purge.schemas import AUDIT, GROUP_PROGRESS
+from spark_purge.kafka.model import TopicPartitionKey
+from spark_purge.planner import Plan, Planner
+from spark_purge.policy import retention_floors, split_snapshot
+from spark_purge.runner import BatchResult, BatchRunner, PurgeClient
+from spark_purge.schemas import GROUP_PROGRESS
 
 log = logging.getLogger(__name__)
 
 SOURCE_FORMAT = "kafka_state"
-
-
-class DeleteClient(Protocol):
-    """What the pipeline needs from Kafka to act (see ``spark_purge.kafka``)."""
-
-    def delete_records(self, cutoffs: Mapping[tuple[str, int], int], timeout_ms: int) -> Sequence[object]: ...
-
-    def close(self) -> None: ...
 
 
 # ---- snapshot plumbing ----------------------------------------------------------------------
@@ -64,11 +59,7 @@ def source_options(config: PurgeConfig, snapshot_dir: str | None = None, poll_in
     patterns = [f"(?:{r.topics})" for r in config.rules] + [re.escape(m.topic) for m in config.manual]
     opts["topic.include"] = "|".join(patterns)
     # Floors relative to each snapshot's own time (the policy plans as of that time).
-    ref = datetime(2000, 1, 1, tzinfo=timezone.utc)
-    floors = [
-        {"topic_regex": r.topics, "min_retention_ms": int((ref - r.floor_time).total_seconds() * 1000)}
-        for r in time_floor_requests(config, ref)
-    ]
+    floors = [{"topic_regex": f.topics, "min_retention_ms": f.min_retention_ms} for f in retention_floors(config)]
     if floors:
         opts["time.floors"] = json.dumps(floors)
     if snapshot_dir:
@@ -88,36 +79,49 @@ def read_snapshot(spark: SparkSession, config: PurgeConfig) -> DataFrame:
 
 # ---- the batch ------------------------------------------------------------------------------
 
+RECENT_RESULTS = 100  # BatchResults kept under --follow; the totals cover every batch
+
 
 @dataclass
-class BatchResult:
-    batch_id: int
-    planned: int = 0
-    actionable: int = 0
+class RunTotals:
+    """Every batch of a run, added up (``PurgePipeline.results`` keeps only the recent ones)."""
+
+    batches: int = 0
     deleted: int = 0
     failed: int = 0
     records_deleted: int = 0
-    failures: list[str] = field(default_factory=list)
+
+    def add(self, result: BatchResult) -> None:
+        self.batches += 1
+        self.deleted += result.deleted
+        self.failed += result.failed
+        self.records_deleted += result.records_deleted
 
 
 @dataclass
 class PurgePipeline:
-    """Runs one purge cycle per snapshot DataFrame; give ``process_batch`` to foreachBatch."""
+    """Runs one purge cycle per snapshot DataFrame; give ``process_batch`` to foreachBatch.
+
+    A ``Planner`` (snapshot -> plan) and a ``BatchRunner`` (plan -> intents -> deletes ->
+    outcomes) share one lazily opened Kafka client; this class wires them to the checkpoint
+    (query id, group progress) and reports each batch.
+    """
 
     spark: SparkSession
     config: PurgeConfig
-    client_factory: Callable[[], DeleteClient]
+    client_factory: Callable[[], PurgeClient]
     checkpoint_location: str
     dry_run: bool = False
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     on_batch: Callable[[BatchResult], None] | None = None
     # Test hook: called between steps ("intents_written", "deletes_sent") to simulate a crash.
     fault_hook: Callable[[str, int], None] | None = None
-    results: list[BatchResult] = field(default_factory=list)
+    results: deque[BatchResult] = field(default_factory=lambda: deque(maxlen=RECENT_RESULTS))
+    totals: RunTotals = field(default_factory=RunTotals)
 
     def __post_init__(self) -> None:
         self._fingerprint = config_fingerprint(self.config)
-        self._client: DeleteClient | None = None
+        self._client: PurgeClient | None = None
         self._query_id: str | None = None
 
     # The query id lives in the checkpoint's metadata file: stable across restarts, so it is
@@ -138,9 +142,17 @@ class PurgePipeline:
 
     @property
     def progress(self) -> ProgressStore:
-        return ProgressStore(self.spark, str(Path(self.checkpoint_location) / "group_progress"), app_id=self.query_id)
+        return ProgressStore(self.spark, progress_location(self.checkpoint_location), app_id=self.query_id)
 
-    def client(self) -> DeleteClient:
+    @property
+    def planner(self) -> Planner:
+        return Planner(self.config, lambda timestamps: self.client().offsets_for_times(timestamps), self.progress.read)
+
+    @property
+    def runner(self) -> BatchRunner:
+        return BatchRunner(self.audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook)
+
+    def client(self) -> PurgeClient:
         if self._client is None:
             self._client = self.client_factory()
         return self._client
@@ -150,171 +162,29 @@ class PurgePipeline:
             self._client.close()
             self._client = None
 
-    def plan(self, snapshot: DataFrame) -> tuple[DataFrame, datetime | None]:
-        """The plan DataFrame for a snapshot, planned as of the snapshot's own time."""
-        from spark_purge.policy import compute_plan, unreadable_groups_of
-
-        first = snapshot.select("snapshot_time", "unreadable_groups").limit(1).collect()
-        if not first:
-            return self.spark.createDataFrame([], "snapshot_id string"), None
-        now = _utc(first[0]["snapshot_time"])
-        partitions, groups = split_snapshot(snapshot)
-        plan = compute_plan(
-            partitions,
-            groups,
-            self.config,
-            now=now,
-            progress=self.progress.read(),
-            manual_offsets=self._manual_offsets(partitions),
-            unreadable_groups=unreadable_groups_of(first[0]),  # unknown commits block, never vanish
-        )
-        return plan, now
-
-    def _manual_offsets(self, partitions: DataFrame) -> DataFrame | None:
-        """Answer the config's ``offset: '@timestamp'`` entries with ListOffsets by timestamp."""
-        from spark_purge.policy import MANUAL_OFFSETS
-
-        lookups = timestamp_lookups(self.config)
-        if not lookups:
-            return None
-        topics = sorted({lookup.topic for lookup in lookups})
-        wanted: dict[tuple[str, int], datetime] = {}
-        for row in partitions.select("topic", "partition").where(F.col("topic").isin(topics)).collect():
-            entry = self.config.manual_for(row["topic"], row["partition"])
-            if entry is not None and entry.timestamp is not None:
-                wanted[(row["topic"], row["partition"])] = entry.timestamp
-        found = self.client().offsets_for_times(  # type: ignore[attr-defined]
-            {tp: int(ts.timestamp() * 1000) for tp, ts in wanted.items()}
-        )
-        rows = [(t, p, ts, found.get((t, p))) for (t, p), ts in sorted(wanted.items())]
-        return self.spark.createDataFrame(rows, MANUAL_OFFSETS)
-
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
-        result = BatchResult(batch_id)
         snapshot = snapshot.persist()
         try:
-            plan_df, now = self.plan(snapshot)
-            if now is None:
-                return self._done(result)
-            plan_rows = plan_df.collect()  # one row per partition: small, and used twice below
+            plan = self.planner.plan(snapshot)
+            if plan is None:
+                return self._done(BatchResult(batch_id))
+            plan_rows = plan.rows.collect()  # one row per partition: small, and used twice
             _partitions, groups = split_snapshot(snapshot)
             group_rows = groups.collect()
         finally:
             snapshot.unpersist()
-        result.planned = len(plan_rows)
-        audit = self.audit
-        audit.ensure_table()
-        planned_at = now
-        actionable = [r for r in plan_rows if r["actionable"]]
-        result.actionable = len(actionable)
-
-        # 1. intents: persisted before anything is deleted.
-        intents = [self._audit_row(r, batch_id, "intent", planned_at, None, status="planned") for r in actionable]
-        audit.write(intents, "intent", batch_id)
-        self._fault("intents_written", batch_id)
-
-        # 2. deletes, batched per leader.
-        outcomes: dict[tuple[str, int], object] = {}
-        if actionable and not self.dry_run:
-            cutoffs = {(r["topic"], r["partition"]): int(r["cutoff"]) for r in actionable}
-            log.info("batch %d: DeleteRecords for %d partitions", batch_id, len(cutoffs))
-            for outcome in self.client().delete_records(cutoffs, timeout_ms=self.config.kafka.delete_timeout):
-                outcomes[(outcome.topic, outcome.partition)] = outcome  # type: ignore[attr-defined]
-        self._fault("deletes_sent", batch_id)
-
-        # 3. outcomes: one per planned partition, exactly once per batch.
-        executed_at = datetime.now(timezone.utc)
-        rows = []
-        for r in plan_rows:
-            key = (r["topic"], r["partition"])
-            if not r["actionable"]:
-                rows.append(self._audit_row(r, batch_id, "outcome", planned_at, executed_at, status="skipped"))
-            elif self.dry_run:
-                rows.append(self._audit_row(r, batch_id, "outcome", planned_at, executed_at, status="dry_run"))
-            else:
-                rows.append(self._outcome_row(r, batch_id, planned_at, executed_at, outcomes.get(key), result))
-        audit.write(rows, "outcome", batch_id)
-
-        # 4. group progress, for stale-group detection in later batches.
-        self._update_progress(group_rows, now, batch_id)
+        ctx = BatchContext(self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint)
+        result = self.runner.run(plan_rows, ctx)
+        # Group progress, for stale-group detection in later batches.
+        self._update_progress(group_rows, plan.planned_at, batch_id)
         return self._done(result)
 
-    # ---- helpers ----------------------------------------------------------------------------
     def _done(self, result: BatchResult) -> BatchResult:
         self.results.append(result)
+        self.totals.add(result)
         if self.on_batch is not None:
             self.on_batch(result)
         return result
-
-    def _fault(self, step: str, batch_id: int) -> None:
-        if self.fault_hook is not None:
-            self.fault_hook(step, batch_id)
-
-    def _audit_row(
-        self,
-        plan: Row,
-        batch_id: int,
-        record_type: str,
-        planned_at: datetime,
-        executed_at: datetime | None,
-        status: str,
-        low_watermark: int | None = None,
-        records_deleted: int | None = None,
-        error: str | None = None,
-    ) -> Row:
-        values = dict(
-            run_id=self.run_id,
-            query_id=self.query_id,
-            batch_id=int(batch_id),
-            record_type=record_type,
-            planned_at=planned_at,
-            executed_at=executed_at,
-            snapshot_id=plan["snapshot_id"],
-            topic=plan["topic"],
-            partition=plan["partition"],
-            leader=plan["leader"],
-            prior_log_start_offset=plan["log_start_offset"],
-            high_watermark=plan["high_watermark"],
-            cutoff=plan["cutoff"],
-            low_watermark=low_watermark,
-            records_deleted=records_deleted if records_deleted is not None else (0 if record_type == "outcome" else None),
-            binding_constraint=plan["binding_constraint"],
-            blocking_group=plan["blocking_group"],
-            stale_groups=list(plan["stale_groups"] or []),
-            rule=plan["rule"],
-            status=status,
-            error=error,
-            dry_run=self.dry_run,
-            remote_storage_enable=plan["remote_storage_enable"],
-            config_fingerprint=self._fingerprint,
-            event_date=planned_at.strftime("%Y-%m-%d"),
-        )
-        return Row(**{f.name: values[f.name] for f in AUDIT.fields})
-
-    def _outcome_row(
-        self, plan: Row, batch_id: int, planned_at: datetime, executed_at: datetime, outcome: object | None, result: BatchResult
-    ) -> Row:
-        if outcome is None:  # the client returned nothing for it: never silently "deleted"
-            result.failed += 1
-            result.failures.append(f"{plan['topic']}-{plan['partition']}: no outcome")
-            return self._audit_row(plan, batch_id, "outcome", planned_at, executed_at, status="failed", error="NO_OUTCOME")
-        low = getattr(outcome, "low_watermark", None)
-        error = getattr(outcome, "error", None)
-        deleted = max(0, int(low) - int(plan["log_start_offset"])) if low is not None and low >= 0 else None
-        if error:
-            message = getattr(outcome, "error_message", None)
-            text = f"{error}: {message}" if message else str(error)
-            result.failed += 1
-            result.failures.append(f"{plan['topic']}-{plan['partition']}: {text}")
-            return self._audit_row(
-                plan, batch_id, "outcome", planned_at, executed_at, status="failed",
-                low_watermark=low if low is not None and low >= 0 else None, records_deleted=deleted, error=text,
-            )
-        result.deleted += 1
-        result.records_deleted += deleted or 0
-        return self._audit_row(
-            plan, batch_id, "outcome", planned_at, executed_at, status="deleted", low_watermark=low, records_deleted=deleted
-        )
 
     def _update_progress(self, group_rows: Iterable[Row], now: datetime, batch_id: int) -> None:
         current = self.spark.createDataFrame(
@@ -324,18 +194,43 @@ class PurgePipeline:
         store.update(current, store.read(), batch_id)
 
 
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+def progress_location(checkpoint_location: str) -> str:
+    """Where the group progress table lives: beside the stream's checkpoint."""
+    return str(Path(checkpoint_location) / "group_progress")
+
+
+def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Callable[[], PurgeClient] | None = None) -> Plan | None:
+    """Read one snapshot and plan it, changing nothing (``spark-purge plan``).
+
+    Group progress comes from the configured stream checkpoint, if any (so stale groups show
+    as the running job sees them); the Kafka client is opened only for ``@timestamp`` entries.
+    """
+    factory = client_factory or default_client_factory(config)
+    opened: list[PurgeClient] = []
+
+    def lookup(timestamps: Mapping[TopicPartitionKey, int]) -> Mapping[TopicPartitionKey, int]:
+        if not opened:
+            opened.append(factory())
+        return opened[0].offsets_for_times(timestamps)
+
+    progress: Callable[[], DataFrame | None] = lambda: None  # noqa: E731
+    if config.stream is not None:
+        progress = ProgressStore(spark, progress_location(config.stream.checkpoint_location), app_id="plan").read
+    try:
+        return Planner(config, lookup, progress).plan(read_snapshot(spark, config))
+    finally:
+        for client in opened:
+            client.close()
 
 
 # ---- streaming entry points -----------------------------------------------------------------
 
 
-def default_client_factory(config: PurgeConfig) -> Callable[[], DeleteClient]:
-    def make() -> DeleteClient:
+def default_client_factory(config: PurgeConfig) -> Callable[[], PurgeClient]:
+    def make() -> PurgeClient:
         from spark_purge.kafka import open_client
 
-        return open_client(config)  # type: ignore[return-value]
+        return open_client(config)
 
     return make
 
@@ -358,7 +253,7 @@ def start_stream(
     if not checkpoint:
         raise ConfigError("stream.checkpoint_location: expected a path for the streaming checkpoint, got nothing")
     checkpoint = absolute_location(checkpoint)
-    interval_ms = stream_cfg.trigger_interval if stream_cfg else 60_000
+    interval_ms: int = stream_cfg.trigger_interval if stream_cfg else field_default(StreamConfig, "trigger_interval")
     if pipeline is None:
         pipeline = PurgePipeline(
             spark,
@@ -374,7 +269,12 @@ def start_stream(
         .options(**source_options(config, snapshot_dir=str(Path(checkpoint) / "snapshots"), poll_interval_ms=interval_ms))
         .load()
     )
-    writer = snapshots.writeStream.foreachBatch(pipeline.process_batch).option("checkpointLocation", checkpoint)
+    run_batch = pipeline.process_batch
+
+    def each_batch(snapshot: DataFrame, batch_id: int) -> None:
+        run_batch(snapshot, batch_id)
+
+    writer = snapshots.writeStream.foreachBatch(each_batch).option("checkpointLocation", checkpoint)
     if stream_cfg is not None:
         writer = writer.queryName(stream_cfg.query_name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=f"{interval_ms} milliseconds")
@@ -417,7 +317,7 @@ def run_continuous(
                 raise found from exc
             if max_restarts is not None and restarts >= max_restarts:
                 raise found from exc
-            if pipeline.results:  # it made progress since the last failure: start over gently
+            if pipeline.totals.batches:  # it made progress since the last failure: start over gently
                 backoff = initial_backoff_s
             restarts += 1
             log.warning("Kafka unreachable (%s); restarting the purge stream in %.0fs (retry %d)", found, backoff, restarts)
@@ -425,3 +325,20 @@ def run_continuous(
             backoff = min(max_backoff_s, backoff * 2)
         finally:
             pipeline.close()
+
+
+__all__ = [
+    "RECENT_RESULTS",
+    "SOURCE_FORMAT",
+    "BatchResult",
+    "PurgeClient",
+    "PurgePipeline",
+    "RunTotals",
+    "default_client_factory",
+    "plan_snapshot",
+    "progress_location",
+    "read_snapshot",
+    "run_continuous",
+    "source_options",
+    "start_stream",
+]

@@ -6,6 +6,8 @@
   group commits nested in ``groups`` and the snapshot's ``unreadable_groups`` (one consistent
   snapshot per micro-batch).
 - ``GROUP_PROGRESS``: when each group's commit on a partition last moved (for staleness).
+- ``TOPIC_RULES``, ``MANUAL_RULES``, ``MANUAL_OFFSETS``: the policy's inputs besides a snapshot
+  (rules resolved per topic, manual entries, answers to ``@timestamp`` lookups).
 - ``PLAN``: the purge plan, one row per selected partition.
 - ``AUDIT``: the Delta audit table, one row per partition decision (intent or outcome).
 """
@@ -104,6 +106,47 @@ GROUP_PROGRESS = StructType(
         StructField("last_progress_time", TimestampType(), False),
     ]
 )
+
+# Answers to timestamp_lookups(config): first offset at/after `timestamp` (high watermark if none).
+MANUAL_OFFSETS = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("timestamp", TimestampType(), False),
+        StructField("offset", LongType(), True),
+    ]
+)
+
+# One row per selected topic: the rule's parameters, resolved on the driver with Python regexes.
+TOPIC_RULES = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("rule", StringType(), True),
+        StructField("protected", BooleanType(), False),
+        StructField("required", ArrayType(StringType(), False), False),
+        StructField("block_missing", BooleanType(), False),
+        StructField("ignore_stale", BooleanType(), False),
+        StructField("stale_before", TimestampType(), False),
+        StructField("stale_after", StringType(), False),
+        StructField("min_step", LongType(), False),
+        StructField("floor_time", TimestampType(), True),  # null: the rule needs no time floor
+        # Unreadable groups this topic may need: listed ones, or (discovery) any not excluded.
+        StructField("unreadable", ArrayType(StringType(), False), False),
+        StructField("unreadable_note", StringType(), True),  # "g (ERROR), ..." for the detail
+    ]
+)
+
+# The config's manual entries, one row each, joined onto the partitions by the policy.
+MANUAL_RULES = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("m_partition", IntegerType(), True),  # null: every partition
+        StructField("m_offset", LongType(), True),  # END (-1) means the high watermark
+        StructField("m_timestamp", TimestampType(), True),
+        StructField("m_force", BooleanType(), False),
+    ]
+)
+
 
 # Values of PLAN.binding_constraint, the reason a partition's cutoff is what it is.
 BINDING_CONSTRAINTS = (

@@ -4,9 +4,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+from delta.exceptions import ConcurrentAppendException
 from pyspark.sql import Row, SparkSession
+from pyspark.sql.readwriter import DataFrameWriter
 
-from spark_purge.audit import AuditSink, blocked_now, deleted_per_topic_per_day, errors
+from spark_purge.audit import CONFLICT_ATTEMPTS, AuditSink, blocked_now, deleted_per_topic_per_day, errors
+from spark_purge.errors import AuditError
 from spark_purge.schemas import AUDIT
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
@@ -72,3 +76,45 @@ def test_operator_queries(spark: SparkSession, tmp_path: Path) -> None:
     # partition 1's latest outcome is also bound by a group, partition 0's by a missing commit.
     assert ("orders", 0, "analytics") in blocked
     assert [(r.topic, r.error) for r in errors(audit).collect()] == [("clicks", "POLICY_VIOLATION")]
+
+
+def _conflicts(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """Make the next ``times`` Delta saves fail as if another writer had appended first."""
+    real = DataFrameWriter.save
+    calls: list[int] = []
+
+    def save(self: DataFrameWriter, *args: object, **kwargs: object) -> None:
+        calls.append(1)
+        if len(calls) <= times:
+            raise ConcurrentAppendException("simulated concurrent append")
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(DataFrameWriter, "save", save)
+    return calls
+
+
+def test_conflicting_write_is_retried_after_growing_pauses(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pauses: list[float] = []
+    sink = AuditSink(spark, str(tmp_path / "audit"), app_id="job-c", sleep=pauses.append)
+    sink.ensure_table()
+    calls = _conflicts(monkeypatch, times=2)
+
+    assert sink.write([_row()], "outcome", batch_id=0)
+
+    assert len(calls) == 3 and pauses == [0.2, 0.4]  # Backoff(first=0.2): a pause before each retry
+    assert sink.read().count() == 1
+
+
+def test_write_that_keeps_conflicting_gives_up_with_an_audit_error(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pauses: list[float] = []
+    sink = AuditSink(spark, str(tmp_path / "audit"), app_id="job-d", sleep=pauses.append)
+    sink.ensure_table()
+    _conflicts(monkeypatch, times=CONFLICT_ATTEMPTS)
+
+    with pytest.raises(AuditError, match="kept conflicting"):
+        sink.write([_row()], "intent", batch_id=0)
+    assert len(pauses) == CONFLICT_ATTEMPTS - 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient
@@ -62,7 +63,7 @@ def test_purge_cuts_each_partition_at_the_minimum_required_commit(
     # The lagging group holds partition 2 at 0: untouched, and the audit names the group.
     assert outcomes[2]["status"] == "skipped" and outcomes[2]["records_deleted"] == 0
     assert outcomes[2]["blocking_group"] == f"{topic3}-b"
-    assert sum(r.records_deleted for r in pipeline.results) == 140
+    assert pipeline.totals.records_deleted == 140 and pipeline.totals.batches == 1
     # Every delete has its intent, in an earlier Delta commit of the same batch.
     intents = {(r["batch_id"], r["partition"]): r for r in audit_rows(spark, cfg, "intent")}
     assert set(intents) == {(0, 0), (0, 1)}
@@ -116,8 +117,9 @@ def test_crash_after_intents_then_restart_completes_exactly_once(
         if step == "intents_written":
             raise RuntimeError("simulated driver crash after the intent write")
 
+    assert cfg.stream is not None
     pipeline = PurgePipeline(
-        spark, cfg, default_client_factory(cfg), checkpoint_location=cfg.stream.checkpoint_location, fault_hook=crash  # type: ignore[union-attr]
+        spark, cfg, default_client_factory(cfg), checkpoint_location=cfg.stream.checkpoint_location, fault_hook=crash
     )
     query, _ = start_stream(spark, cfg, available_now=True, pipeline=pipeline)
     with pytest.raises(Exception):  # noqa: B017 - Spark wraps the error in a JVM exception
@@ -150,7 +152,7 @@ def test_stream_purges_progressively_over_three_batches(
             commit_topic(admin, group, topic3, step)
             deadline = time.monotonic() + 90
             # Done when Kafka shows the cut and the batch that made it has written its outcomes.
-            while log_starts(admin, topic3, 3) != step or sum(r.records_deleted for r in pipeline.results) != sum(step):
+            while log_starts(admin, topic3, 3) != step or pipeline.totals.records_deleted != sum(step):
                 assert query.exception() is None, query.exception()
                 assert time.monotonic() < deadline, f"stream never purged to {step}"
                 time.sleep(0.5)
@@ -185,3 +187,28 @@ def test_manual_timestamp_entry_resolves_through_list_offsets_by_timestamp(
     assert log_starts(admin, topic, 1) == [30]  # the first record at/after the timestamp
     (row,) = audit_rows(spark, cfg)
     assert (row["status"], row["binding_constraint"], row["cutoff"]) == ("deleted", "manual", 30)
+
+
+def test_cli_plan_prints_the_plan_without_a_stream_or_any_change(
+    kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from spark_purge.cli import main
+
+    commit(admin, f"{topic3}-a", topic3, [25, 50, 0])
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({
+        "kafka": {"bootstrap_servers": kafka_cluster.bootstrap_servers, "request_timeout": "10s"},
+        "rules": [{"name": "r", "topics": topic3, "required_groups": [f"{topic3}-a"]}],
+        "audit": {"path": str(tmp_path / "audit")},  # no stream section: no checkpoint needed
+    }))
+
+    assert main(["plan", "-c", str(path), "--all", "--json"]) == 0
+
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["partition"], r["cutoff"], r["binding_constraint"], r["actionable"]) for r in rows] == [
+        (0, 25, "group", True), (1, 50, "group", True), (2, 0, "nothing_to_do", False),
+    ]
+    assert log_starts(admin, topic3, 3) == [0, 0, 0]
+    assert not (tmp_path / "audit").exists()

@@ -94,7 +94,7 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any]], None]], str, list[str]]] 
     ("negative duration", [with_("rules[0].stale_after", -5)], "rules[0].stale_after:", ["non-negative duration"]),
     ("zero trigger", [with_("stream", {"checkpoint_location": "cp", "trigger_interval": 0})], "stream.trigger_interval:", ["positive duration"]),
     ("missing checkpoint", [with_("stream", {"trigger_interval": "5s"})], "stream.checkpoint_location:", ["required key is missing"]),
-    ("zero lease ttl", [with_("lease", {"ttl": "0s"})], "lease.ttl:", ["positive duration"]),
+    ("lease is not a section (yet)", [with_("lease", {"ttl": "10m"})], "lease:", ["unknown key", "expected one of: kafka, audit"]),
     ("zero request timeout", [with_("kafka.request_timeout", 0)], "kafka.request_timeout:", ["positive duration"]),
     ("negative retries", [with_("kafka.retries", -1)], "kafka.retries:", ["non-negative integer"]),
     ("bad policy", [with_("rules[0].on_missing_commit", "skip")], "rules[0].on_missing_commit:", ["expected 'block' or 'ignore'", "'skip'"]),

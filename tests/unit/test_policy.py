@@ -25,9 +25,9 @@ def config(*rules: dict[str, Any], **extra: Any) -> PurgeConfig:
 def part(
     topic: str,
     partition: int = 0,
-    lso: int = 0,
+    log_start: int = 0,
     hw: int = 1000,
-    lst: int | None = None,
+    last_stable: int | None = None,  # last stable offset (default: the high watermark)
     internal: bool = False,
     cleanup: str | None = "delete",
     floor_time: datetime | None = None,
@@ -35,7 +35,7 @@ def part(
     leader: int | None = 1,
     remote: bool | None = None,
 ) -> tuple[Any, ...]:
-    return (SNAP, NOW, topic, partition, leader, [1, 2], [1, 2], lso, hw, hw if lst is None else lst, internal, cleanup, None, remote, floor_time, floor_offset)
+    return (SNAP, NOW, topic, partition, leader, [1, 2], [1, 2], log_start, hw, hw if last_stable is None else last_stable, internal, cleanup, None, remote, floor_time, floor_offset)
 
 
 def grp(group: str, topic: str, partition: int, offset: int, state: str = "Stable", kind: str = "classic", members: int = 1) -> tuple[Any, ...]:
@@ -61,7 +61,7 @@ def run(
         cfg,
         NOW,
         progress=None if progress is None else spark.createDataFrame(progress, schemas.GROUP_PROGRESS),
-        manual_offsets=None if manual_offsets is None else spark.createDataFrame(manual_offsets, policy.MANUAL_OFFSETS),
+        manual_offsets=None if manual_offsets is None else spark.createDataFrame(manual_offsets, schemas.MANUAL_OFFSETS),
         unreadable_groups=unreadable,
     )
 
@@ -79,7 +79,7 @@ def both_groups(topic: str, partition: int, billing: int, analytics: int) -> lis
 
 
 def test_group_binding_exact_plan_row(spark: SparkSession) -> None:
-    plan = run(spark, config(ORDERS), [part("orders", lso=100, hw=500, remote=True)], both_groups("orders", 0, 300, 120))
+    plan = run(spark, config(ORDERS), [part("orders", log_start=100, hw=500, remote=True)], both_groups("orders", 0, 300, 120))
     expected = spark.createDataFrame(
         [(SNAP, "orders", 0, 1, 100, 500, 120, 20, "group", "analytics", "orders", [], True, True, "group analytics at 120 holds back 380 records")],
         schemas.PLAN,
@@ -101,24 +101,24 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
     )
     floor_ok = NOW - timedelta(hours=2)
     parts = [
-        part("orders.group", lso=0, hw=500),
-        part("orders.hw", lso=0, hw=500),
-        part("orders.lso", lso=0, hw=500, lst=200),
-        part("orders.missing", lso=0, hw=500),
-        part("orders.step", lso=0, hw=500),
-        part("orders.none", lso=300, hw=500),
-        part("aged", lso=0, hw=500, floor_time=floor_ok, floor_offset=150),
+        part("orders.group", log_start=0, hw=500),
+        part("orders.hw", log_start=0, hw=500),
+        part("orders.txn", log_start=0, hw=500, last_stable=200),
+        part("orders.missing", log_start=0, hw=500),
+        part("orders.step", log_start=0, hw=500),
+        part("orders.none", log_start=300, hw=500),
+        part("aged", log_start=0, hw=500, floor_time=floor_ok, floor_offset=150),
         part("__consumer_offsets", hw=500, internal=True),
         part("secret", hw=500),
         part("compact", hw=500, cleanup="compact"),
         part("manual", hw=500),
-        part("stale", lso=0, hw=500),
-        part("blind", lso=0, hw=500),
+        part("stale", log_start=0, hw=500),
+        part("blind", log_start=0, hw=500),
     ]
     groups = [
         grp("billing", "orders.group", 0, 250),
         grp("billing", "orders.hw", 0, 900),  # above the high watermark (topic truncated)
-        grp("billing", "orders.lso", 0, 500),
+        grp("billing", "orders.txn", 0, 500),
         grp("billing", "orders.step", 0, 5),
         grp("billing", "orders.none", 0, 300),
         grp("billing", "aged", 0, 400),
@@ -135,7 +135,7 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
     assert got == {
         "orders.group": ("group", 250, 250, True, "billing"),
         "orders.hw": ("high_watermark", 500, 500, True, None),
-        "orders.lso": ("last_stable_offset", 200, 200, True, None),
+        "orders.txn": ("last_stable_offset", 200, 200, True, None),
         "orders.missing": ("missing_commit", None, 0, False, "billing"),
         "orders.step": ("below_min_step", 5, 0, False, "billing"),
         "orders.none": ("nothing_to_do", 300, 0, False, "billing"),
@@ -152,12 +152,12 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
 
 def test_last_stable_offset_binds_only_below_high_watermark(spark: SparkSession) -> None:
     cfg = config(ORDERS)
-    parts = [part("orders", 0, hw=500, lst=450), part("orders", 1, hw=500, lst=500)]
+    parts = [part("orders", 0, hw=500, last_stable=450), part("orders", 1, hw=500, last_stable=500)]
     groups = both_groups("orders", 0, 500, 500) + both_groups("orders", 1, 700, 800)
     got = rows(run(spark, cfg, parts, groups))
     assert brief(got[("orders", 0)]) == ("last_stable_offset", 450, 450, True, None)
     assert got[("orders", 0)].detail == "open transaction: last stable offset 450 holds back 50 records"
-    # No open transaction: LSO == HW, the high watermark is named.
+    # No open transaction: last stable offset == high watermark, the high watermark is named.
     assert brief(got[("orders", 1)]) == ("high_watermark", 500, 500, True, None)
 
 
@@ -166,7 +166,7 @@ def test_ties_prefer_group_then_time_floor_then_high_watermark(spark: SparkSessi
     ft = NOW - timedelta(hours=1)
     parts = [
         part("orders", 0, hw=500, floor_time=ft, floor_offset=300),  # group == floor
-        part("orders", 1, hw=500, lst=400, floor_time=ft, floor_offset=400),  # floor == lso
+        part("orders", 1, hw=500, last_stable=400, floor_time=ft, floor_offset=400),  # floor == last stable offset
         part("orders", 2, hw=500, floor_time=ft, floor_offset=500),  # group == floor == hw
     ]
     groups = both_groups("orders", 0, 300, 600) + both_groups("orders", 1, 600, 600) + both_groups("orders", 2, 500, 500)
@@ -180,9 +180,9 @@ def test_time_floor_bounds_and_blocks_when_unknown(spark: SparkSession) -> None:
     cfg = config({**ORDERS, "min_retention": "1h"})
     needed = NOW - timedelta(hours=1)
     parts = [
-        part("orders", 0, lso=10, hw=500, floor_time=needed - timedelta(minutes=5), floor_offset=200),
-        part("orders", 1, lso=10, hw=500),  # floor never looked up
-        part("orders", 2, lso=10, hw=500, floor_time=needed + timedelta(minutes=5), floor_offset=450),  # too recent
+        part("orders", 0, log_start=10, hw=500, floor_time=needed - timedelta(minutes=5), floor_offset=200),
+        part("orders", 1, log_start=10, hw=500),  # floor never looked up
+        part("orders", 2, log_start=10, hw=500, floor_time=needed + timedelta(minutes=5), floor_offset=450),  # too recent
     ]
     groups = [g for p in range(3) for g in both_groups("orders", p, 400, 400)]
     got = rows(run(spark, cfg, parts, groups))
@@ -248,7 +248,7 @@ def test_stale_group_blocks_by_default_and_can_be_ignored(spark: SparkSession) -
 
 
 def test_stale_group_at_log_start_stays_named(spark: SparkSession) -> None:
-    parts = [part("orders", 0, lso=100, hw=500)]
+    parts = [part("orders", 0, log_start=100, hw=500)]
     groups = [grp("billing", "orders", 0, 400), grp("analytics", "orders", 0, 100, state="Dead", members=0)]
     progress = [prog("analytics", "orders", 0, 100, timedelta(days=10))]
     got = rows(run(spark, config(ORDERS), parts, groups, progress))[("orders", 0)]
@@ -308,7 +308,7 @@ def test_group_progress_anywhere_means_not_stale(spark: SparkSession) -> None:
 
 def test_below_min_step_and_nothing_to_do(spark: SparkSession) -> None:
     cfg = config({**ORDERS, "min_step": 100})
-    parts = [part("orders", 0, lso=100, hw=500), part("orders", 1, lso=100, hw=500), part("orders", 2, lso=100, hw=500), part("orders", 3, lso=100, hw=500)]
+    parts = [part("orders", 0, log_start=100, hw=500), part("orders", 1, log_start=100, hw=500), part("orders", 2, log_start=100, hw=500), part("orders", 3, log_start=100, hw=500)]
     groups = both_groups("orders", 0, 150, 400) + both_groups("orders", 1, 100, 400) + both_groups("orders", 2, 60, 400) + both_groups("orders", 3, 200, 400)
     got = rows(run(spark, cfg, parts, groups))
     assert brief(got[("orders", 0)]) == ("below_min_step", 150, 0, False, "billing")
@@ -358,7 +358,7 @@ def test_manual_offsets_are_bounded_by_safety(spark: SparkSession) -> None:
         {"topic": "orders", "partition": "all", "offset": 50},  # partitions without their own entry
     ]
     cfg = config({**ORDERS, "min_step": 1000}, manual=manual)
-    parts = [part("orders", p, lso=10, hw=500) for p in range(5)]
+    parts = [part("orders", p, log_start=10, hw=500) for p in range(5)]
     groups = [g for p in range(5) for g in both_groups("orders", p, 300, 400)]
     groups = [g for g in groups if not (g[6] == "orders" and g[7] == 4 and g[2] == "analytics")]
     got = rows(run(spark, cfg, parts, groups))
@@ -379,7 +379,7 @@ def test_forced_manual_skips_checks_but_not_hw_or_protection(spark: SparkSession
         {"topic": "__consumer_offsets", "offset": "end", "force": True},
     ]
     cfg = config({**ORDERS, "min_retention": "1h"}, {"name": "all", "topics": "(pay|__.*)"}, protected_topics=["pay"], manual=manual)
-    parts = [part("orders", p, lso=10, hw=500, lst=480) for p in range(3)] + [part("pay", hw=500), part("__consumer_offsets", hw=500, internal=True)]
+    parts = [part("orders", p, log_start=10, hw=500, last_stable=480) for p in range(3)] + [part("pay", hw=500), part("__consumer_offsets", hw=500, internal=True)]
     groups = [grp("billing", "orders", 0, 100)]  # analytics missing, floor unknown: forced anyway
     got = rows(run(spark, cfg, parts, groups))
     assert brief(got[("orders", 0)]) == ("manual", 450, 440, True, None)
@@ -430,9 +430,13 @@ def test_time_floor_requests_and_lookup_helpers() -> None:
         policy.TimeFloorRequest("orders", "orders", NOW - timedelta(hours=6)),
         policy.TimeFloorRequest("manual", "scratch", NOW - timedelta(hours=1)),
     ]
-    assert policy.time_floor_for(cfg, "orders", NOW) == NOW - timedelta(hours=6)
-    assert policy.time_floor_for(cfg, "clicks.web", NOW) is None
-    assert policy.time_floor_for(cfg, "unmatched", NOW) is None
+    assert policy.retention_floors(cfg) == [
+        policy.RetentionFloor("orders", "orders", 6 * 3_600_000),
+        policy.RetentionFloor("manual", "scratch", 3_600_000),
+    ]
+    # The floor each planned topic needs, as compute_plan resolves it (None: no floor).
+    floors = {r.topic: r.floor_time for r in policy.resolve_topics(["orders", "clicks.web", "scratch", "unmatched"], {}, cfg, NOW)}
+    assert floors == {"orders": NOW - timedelta(hours=6), "clicks.web": None, "scratch": NOW - timedelta(hours=1)}
     assert policy.timestamp_lookups(cfg) == [policy.TimestampLookup("orders", 1, datetime(2024, 5, 1, tzinfo=timezone.utc))]
 
 

@@ -61,16 +61,16 @@ def cases(draw: st.DrawFn) -> Case:
     }
     for topic in TOPICS + ("__internal", "prot"):
         for p in range(draw(st.integers(1, 8))):
-            lso = draw(st.integers(0, 100))
-            hw = lso + draw(st.integers(0, 150))
-            lst = max(lso, hw - draw(st.sampled_from([0, 0, 5, 30])))
+            log_start = draw(st.integers(0, 100))
+            hw = log_start + draw(st.integers(0, 150))
+            last_stable = max(log_start, hw - draw(st.sampled_from([0, 0, 5, 30])))
             floor_time, floor_offset = None, None
             if draw(st.integers(0, 4)) > 0:
                 floor_time = NOW - MIN_RETENTION + timedelta(minutes=draw(st.sampled_from([-10, 0, 10])))
-                floor_offset = draw(st.integers(lso, hw))
+                floor_offset = draw(st.integers(log_start, hw))
             cleanup = draw(st.sampled_from(["delete", "delete", "delete", "compact", None, "compact,delete"]))
             internal = topic == "__internal"
-            case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], lso, hw, lst, internal, cleanup, None, None, floor_time, floor_offset))
+            case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, None, floor_time, floor_offset))
             for g in GROUPS:
                 choice = draw(st.integers(0, 5))
                 if choice == 0 or g in unreadable:
@@ -124,9 +124,9 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
     rules = {r["topics"]: r for r in case.rules}
     manual = {m["topic"]: m["offset"] for m in case.manual}
     for row in plan:
-        _, _, topic, p, _, _, _, lso, hw, lst, _internal, cleanup, _, _, floor_time, floor_offset = parts[(row.topic, row.partition)]
+        _, _, topic, p, _, _, _, log_start, hw, last_stable, _internal, cleanup, _, _, floor_time, floor_offset = parts[(row.topic, row.partition)]
         assert row.binding_constraint in schemas.BINDING_CONSTRAINTS
-        assert row.records_to_delete == (row.cutoff - lso if row.actionable else 0)
+        assert row.records_to_delete == (row.cutoff - log_start if row.actionable else 0)
         if topic in ("__internal", "prot") or (cleanup is not None and "delete" not in cleanup):
             assert not row.actionable and row.cutoff is None
             continue
@@ -144,8 +144,8 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         floor_ok = floor_offset is not None and floor_time <= NOW - MIN_RETENTION
         if row.actionable:
             # The safety invariant.
-            assert row.cutoff > lso
-            assert row.cutoff <= hw and row.cutoff <= lst
+            assert row.cutoff > log_start
+            assert row.cutoff <= hw and row.cutoff <= last_stable
             assert not blind, row  # what an unreadable group consumed is unknown
             for g, offset in have.items():
                 if g not in ignored:
@@ -163,7 +163,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
                 assert row.binding_constraint == "group_unreadable" and row.blocking_group in blind, row
             continue
         counted = [o for g, o in have.items() if g not in ignored]
-        safe = min(counted + ([floor_offset] if needs_floor else []) + [hw, lst])
+        safe = min(counted + ([floor_offset] if needs_floor else []) + [hw, last_stable])
         target = manual.get(topic)
         if target is not None:
             target = hw if target == "end" else target
@@ -171,4 +171,4 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         else:
             cutoff, step = safe, rule["min_step"]
         assert row.cutoff == cutoff, (row, cutoff)
-        assert row.actionable == (cutoff - lso >= step), row
+        assert row.actionable == (cutoff - log_start >= step), row

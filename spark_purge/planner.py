@@ -1,0 +1,82 @@
+"""The planner: one cluster snapshot (``schemas.SNAPSHOT``) -> the purge plan (``schemas.PLAN``).
+
+It wires the pure policy to the two inputs a snapshot does not carry: group progress (when each
+commit last moved, for stale groups) and the answers to the config's ``@timestamp`` manual
+entries (ListOffsets by timestamp). The plan is made as of the snapshot's own time, so a
+replayed batch plans exactly what it planned the first time.
+
+    planner = Planner(config, lookup_offsets=client.offsets_for_times)
+    plan = planner.plan(snapshot)        # None for an empty snapshot
+    plan.rows, plan.planned_at
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_purge._time import as_utc
+from spark_purge.config import PurgeConfig
+from spark_purge.kafka.model import TopicPartitionKey
+from spark_purge.policy import compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
+from spark_purge.schemas import MANUAL_OFFSETS
+
+# (topic, partition) -> epoch ms  ->  (topic, partition) -> first offset at/after it (Kafka I/O).
+OffsetLookup = Callable[[Mapping[TopicPartitionKey, int]], Mapping[TopicPartitionKey, int]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A snapshot's plan (``schemas.PLAN`` rows) and the time it was planned as of."""
+
+    rows: DataFrame
+    planned_at: datetime
+
+
+@dataclass(frozen=True)
+class Planner:
+    """Snapshot -> plan. ``progress`` reads the group progress table (None: no group is stale);
+    ``lookup_offsets`` answers ``@timestamp`` manual entries and is only called when some exist."""
+
+    config: PurgeConfig
+    lookup_offsets: OffsetLookup
+    progress: Callable[[], DataFrame | None] = lambda: None
+
+    def plan(self, snapshot: DataFrame) -> Plan | None:
+        """The plan for a snapshot, or None when the snapshot has no rows."""
+        first = snapshot.select("snapshot_time", "unreadable_groups").limit(1).collect()
+        if not first:
+            return None
+        now = as_utc(first[0]["snapshot_time"])
+        partitions, groups = split_snapshot(snapshot)
+        rows = compute_plan(
+            partitions,
+            groups,
+            self.config,
+            now=now,
+            progress=self.progress(),
+            manual_offsets=self.manual_offsets(partitions),
+            unreadable_groups=unreadable_groups_of(first[0]),  # unknown commits block, never vanish
+        )
+        return Plan(rows, now)
+
+    def manual_offsets(self, partitions: DataFrame) -> DataFrame | None:
+        """``MANUAL_OFFSETS`` answering the config's ``offset: '@timestamp'`` entries, or None."""
+        lookups = timestamp_lookups(self.config)
+        if not lookups:
+            return None
+        topics = sorted({lookup.topic for lookup in lookups})
+        wanted: dict[TopicPartitionKey, datetime] = {}
+        for row in partitions.select("topic", "partition").where(F.col("topic").isin(topics)).collect():
+            entry = self.config.manual_for(row["topic"], row["partition"])
+            if entry is not None and entry.timestamp is not None:
+                wanted[(row["topic"], row["partition"])] = entry.timestamp
+        found = self.lookup_offsets({tp: int(ts.timestamp() * 1000) for tp, ts in wanted.items()})
+        rows = [(t, p, ts, found.get((t, p))) for (t, p), ts in sorted(wanted.items())]
+        return partitions.sparkSession.createDataFrame(rows, MANUAL_OFFSETS)
+
+
+__all__ = ["OffsetLookup", "Plan", "Planner"]

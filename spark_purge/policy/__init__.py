@@ -1,0 +1,99 @@
+"""The purge policy (package): which offsets are safe to delete, as pure ``DataFrame -> DataFrame`` logic.
+
+No Kafka, no Delta, no clock: ``now`` is passed in. The main entry point is ``compute_plan``;
+its output has exactly the schema ``schemas.PLAN``, one row per partition selected by a rule.
+It runs in three steps: ``with_bounds`` (the cutoff the bounds allow, and which bound sets it)
+-> ``with_binding_constraint`` (what blocks or binds the partition; whether to act) ->
+``with_explanation`` (the blocking group and the human-readable ``detail``).
+
+Names: ``log_start_offset`` is the partition's first offset (what DeleteRecords moves);
+``last_stable_offset`` is Kafka's LSO, the READ_COMMITTED end, below the high watermark while
+a transaction is open.
+
+cutoff(p) = min(consumed(p), time floor(p), high watermark, last stable offset), where
+consumed(p) is the lowest commit over the topic's required groups.
+
+Inputs the data source must provide (the pipeline asks for them up front):
+
+- ``retention_floors(config)``: per rule with ``min_retention``, the topic regex and the
+  retention, relative to the snapshot's time (``time_floor_requests(config, now)``: the same as
+  floor times ``now - min_retention``). The snapshot's ``time_floor_time``/``time_floor_offset``
+  answer it (offset of the first record at/after the floor time; the high watermark when every
+  record is older). A partition whose floor is needed but null, or was looked up for a *later*
+  time than required, is not purged (binding ``time_floor``).
+- ``timestamp_lookups(config)``: the ``@timestamp`` manual entries as (topic, partition or None
+  for every partition, timestamp). The pipeline answers them with ListOffsets by timestamp and
+  passes a ``manual_offsets`` DataFrame of schema ``MANUAL_OFFSETS`` (topic, partition,
+  timestamp, offset: first record at/after timestamp, the high watermark if none). A missing
+  answer blocks that partition (binding ``manual``, not actionable).
+
+Decisions (binding_constraint, first match wins):
+
+1. ``internal`` (internal flag or a ``__`` name), ``protected``, ``compacted`` (cleanup.policy
+   set and lacking ``delete``; unknown policy proceeds, the broker would refuse anyway): no cutoff,
+   even for forced manual entries.
+2. ``manual`` when a manual ``@timestamp`` entry has no looked-up offset.
+3. ``group_unreadable``: the snapshot could not read the commits of a group the topic may need
+   (a listed required group; with discovery, any group not excluded, since its commits — on
+   any topic — are unknown). Whatever ``on_missing_commit`` says: unknown is not "none".
+   ``missing_commit``: a required group has no commit on the partition and the rule blocks on
+   that, or *no* required group has a commit at all (always blocks, whatever the rule says).
+4. ``time_floor``: the rule needs a floor and the snapshot has none usable ("floor unknown").
+5. Otherwise the bound itself. Ties prefer ``group``/``stale_group``, then ``time_floor``, then
+   ``high_watermark``, then ``last_stable_offset`` (so the last stable offset binds only while a
+   transaction keeps it below the high watermark). Among groups: lowest offset, an active group before a stale one,
+   then group id. A manual offset binds (``manual``) when it is <= the safe cutoff.
+   Then: cutoff <= log start -> ``nothing_to_do`` (but a binding ``stale_group`` keeps its name);
+   cutoff - log start < min_step -> ``below_min_step`` (manual entries skip min_step);
+   else actionable.
+
+Stale groups: no members (state ``Empty``; or a *classic* group that is ``Dead`` or has 0 members
+— KIP-848 ``consumer`` groups show as Dead with no members to the classic API, so that alone never
+counts) AND known progress on every partition it commits to (``progress`` row whose offset equals
+the current commit) whose latest ``last_progress_time`` is older than the rule's ``stale_after``.
+Unknown progress means not stale. A stale group with ``on_stale_group: block`` still holds the
+cutoff at its commit (binding ``stale_group``); with ``ignore`` it is left out of the minimum.
+Either way it is listed in ``stale_groups``.
+
+Manual entries: cutoff = min(manual, safe cutoff); with ``force``, min(manual, high watermark)
+and no group, floor or last-stable-offset checks (still never on internal, protected or compacted topics).
+"""
+from __future__ import annotations
+
+from spark_purge.policy.groups import group_staleness, group_status
+from spark_purge.policy.inputs import (
+    RetentionFloor,
+    TimeFloorRequest,
+    TimestampLookup,
+    TopicRuleRow,
+    required_groups,
+    resolve_topics,
+    retention_floors,
+    split_snapshot,
+    time_floor_requests,
+    timestamp_lookups,
+    unreadable_groups_of,
+    unreadable_required,
+)
+from spark_purge.policy.plan import compute_plan, with_binding_constraint, with_bounds, with_explanation
+
+__all__ = [
+    "RetentionFloor",
+    "TimeFloorRequest",
+    "TimestampLookup",
+    "TopicRuleRow",
+    "compute_plan",
+    "group_staleness",
+    "group_status",
+    "required_groups",
+    "resolve_topics",
+    "retention_floors",
+    "split_snapshot",
+    "time_floor_requests",
+    "timestamp_lookups",
+    "unreadable_groups_of",
+    "unreadable_required",
+    "with_binding_constraint",
+    "with_bounds",
+    "with_explanation",
+]

@@ -1,0 +1,78 @@
+"""Consumer-group facts per selected partition: which required groups lack a commit, which are
+stale, and the lowest commit that counts (see the policy package docstring for staleness)."""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampType
+
+
+def _no_members(state: Column, kind: Column, members: Column) -> Column:
+    """True only when the group surely has no members (KIP-848 'Dead' alone does not count)."""
+    state_l, kind_l = F.lower(state), F.lower(kind)
+    classic_empty = (kind_l == "classic") & ((state_l == "dead") | (members == 0))
+    return F.coalesce((state_l == "empty") | classic_empty, F.lit(False))
+
+
+def group_staleness(groups: DataFrame, progress: DataFrame | None) -> DataFrame:
+    """Per group: ``stale_candidate`` (no members, progress known everywhere) and ``last_progress``.
+
+    A candidate is stale for a rule once ``last_progress`` is older than the rule's stale_after.
+    """
+    commits = groups.where(F.col("committed_offset") >= 0)
+    if progress is None:
+        return commits.groupBy("group_id").agg(
+            F.lit(False).alias("stale_candidate"), F.lit(None).cast(TimestampType()).alias("last_progress")
+        )
+    # GROUP_PROGRESS has one row per key; duplicates could only make a group look less stale.
+    latest = progress.select(
+        "group_id", "topic", "partition", F.col("committed_offset").alias("p_offset"), F.col("last_progress_time").alias("p_time")
+    )
+    joined = commits.join(latest, ["group_id", "topic", "partition"], "left")
+    known = F.coalesce(F.col("p_offset") == F.col("committed_offset"), F.lit(False))
+    return joined.groupBy("group_id").agg(
+        (
+            F.bool_and(_no_members(F.col("group_state"), F.col("group_type"), F.col("member_count")))
+            & F.bool_and(known)
+        ).alias("stale_candidate"),
+        F.max("p_time").alias("last_progress"),
+    )
+
+
+def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | None) -> DataFrame:
+    """Per selected partition: missing groups, stale groups, the lowest counted commit.
+
+    ``selected`` has the partition keys plus ``TOPIC_RULES`` columns. Output columns:
+    ``missing``, ``stale``, ``gmin`` (struct offset, stale, group_id), ``n_commits``.
+    """
+    commits = groups.where(F.col("committed_offset") >= 0).select(
+        "snapshot_id", "topic", "partition", "group_id", "committed_offset"
+    )
+    required = selected.select(
+        "snapshot_id", "topic", "partition", "ignore_stale", "stale_before", F.explode("required").alias("group_id")
+    )
+    rows = required.join(commits, ["snapshot_id", "topic", "partition", "group_id"], "left")
+    if progress is None:
+        is_stale = F.lit(False)  # unknown progress: nobody is stale
+    else:
+        rows = rows.join(group_staleness(groups, progress), "group_id", "left")
+        is_stale = F.coalesce(
+            F.col("stale_candidate") & (F.col("last_progress") < F.col("stale_before")), F.lit(False)
+        )
+    rows = rows.withColumn("is_stale", is_stale)
+    counted = F.col("committed_offset").isNotNull() & ~(F.col("is_stale") & F.col("ignore_stale"))
+    return rows.groupBy("snapshot_id", "topic", "partition").agg(
+        F.array_sort(F.collect_list(F.when(F.col("committed_offset").isNull(), F.col("group_id")))).alias("missing"),
+        F.array_sort(F.collect_list(F.when(F.col("is_stale"), F.col("group_id")))).alias("stale"),
+        F.min(
+            F.when(
+                counted,
+                F.struct(
+                    F.col("committed_offset").alias("offset"),
+                    F.col("is_stale").cast("int").alias("stale"),
+                    F.col("group_id").alias("group_id"),
+                ),
+            )
+        ).alias("gmin"),
+        F.count("committed_offset").alias("n_commits"),
+    )

@@ -1,0 +1,163 @@
+"""What the policy needs besides a snapshot's rows, resolved from the config: time floors and
+``@timestamp`` lookups for the source, and each selected topic's rule (``TOPIC_RULES`` rows).
+Pure Python (Python regex semantics) apart from ``split_snapshot``."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+
+from spark_purge._time import as_utc, format_duration
+from spark_purge.config import MANUAL_RULE_NAME, PurgeConfig, TopicRule
+from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE
+
+
+@dataclass(frozen=True)
+class TimeFloorRequest:
+    """Ask the source for the offset of the first record at/after ``floor_time`` on these topics."""
+
+    rule: str
+    topics: str  # regex, full match (Python syntax; the source matches topic names in Python)
+    floor_time: datetime
+
+
+@dataclass(frozen=True)
+class TimestampLookup:
+    """Ask the source for the first offset at/after ``timestamp`` (``partition`` None: all)."""
+
+    topic: str
+    partition: int | None
+    timestamp: datetime
+
+
+@dataclass(frozen=True)
+class RetentionFloor:
+    """A rule's time floor relative to the snapshot's own time: records appended within
+    ``min_retention_ms`` of it are never deleted, on topics matching ``topics``."""
+
+    rule: str
+    topics: str  # regex, full match (Python syntax)
+    min_retention_ms: int
+
+    def floor_time(self, now: datetime) -> datetime:
+        return as_utc(now) - timedelta(milliseconds=self.min_retention_ms)
+
+
+def retention_floors(config: PurgeConfig) -> list[RetentionFloor]:
+    """The time floors the snapshot must carry: one per rule with a ``min_retention`` (and, from
+    the defaults, one per manual-only topic, which gets a synthetic rule from them)."""
+    floors = [RetentionFloor(rule.name, rule.topics, rule.min_retention) for rule in config.rules if rule.min_retention > 0]
+    if config.defaults.min_retention > 0:
+        for topic in sorted({e.topic for e in config.manual}):
+            if not config.matching_rules(topic):
+                floors.append(RetentionFloor(MANUAL_RULE_NAME, re.escape(topic), config.defaults.min_retention))
+    return floors
+
+
+def time_floor_requests(config: PurgeConfig, now: datetime) -> list[TimeFloorRequest]:
+    """``retention_floors`` as absolute floor times for a snapshot taken at ``now``."""
+    return [TimeFloorRequest(f.rule, f.topics, f.floor_time(now)) for f in retention_floors(config)]
+
+
+def timestamp_lookups(config: PurgeConfig) -> list[TimestampLookup]:
+    """The ``@timestamp`` manual entries the source must resolve into ``MANUAL_OFFSETS`` rows."""
+    return [
+        TimestampLookup(e.topic, e.partition, e.timestamp) for e in config.manual if e.timestamp is not None
+    ]
+
+
+def unreadable_groups_of(snapshot_row: Row) -> dict[str, str]:
+    """group -> error for the groups a snapshot could not read, from any one of its ``SNAPSHOT``
+    rows (every row of a snapshot carries the same list)."""
+    return {g["group_id"]: g["error"] for g in snapshot_row["unreadable_groups"]}
+
+
+def split_snapshot(snapshot: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """``SNAPSHOT`` rows -> (``PARTITION_STATE``, ``GROUP_OFFSETS``) DataFrames."""
+    partitions = snapshot.select(*PARTITION_STATE.fieldNames())
+    exploded = snapshot.select("snapshot_id", "snapshot_time", "topic", "partition", F.explode("groups").alias("g"))
+    groups = exploded.select(
+        *[
+            F.col(f"g.{name}").alias(name) if name not in ("snapshot_id", "snapshot_time", "topic", "partition") else F.col(name)
+            for name in GROUP_OFFSETS.fieldNames()
+        ]
+    )
+    return partitions, groups
+
+
+class TopicRuleRow(NamedTuple):
+    """One ``TOPIC_RULES`` row: a selected topic and its rule's parameters."""
+
+    topic: str
+    rule: str
+    protected: bool
+    required: list[str]
+    block_missing: bool
+    ignore_stale: bool
+    stale_before: datetime
+    stale_after: str  # rendered, for the detail
+    min_step: int
+    floor_time: datetime | None  # None: the rule needs no time floor
+    unreadable: list[str]
+    unreadable_note: str | None
+
+
+def resolve_topics(
+    topics: Iterable[str],
+    discovered: Mapping[str, Iterable[str]],
+    config: PurgeConfig,
+    now: datetime,
+    unreadable: Mapping[str, str] | None = None,
+) -> list[TopicRuleRow]:
+    """``TOPIC_RULES`` rows for the topics a rule selects (pure Python, Python regex semantics).
+
+    ``discovered`` maps a topic to the groups with commits on it; ``unreadable`` maps groups whose
+    commits the snapshot could not read to the error. Raises ``ConfigError`` when a topic matches
+    more than one rule.
+    """
+    now = as_utc(now)
+    unreadable = unreadable or {}
+    rows = []
+    for topic in sorted(set(topics)):
+        rule = config.rule_for(topic)
+        if rule is None:
+            continue
+        blind = unreadable_required(rule, unreadable, config)
+        rows.append(
+            TopicRuleRow(
+                topic=topic,
+                rule=rule.name,
+                protected=config.is_protected(topic),
+                required=list(required_groups(rule, discovered.get(topic, ()), config)),
+                block_missing=rule.on_missing_commit == "block",
+                ignore_stale=rule.on_stale_group == "ignore",
+                stale_before=now - timedelta(milliseconds=rule.stale_after),
+                stale_after=format_duration(rule.stale_after),
+                min_step=rule.min_step,
+                floor_time=now - timedelta(milliseconds=rule.min_retention) if rule.min_retention > 0 else None,
+                unreadable=list(blind),
+                unreadable_note=", ".join(f"{g} ({unreadable[g]})" for g in blind) or None,
+            )
+        )
+    return rows
+
+
+def unreadable_required(rule: TopicRule, unreadable: Iterable[str], config: PurgeConfig) -> tuple[str, ...]:
+    """The unreadable groups a rule's topic may need: listed required groups among them; with
+    discovery every one not excluded — its commits are unknown, so it may have some on the topic."""
+    found = set(unreadable)
+    if rule.required_groups is not None:
+        return tuple(g for g in rule.required_groups if g in found)
+    return tuple(sorted(g for g in found if not config.group_excluded(rule, g)))
+
+
+def required_groups(rule: TopicRule, discovered: Iterable[str], config: PurgeConfig) -> tuple[str, ...]:
+    """Listed groups as given; otherwise discovered groups minus the exclusion regexes, sorted."""
+    if rule.required_groups is not None:
+        return rule.required_groups
+    return tuple(sorted({g for g in discovered if not config.group_excluded(rule, g)}))

@@ -1,0 +1,356 @@
+"""``compute_plan``: bounds -> binding constraint -> explanation, each a ``DataFrame -> DataFrame``
+step over the selected partitions joined with their rule, group facts and manual entry."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructType
+
+from spark_purge._time import as_utc
+from spark_purge.config import END, PurgeConfig
+from spark_purge.policy.groups import group_status
+from spark_purge.policy.inputs import TopicRuleRow, resolve_topics
+from spark_purge.schemas import MANUAL_RULES, PLAN, TOPIC_RULES
+
+
+def _manual_table(spark: SparkSession, config: PurgeConfig) -> DataFrame:
+    rows = [(e.topic, e.partition, e.offset, e.timestamp, e.force) for e in config.manual]
+    return spark.createDataFrame(rows, MANUAL_RULES)
+
+
+def _with_manual(df: DataFrame, config: PurgeConfig, manual_offsets: DataFrame | None) -> DataFrame:
+    """Adds ``m_target`` (null: no entry), ``m_force``, ``m_kind``, ``m_unknown``."""
+    if not config.manual:
+        return df.select(
+            "*",
+            F.lit(None).cast(LongType()).alias("m_target"),
+            F.lit(False).alias("m_force"),
+            F.lit(None).cast(StringType()).alias("m_kind"),
+            F.lit(False).alias("m_unknown"),
+        )
+    table = _manual_table(df.sparkSession, config)
+    specific = table.where(F.col("m_partition").isNotNull()).select(
+        "topic", F.col("m_partition").alias("partition"), *[F.col(c).alias(f"s_{c}") for c in ("m_offset", "m_timestamp", "m_force")]
+    )
+    generic = table.where(F.col("m_partition").isNull()).select(
+        "topic", *[F.col(c).alias(f"a_{c}") for c in ("m_offset", "m_timestamp", "m_force")]
+    )
+    df = df.join(specific, ["topic", "partition"], "left").join(generic, "topic", "left")
+    has_specific = F.col("s_m_force").isNotNull()
+
+    def pick(c: str) -> Column:  # the partition's own entry, else the all-partitions one
+        return F.when(has_specific, F.col(f"s_{c}")).otherwise(F.col(f"a_{c}"))
+
+    df = df.select("*", pick("m_offset").alias("m_offset"), pick("m_timestamp").alias("m_timestamp"), pick("m_force").alias("m_force_raw"))
+    if manual_offsets is not None:
+        answers = manual_offsets.groupBy("topic", "partition", F.col("timestamp").alias("m_timestamp")).agg(
+            F.min("offset").alias("m_ts_offset")  # several answers: the lowest is the safe one
+        )
+        df = df.join(answers, ["topic", "partition", "m_timestamp"], "left")
+    else:
+        df = df.withColumn("m_ts_offset", F.lit(None).cast(LongType()))
+    has_entry = F.col("m_force_raw").isNotNull()
+    target = (
+        F.when(F.col("m_offset") == END, F.col("high_watermark"))
+        .when(F.col("m_offset").isNotNull(), F.col("m_offset"))
+        .otherwise(F.col("m_ts_offset"))
+    )
+    kind = (
+        F.when(~has_entry, F.lit(None))
+        .when(F.col("m_offset") == END, F.lit("end"))
+        .when(F.col("m_offset").isNotNull(), F.format_string("offset %d", F.col("m_offset")))
+        .otherwise(F.concat(F.lit("@"), F.date_format("m_timestamp", "yyyy-MM-dd'T'HH:mm:ss'Z'")))
+    )
+    drop = [c for c in df.columns if c.startswith(("s_m_", "a_m_"))] + ["m_offset", "m_timestamp", "m_ts_offset", "m_force_raw"]
+    return df.select(
+        "*",
+        F.when(has_entry, target).alias("m_target"),
+        F.coalesce(F.col("m_force_raw"), F.lit(False)).alias("m_force"),
+        kind.alias("m_kind"),
+        (has_entry & target.isNull()).alias("m_unknown"),
+    ).drop(*drop)
+
+
+def _widen(df: DataFrame, schema: StructType) -> DataFrame:
+    """Select ``schema``'s columns in order, cast, and make nullable what the schema allows null."""
+    cols = []
+    for f in schema.fields:
+        col = F.col(f.name).cast(f.dataType)
+        if f.nullable and not df.schema[f.name].nullable:
+            # A CASE with a NULL branch is nullable; the analyzer folds a constant condition.
+            col = F.when(col.isNull(), F.lit(None)).otherwise(col)
+        cols.append(col.alias(f.name))
+    return df.select(*cols)
+
+
+def compute_plan(
+    partitions: DataFrame,
+    groups: DataFrame,
+    config: PurgeConfig,
+    now: datetime,
+    progress: DataFrame | None = None,
+    manual_offsets: DataFrame | None = None,
+    unreadable_groups: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
+
+    ``partitions``: ``PARTITION_STATE``; ``groups``: ``GROUP_OFFSETS`` (a committed_offset < 0
+    means no commit); ``progress``: ``GROUP_PROGRESS`` or None (then no group is stale);
+    ``manual_offsets``: ``MANUAL_OFFSETS`` answering ``timestamp_lookups(config)``;
+    ``unreadable_groups``: group -> error for groups whose commits the snapshot could not read
+    (``unreadable_groups_of(row)``).
+
+    Collects the distinct topics and their committing groups to the driver (small) to resolve
+    rules with Python regexes; raises ``ConfigError`` when a topic matches two rules.
+
+    Three steps, each a ``DataFrame -> DataFrame`` function: ``with_bounds`` (the cutoff each
+    bound allows and which bound sets it), ``with_binding_constraint`` (what blocks or binds the
+    partition, and whether to act) and ``with_explanation`` (the blocking group and the detail).
+    """
+    topic_rules = partitions.sparkSession.createDataFrame(
+        _selected_topic_rules(partitions, groups, config, as_utc(now), unreadable_groups), TOPIC_RULES
+    )
+    base = partitions.join(F.broadcast(topic_rules), "topic", "inner")
+    df = base.join(group_status(base, groups, progress), ["snapshot_id", "topic", "partition"], "left")
+    df = _with_manual(df, config, manual_offsets)
+    df = with_explanation(with_binding_constraint(with_bounds(df)))
+    return _widen(df.select(*PLAN.fieldNames()), PLAN)
+
+
+def _selected_topic_rules(
+    partitions: DataFrame,
+    groups: DataFrame,
+    config: PurgeConfig,
+    now: datetime,
+    unreadable_groups: Mapping[str, str] | None,
+) -> list[TopicRuleRow]:
+    """``resolve_topics`` over the snapshot's topics, after one small driver round trip that
+    collects every topic and every group committing on it."""
+    pairs = (
+        partitions.select("topic", F.lit(None).cast(StringType()).alias("group_id"))
+        .unionByName(groups.where(F.col("committed_offset") >= 0).select("topic", "group_id"))
+        .distinct()
+        .collect()
+    )
+    topics = {row.topic for row in pairs if row.group_id is None}
+    discovered: dict[str, list[str]] = {}
+    for row in pairs:
+        if row.group_id is not None:
+            discovered.setdefault(row.topic, []).append(row.group_id)
+    selected = [t for t in topics if config.rule_for(t) is not None]
+    return resolve_topics(selected, discovered, config, now, unreadable_groups)
+
+
+# Column helpers shared by the steps below (functions: a Column needs an active session).
+
+
+def _manual() -> Column:
+    """The partition has a manual entry with a target offset (``_with_manual``'s ``m_target``)."""
+    return F.col("m_target").isNotNull()
+
+
+def _forced() -> Column:
+    return _manual() & F.col("m_force")
+
+
+def _step() -> Column:
+    """How many records the cutoff would delete (``c_cutoff`` - log start offset)."""
+    return F.col("c_cutoff") - F.col("log_start_offset")
+
+
+def _missing() -> Column:
+    return F.coalesce(F.col("missing"), F.array().cast("array<string>"))
+
+
+def _n_commits() -> Column:
+    return F.coalesce(F.col("n_commits"), F.lit(0))
+
+
+def _stale() -> Column:
+    return F.coalesce(F.col("stale"), F.array().cast("array<string>"))
+
+
+# ---- 1. bounds -------------------------------------------------------------------------------
+
+
+def with_bounds(df: DataFrame) -> DataFrame:
+    """Adds ``c_cutoff``, the cutoff the bounds allow (ignoring blockers), and ``c_bound``, the
+    bound that sets it: ``group``/``stale_group``, ``time_floor``, ``high_watermark``,
+    ``last_stable_offset`` or ``manual`` (ties in that order; see the module docstring)."""
+    high_watermark, last_stable_offset = F.col("high_watermark"), F.col("last_stable_offset")
+    group_bound = F.col("gmin.offset")
+    floor_bound = F.when(F.col("floor_time").isNotNull(), F.col("time_floor_offset"))
+    safe = F.least(group_bound, floor_bound, high_watermark, last_stable_offset)
+    safe_bound = (
+        F.when(group_bound == safe, F.when(F.col("gmin.stale") == 1, F.lit("stale_group")).otherwise(F.lit("group")))
+        .when(floor_bound == safe, F.lit("time_floor"))
+        .when(high_watermark == safe, F.lit("high_watermark"))
+        .otherwise(F.lit("last_stable_offset"))
+    )
+    target, manual, forced = F.col("m_target"), _manual(), _forced()
+    cutoff = (
+        F.when(forced, F.least(target, high_watermark))
+        .when(manual, F.least(target, safe))
+        .otherwise(safe)
+    )
+    bound = (
+        F.when(forced, F.when(target <= high_watermark, F.lit("manual")).otherwise(F.lit("high_watermark")))
+        .when(manual & (target <= safe), F.lit("manual"))
+        .otherwise(safe_bound)
+    )
+    return df.select("*", cutoff.alias("c_cutoff"), bound.alias("c_bound"))
+
+
+# ---- 2. binding constraint -------------------------------------------------------------------
+
+
+def _blockers() -> list[tuple[Column, str]]:
+    """(condition, binding_constraint) for what blocks a partition outright, first match wins."""
+    forced = _forced()
+    needs_floor = F.col("floor_time").isNotNull()
+    floor_ok = (
+        F.col("time_floor_offset").isNotNull()
+        & F.col("time_floor_time").isNotNull()
+        & (F.col("time_floor_time") <= F.col("floor_time"))
+    )
+    policies = F.split(F.regexp_replace(F.lower(F.col("cleanup_policy")), r"\s", ""), ",")
+    return [
+        (F.col("internal") | F.col("topic").startswith("__"), "internal"),
+        (F.col("protected"), "protected"),
+        (F.col("cleanup_policy").isNotNull() & ~F.array_contains(policies, "delete"), "compacted"),
+        (F.col("m_unknown"), "manual"),
+        (~forced & (F.size("unreadable") > 0), "group_unreadable"),
+        (~forced & (((F.size(_missing()) > 0) & F.col("block_missing")) | (_n_commits() == 0)), "missing_commit"),
+        (~forced & needs_floor & ~floor_ok, "time_floor"),
+    ]
+
+
+def with_binding_constraint(df: DataFrame) -> DataFrame:
+    """Adds ``blocked`` (a blocker applies: no cutoff), ``binding_constraint`` and ``actionable``."""
+    blockers = _blockers()
+    blocked = F.lit(False)
+    for condition, _ in blockers:
+        blocked = blocked | condition
+    binding = F.when(blockers[0][0], F.lit(blockers[0][1]))
+    for condition, name in blockers[1:]:
+        binding = binding.when(condition, F.lit(name))
+    step, bound = _step(), F.col("c_bound")
+    binding = (
+        binding.when((step <= 0) & (bound == "stale_group"), F.lit("stale_group"))
+        .when(step <= 0, F.lit("nothing_to_do"))
+        .when(~_manual() & (step < F.col("min_step")), F.lit("below_min_step"))
+        .otherwise(bound)
+    )
+    df = df.select("*", blocked.alias("blocked"), binding.alias("binding_constraint"))
+    actionable = ~F.col("blocked") & ~F.col("binding_constraint").isin("nothing_to_do", "below_min_step") & (step > 0)
+    return df.select("*", F.coalesce(actionable, F.lit(False)).alias("actionable"))
+
+
+# ---- 3. explanation --------------------------------------------------------------------------
+
+
+def _blocking_group() -> Column:
+    bc = F.col("binding_constraint")
+    return (
+        F.when(bc == "missing_commit", F.try_element_at(_missing(), F.lit(1)))  # ANSI: element_at on [] raises
+        .when(bc == "group_unreadable", F.try_element_at(F.col("unreadable"), F.lit(1)))
+        .when(~F.col("blocked") & F.col("c_bound").isin("group", "stale_group"), F.col("gmin.group_id"))
+    )
+
+
+def _why_bound() -> Column:
+    """The bound that sets ``c_cutoff``, in words."""
+    bound, cutoff = F.col("c_bound"), F.col("c_cutoff")
+    return (
+        F.when(bound == "group", F.format_string("group %s at %d", F.col("gmin.group_id"), cutoff))
+        .when(
+            bound == "stale_group",
+            F.format_string(
+                "stale group %s (no members, no progress for over %s) at %d", F.col("gmin.group_id"), F.col("stale_after"), cutoff
+            ),
+        )
+        .when(
+            bound == "time_floor",
+            F.format_string("time floor (records since %s) at %d", F.date_format("floor_time", "yyyy-MM-dd HH:mm:ss"), cutoff),
+        )
+        .when(bound == "last_stable_offset", F.format_string("open transaction: last stable offset %d", cutoff))
+        .when(bound == "high_watermark", F.format_string("high watermark %d", cutoff))
+        .when(
+            bound == "manual",
+            F.format_string("%smanual cutoff %d (%s)", F.when(_forced(), F.lit("forced ")).otherwise(F.lit("")), cutoff, F.col("m_kind")),
+        )
+    )
+
+
+def _time_floor_unknown() -> Column:
+    return F.when(
+        F.col("time_floor_offset").isNull(),
+        F.format_string("time floor unknown (needed for %s): not purged", F.date_format("floor_time", "yyyy-MM-dd HH:mm:ss")),
+    ).otherwise(
+        F.format_string(
+            "time floor unknown: looked up for %s, need %s or earlier",
+            F.date_format("time_floor_time", "yyyy-MM-dd HH:mm:ss"),
+            F.date_format("floor_time", "yyyy-MM-dd HH:mm:ss"),
+        )
+    )
+
+
+def _detail() -> Column:
+    """Why the partition's plan is what it is, for an operator reading ``spark-purge plan``."""
+    bc, blocked, missing, log_start, why = F.col("binding_constraint"), F.col("blocked"), _missing(), F.col("log_start_offset"), _why_bound()
+    reason = (
+        F.when(bc == "internal", F.lit("internal topic: never purged"))
+        .when(bc == "protected", F.lit("topic matches protected_topics: never purged"))
+        .when(
+            bc == "compacted",
+            F.format_string("cleanup.policy=%s lacks delete: the broker refuses DeleteRecords", F.col("cleanup_policy")),
+        )
+        .when((bc == "manual") & blocked, F.format_string("manual %s: no offset known for that time", F.col("m_kind")))
+        .when(
+            bc == "group_unreadable",
+            F.format_string(
+                "commits of %s could not be read, so what they consumed is unknown: not purged "
+                "(grant Describe on the group, wait for its coordinator, or exclude it)",
+                F.col("unreadable_note"),
+            ),
+        )
+        .when(
+            (bc == "missing_commit") & (_n_commits() == 0) & (F.size(missing) == 0),
+            F.lit("no consumer group has committed on this topic: nothing is known to be consumed"),
+        )
+        .when(
+            bc == "missing_commit",
+            F.format_string("required group %s has no commit on this partition", F.array_join(missing, ", ")),
+        )
+        .when((bc == "time_floor") & blocked, _time_floor_unknown())
+        .when(bc == "nothing_to_do", F.format_string("nothing to delete: %s, log start %d", why, log_start))
+        .when(bc == "stale_group", F.format_string("%s, log start %d: set on_stale_group: ignore to skip it", why, log_start))
+        .when(
+            bc == "below_min_step",
+            F.format_string("%s: only %d records deletable, min_step %d", why, _step(), F.col("min_step")),
+        )
+        .otherwise(F.format_string("%s holds back %d records", why, F.col("high_watermark") - F.col("c_cutoff")))
+    )
+    stale = _stale()
+    ignored = F.when(
+        (F.size(stale) > 0) & F.col("ignore_stale") & ~blocked,
+        F.concat(F.lit("; ignoring stale group(s) "), F.array_join(stale, ", ")),
+    ).otherwise(F.lit(""))
+    return F.concat(reason, ignored)
+
+
+def with_explanation(df: DataFrame) -> DataFrame:
+    """Adds the ``PLAN`` columns that report the decision: ``cutoff`` (null when blocked),
+    ``records_to_delete``, ``blocking_group``, ``stale_groups`` and ``detail``."""
+    records = F.when(F.col("actionable"), F.greatest(_step(), F.lit(0))).otherwise(F.lit(0))
+    return df.select(
+        "*",
+        F.when(~F.col("blocked"), F.col("c_cutoff")).alias("cutoff"),
+        F.coalesce(records, F.lit(0)).cast(LongType()).alias("records_to_delete"),
+        _blocking_group().alias("blocking_group"),
+        F.array_compact(_stale()).alias("stale_groups"),
+        _detail().alias("detail"),
+    )

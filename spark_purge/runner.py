@@ -1,0 +1,109 @@
+"""The batch runner: a batch's plan rows -> intents -> DeleteRecords -> outcomes, in the audit.
+
+1. write the actionable rows to the Delta audit as **intents**, before any delete;
+2. send DeleteRecords batched per leader, leaders in parallel (the client does the batching);
+3. write one **outcome** row per planned partition (exactly once per batch: Delta txn ids).
+
+The rows themselves come from the pure mapping in ``audit`` (``intent_rows``/``outcome_rows``).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Protocol
+
+from pyspark.sql import Row
+
+from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows
+from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
+
+log = logging.getLogger(__name__)
+
+
+class AuditWriter(Protocol):
+    """The audit table as the runner uses it (``audit.AuditSink``)."""
+
+    def ensure_table(self) -> None: ...
+
+    def write(self, rows: Sequence[Row], kind: str, batch_id: int) -> bool: ...
+
+
+class PurgeClient(Protocol):
+    """What the pipeline needs from Kafka: ``@timestamp`` lookups and deletes (see ``spark_purge.kafka``)."""
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartitionKey, int]) -> Mapping[TopicPartitionKey, int]: ...
+
+    def delete_records(self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int) -> Sequence[DeleteOutcome]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class BatchResult:
+    """What one batch did, for progress reports (the audit has every row)."""
+
+    batch_id: int
+    planned: int = 0
+    actionable: int = 0
+    deleted: int = 0
+    failed: int = 0
+    records_deleted: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def count(self, outcomes: Sequence[Row]) -> None:
+        """Add up the ``deleted``/``failed`` outcome rows of the batch."""
+        for row in outcomes:
+            if row["status"] == "deleted":
+                self.deleted += 1
+                self.records_deleted += row["records_deleted"] or 0
+            elif row["status"] == "failed":
+                self.failed += 1
+                reason = "no outcome" if row["error"] == NO_OUTCOME else row["error"]
+                self.failures.append(f"{row['topic']}-{row['partition']}: {reason}")
+
+
+@dataclass
+class BatchRunner:
+    """Executes one batch's plan. ``client`` opens (or returns) the Kafka client, lazily: a batch
+    with nothing actionable, or a dry run, never connects. ``fault_hook`` is a test hook called
+    between steps (``"intents_written"``, ``"deletes_sent"``) to simulate a crash."""
+
+    audit: AuditWriter
+    client: Callable[[], PurgeClient]
+    delete_timeout_ms: int
+    fault_hook: Callable[[str, int], None] | None = None
+    clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+
+    def run(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
+        result = BatchResult(ctx.batch_id, planned=len(plan))
+        self.audit.ensure_table()
+        actionable = [r for r in plan if r["actionable"]]
+        result.actionable = len(actionable)
+
+        # 1. intents: persisted before anything is deleted.
+        self.audit.write(intent_rows(plan, ctx), "intent", ctx.batch_id)
+        self._fault("intents_written", ctx.batch_id)
+
+        # 2. deletes, batched per leader.
+        outcomes: dict[TopicPartitionKey, DeleteOutcome] = {}
+        if actionable and not ctx.dry_run:
+            cutoffs = {(r["topic"], r["partition"]): int(r["cutoff"]) for r in actionable}
+            log.info("batch %d: DeleteRecords for %d partitions", ctx.batch_id, len(cutoffs))
+            for outcome in self.client().delete_records(cutoffs, timeout_ms=self.delete_timeout_ms):
+                outcomes[(outcome.topic, outcome.partition)] = outcome
+        self._fault("deletes_sent", ctx.batch_id)
+
+        # 3. outcomes: one per planned partition, exactly once per batch.
+        rows = outcome_rows(plan, outcomes, ctx, executed_at=self.clock())
+        self.audit.write(rows, "outcome", ctx.batch_id)
+        result.count(rows)
+        return result
+
+    def _fault(self, step: str, batch_id: int) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(step, batch_id)
+
+
+__all__ = ["AuditWriter", "BatchResult", "BatchRunner", "PurgeClient"]

@@ -1,0 +1,90 @@
+"""The pure plan + outcomes -> audit rows mapping, and the batch tally built from it (no Spark job)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from pyspark.sql import Row
+
+from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows
+from spark_purge.kafka.model import DeleteOutcome
+from spark_purge.runner import BatchResult
+from spark_purge.schemas import AUDIT, PLAN
+
+PLANNED = datetime(2026, 11, 22, 23, 59, tzinfo=timezone.utc)
+EXECUTED = datetime(2026, 11, 23, 0, 1, tzinfo=timezone.utc)
+CTX = BatchContext("run-1", "query-1", 7, PLANNED, dry_run=False, config_fingerprint="fp")
+
+
+def plan_row(partition: int, cutoff: int | None, actionable: bool, binding: str = "group", **kw: Any) -> Row:
+    values: dict[str, Any] = dict(
+        snapshot_id="s1", topic="orders", partition=partition, leader=1, log_start_offset=10, high_watermark=500,
+        cutoff=cutoff, records_to_delete=(cutoff - 10) if actionable and cutoff else 0, binding_constraint=binding,
+        blocking_group="billing" if binding == "group" else None, rule="orders", stale_groups=["old"] if partition == 1 else [],
+        actionable=actionable, remote_storage_enable=None, detail="why",
+    )
+    values.update(kw)
+    return Row(**{f.name: values[f.name] for f in PLAN.fields})
+
+
+PLAN_ROWS = [
+    plan_row(0, 100, True),  # deleted
+    plan_row(1, 200, True),  # failed with a message, low watermark re-read
+    plan_row(2, 300, True),  # the client returned nothing for it
+    plan_row(3, None, False, binding="missing_commit"),  # skipped
+    plan_row(4, 50, True),  # failed, no message, no low watermark
+]
+OUTCOMES = {
+    ("orders", 0): DeleteOutcome("orders", 0, 100, 1, 100),
+    ("orders", 1): DeleteOutcome("orders", 1, 200, 1, 150, "REQUEST_TIMED_OUT", "leader did not answer"),
+    ("orders", 4): DeleteOutcome("orders", 4, 50, 1, -1, "POLICY_VIOLATION"),
+}
+
+
+def brief(row: Row) -> tuple[Any, ...]:
+    return (row.partition, row.status, row.low_watermark, row.records_deleted, row.error)
+
+
+def test_intents_are_the_actionable_rows_with_the_batch_context() -> None:
+    rows = intent_rows(PLAN_ROWS, CTX)
+    assert [r.partition for r in rows] == [0, 1, 2, 4]
+    first = rows[0].asDict()
+    assert list(first) == AUDIT.fieldNames()
+    assert first == {
+        "run_id": "run-1", "query_id": "query-1", "batch_id": 7, "record_type": "intent", "planned_at": PLANNED,
+        "executed_at": None, "snapshot_id": "s1", "topic": "orders", "partition": 0, "leader": 1,
+        "prior_log_start_offset": 10, "high_watermark": 500, "cutoff": 100, "low_watermark": None,
+        "records_deleted": None, "binding_constraint": "group", "blocking_group": "billing", "stale_groups": [],
+        "rule": "orders", "status": "planned", "error": None, "dry_run": False, "remote_storage_enable": None,
+        "config_fingerprint": "fp", "event_date": "2026-11-22",  # the planning day, not the execution day
+    }
+
+
+def test_outcomes_one_per_plan_row_never_silently_deleted() -> None:
+    rows = outcome_rows(PLAN_ROWS, OUTCOMES, CTX, EXECUTED)
+    assert [brief(r) for r in rows] == [
+        (0, "deleted", 100, 90, None),
+        (1, "failed", 150, 140, "REQUEST_TIMED_OUT: leader did not answer"),
+        (2, "failed", None, 0, NO_OUTCOME),
+        (3, "skipped", None, 0, None),
+        (4, "failed", None, 0, "POLICY_VIOLATION"),
+    ]
+    assert {r.record_type for r in rows} == {"outcome"} and {r.executed_at for r in rows} == {EXECUTED}
+    assert rows[1].stale_groups == ["old"]
+
+
+def test_dry_run_outcomes_ignore_any_outcome() -> None:
+    dry = BatchContext("run-1", "query-1", 7, PLANNED, dry_run=True, config_fingerprint="fp")
+    rows = outcome_rows(PLAN_ROWS, OUTCOMES, dry, EXECUTED)
+    assert [(r.status, r.dry_run, r.records_deleted) for r in rows] == [("dry_run", True, 0)] * 3 + [("skipped", True, 0), ("dry_run", True, 0)]
+
+
+def test_batch_result_counts_the_outcome_rows() -> None:
+    result = BatchResult(7)
+    result.count(outcome_rows(PLAN_ROWS, OUTCOMES, CTX, EXECUTED))
+    assert (result.deleted, result.records_deleted, result.failed) == (1, 90, 3)
+    assert result.failures == [
+        "orders-1: REQUEST_TIMED_OUT: leader did not answer",
+        "orders-2: no outcome",
+        "orders-4: POLICY_VIOLATION",
+    ]

@@ -1,0 +1,108 @@
+"""The batch runner with a fake audit and a fake client: intents before deletes, one outcome per
+planned partition, and no Kafka connection when there is nothing to delete."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import pytest
+from pyspark.sql import Row
+
+from spark_purge.audit import BatchContext
+from spark_purge.kafka.model import DeleteOutcome
+from spark_purge.runner import BatchRunner
+from tests.unit.test_audit_rows import PLAN_ROWS, plan_row
+
+PLANNED = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+EXECUTED = datetime(2026, 11, 22, 12, 1, tzinfo=timezone.utc)
+
+
+@dataclass
+class Recorder:
+    """Both fakes write to one event log, so the test can check the order of effects."""
+
+    events: list[tuple[str, object]] = field(default_factory=list)
+    written: dict[str, list[Row]] = field(default_factory=dict)
+
+
+@dataclass
+class FakeAudit:
+    log: Recorder
+
+    def ensure_table(self) -> None:
+        self.log.events.append(("ensure_table", None))
+
+    def write(self, rows: Sequence[Row], kind: str, batch_id: int) -> bool:
+        self.log.events.append((f"write {kind}", batch_id))
+        self.log.written[kind] = list(rows)
+        return bool(rows)
+
+
+@dataclass
+class FakeClient:
+    log: Recorder
+    answers: dict[tuple[str, int], DeleteOutcome]
+
+    def offsets_for_times(self, timestamps: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        raise AssertionError("the runner never looks up timestamps")
+
+    def delete_records(self, cutoffs: Mapping[tuple[str, int], int], timeout_ms: int) -> list[DeleteOutcome]:
+        self.log.events.append(("delete_records", dict(cutoffs)))
+        return [self.answers[tp] for tp in cutoffs if tp in self.answers]
+
+    def close(self) -> None:
+        pass
+
+
+def runner(log: Recorder, answers: dict[tuple[str, int], DeleteOutcome] | None = None) -> BatchRunner:
+    def connect() -> FakeClient:
+        log.events.append(("connect", None))
+        return FakeClient(log, answers or {})
+
+    return BatchRunner(FakeAudit(log), connect, delete_timeout_ms=5000, clock=lambda: EXECUTED)
+
+
+def ctx(dry_run: bool = False) -> BatchContext:
+    return BatchContext("run", "query", 3, PLANNED, dry_run, "fp")
+
+
+def test_intents_then_deletes_then_outcomes() -> None:
+    log = Recorder()
+    answers = {("orders", 0): DeleteOutcome("orders", 0, 100, 1, 100), ("orders", 1): DeleteOutcome("orders", 1, 200, 1, 200)}
+
+    result = runner(log, answers).run(PLAN_ROWS, ctx())
+
+    assert [name for name, _ in log.events] == ["ensure_table", "write intent", "connect", "delete_records", "write outcome"]
+    assert log.events[3][1] == {("orders", 0): 100, ("orders", 1): 200, ("orders", 2): 300, ("orders", 4): 50}
+    assert [r.partition for r in log.written["intent"]] == [0, 1, 2, 4]
+    assert [(r.partition, r.status) for r in log.written["outcome"]] == [
+        (0, "deleted"), (1, "deleted"), (2, "failed"), (3, "skipped"), (4, "failed"),  # 2 and 4: no outcome
+    ]
+    assert (result.planned, result.actionable, result.deleted, result.failed, result.records_deleted) == (5, 4, 2, 2, 280)
+
+
+def test_dry_run_and_nothing_actionable_never_connect() -> None:
+    for plan, dry_run in ((PLAN_ROWS, True), ([plan_row(0, None, False, binding="missing_commit")], False)):
+        log = Recorder()
+        result = runner(log).run(plan, ctx(dry_run))
+        assert ("connect", None) not in log.events
+        assert result.deleted == 0 and result.failed == 0
+        assert len(log.written["outcome"]) == len(plan)
+
+
+def test_fault_hook_runs_between_steps() -> None:
+    log = Recorder()
+    steps: list[str] = []
+
+    def crash(step: str, batch_id: int) -> None:
+        steps.append(step)
+        if step == "intents_written":
+            raise RuntimeError("crash after the intents")
+
+    run = runner(log)
+    run.fault_hook = crash
+    with pytest.raises(RuntimeError):
+        run.run(PLAN_ROWS, ctx())
+    assert steps == ["intents_written"]
+    assert [name for name, _ in log.events] == ["ensure_table", "write intent"]  # nothing deleted

@@ -1,0 +1,96 @@
+"""The planner on one fixed snapshot: the exact plan rows, and the one Kafka lookup it makes."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from chispa import assert_df_equality
+from pyspark.sql import SparkSession
+
+from spark_purge import schemas
+from spark_purge.config import from_dict
+from spark_purge.planner import Planner
+
+NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+FLOOR = NOW - timedelta(hours=1)  # orders' min_retention: 1h
+SNAP = "snap-7"
+CONFIG = from_dict(
+    {
+        "kafka": {"bootstrap_servers": ["k:9092"]},
+        "audit": {"path": "a"},
+        "rules": [
+            {"name": "orders", "topics": "orders", "required_groups": ["billing", "analytics"], "min_retention": "1h"},
+            {"name": "clicks", "topics": "clicks", "min_step": 100},  # groups discovered
+            {"name": "pay", "topics": "pay"},
+        ],
+        "protected_topics": ["pay"],
+        "manual": [{"topic": "orders", "partition": 1, "offset": "@2024-05-01T10:00:00Z"}],
+    }
+)
+
+
+def commit(group: str, offset: int) -> tuple[Any, ...]:
+    return (group, "Stable", "classic", 1, offset, None)
+
+
+def snapshot_row(
+    topic: str, partition: int, log_start: int, hw: int, last_stable: int, groups: list[tuple[Any, ...]],
+    floor_offset: int | None = None,
+) -> tuple[Any, ...]:
+    floor_time = FLOOR if floor_offset is not None else None
+    return (SNAP, NOW, topic, partition, 1, [1], [1], log_start, hw, last_stable, False, "delete", None, None,
+            floor_time, floor_offset, groups, [])
+
+
+SNAPSHOT = [
+    snapshot_row("orders", 0, 100, 500, 500, [commit("billing", 300), commit("analytics", 420)], floor_offset=450),
+    snapshot_row("orders", 1, 0, 500, 480, [commit("billing", 450), commit("analytics", 460)], floor_offset=400),
+    snapshot_row("clicks", 0, 0, 1000, 1000, [commit("etl", 50)]),
+    snapshot_row("clicks", 1, 0, 1000, 1000, []),
+    snapshot_row("pay", 0, 0, 700, 700, [commit("ledger", 700)]),
+    snapshot_row("other", 0, 0, 900, 900, [commit("etl", 900)]),  # no rule: not planned
+]
+
+EXPECTED = [
+    ("clicks", 0, 1, 0, 1000, 50, 0, "below_min_step", "etl", "clicks", [], False, None,
+     "group etl at 50: only 50 records deletable, min_step 100"),
+    ("clicks", 1, 1, 0, 1000, None, 0, "missing_commit", "etl", "clicks", [], False, None,
+     "required group etl has no commit on this partition"),
+    ("orders", 0, 1, 100, 500, 300, 200, "group", "billing", "orders", [], True, None,
+     "group billing at 300 holds back 200 records"),
+    ("orders", 1, 1, 0, 500, 120, 120, "manual", None, "orders", [], True, None,
+     "manual cutoff 120 (@2024-05-01T10:00:00Z) holds back 380 records"),
+    ("pay", 0, 1, 0, 700, None, 0, "protected", None, "pay", [], False, None,
+     "topic matches protected_topics: never purged"),
+]
+
+
+def test_one_snapshot_gives_exactly_these_plan_rows(spark: SparkSession) -> None:
+    asked: list[dict[tuple[str, int], int]] = []
+
+    def lookup(timestamps: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        asked.append(dict(timestamps))
+        return {("orders", 1): 120}
+
+    plan = Planner(CONFIG, lookup).plan(spark.createDataFrame(SNAPSHOT, schemas.SNAPSHOT))
+
+    assert plan is not None and plan.planned_at == NOW  # planned as of the snapshot's own time
+    expected = spark.createDataFrame([(SNAP, *row) for row in EXPECTED], schemas.PLAN)
+    assert_df_equality(plan.rows.orderBy("topic", "partition"), expected)
+    # One ListOffsets-by-timestamp question, for the one partition with an @timestamp entry.
+    assert asked == [{("orders", 1): int(datetime(2024, 5, 1, 10, 0, tzinfo=timezone.utc).timestamp() * 1000)}]
+
+
+def test_no_timestamp_entries_no_lookup_and_empty_snapshot_no_plan(spark: SparkSession) -> None:
+    def lookup(timestamps: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        raise AssertionError(f"no lookup expected, got {timestamps}")
+
+    import dataclasses
+
+    planner = Planner(dataclasses.replace(CONFIG, manual=()), lookup)
+    plan = planner.plan(spark.createDataFrame(SNAPSHOT, schemas.SNAPSHOT))
+    assert plan is not None
+    orders_1 = plan.rows.where("topic = 'orders' AND partition = 1").first()
+    assert orders_1 is not None and (orders_1.binding_constraint, orders_1.cutoff) == ("time_floor", 400)
+    assert planner.plan(spark.createDataFrame([], schemas.SNAPSHOT)) is None
