@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient
@@ -196,7 +195,7 @@ def test_cli_plan_prints_the_plan_without_a_stream_or_any_change(
 
     from spark_purge.cli import main
 
-    commit(admin, f"{topic3}-a", topic3, [25, 50, 0])
+    commit_topic(admin, f"{topic3}-a", topic3, [25, 50, 0])
     path = tmp_path / "plan.json"
     path.write_text(json.dumps({
         "kafka": {"bootstrap_servers": kafka_cluster.bootstrap_servers, "request_timeout": "10s"},
