@@ -22,9 +22,10 @@ Consumers (``GROUP_OFFSETS`` rows; any row on a topic makes a group discovered t
   position the purge saw; it has no members, so it can go stale; while it binds and is not stale
   the constraint is ``vanished_group``.
 - External consumers (``group_type`` in ``schemas.EXTERNAL_CONSUMER_TYPES``: a Spark query's
-  checkpoint, a static hold): required wherever they have a row, in every rule (listed groups
-  or discovery, exclusions do not apply); never stale; binding ``external``. An unreadable one
-  blocks only the topics it has rows on (its -1 rows name them).
+  checkpoint, a static hold): required on exactly the partitions they have a row on, in every
+  rule (listed groups or discovery, exclusions do not apply); a -1 row blocks the partition
+  (``missing_commit``) whatever ``on_missing_commit`` says; never stale; binding ``external``.
+  An unreadable one blocks only the topics it has rows on (its -1 rows name them).
 
 Inputs the data source must provide (the pipeline asks for them up front):
 

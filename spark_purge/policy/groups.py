@@ -47,7 +47,7 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
     """Per selected partition: missing groups, stale groups, the lowest counted commit.
 
     ``selected`` has the partition keys plus ``TOPIC_RULES`` columns. Output columns:
-    ``missing``, ``stale``, ``gmin`` (struct offset, stale, group_id, group_type, vanished),
+    ``missing``, ``missing_external``, ``stale``, ``gmin`` (struct offset, stale, group_id, group_type, vanished),
     ``n_commits``. A row with ``committed_offset`` -1 (members hold the partition, no position)
     is no commit: the group is missing there.
     """
@@ -55,10 +55,20 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
         "snapshot_id", "topic", "partition", "group_id", "committed_offset", "group_type",
         F.coalesce(F.lower(F.col("group_state")) == VANISHED_STATE.lower(), F.lit(False)).alias("vanished"),
     )
-    required = selected.select(
-        "snapshot_id", "topic", "partition", "ignore_stale", "stale_before", F.explode("required").alias("group_id")
+    keys = ["snapshot_id", "topic", "partition"]
+    listed = selected.select(
+        *keys, "ignore_stale", "stale_before", F.explode("required").alias("group_id"), F.lit(False).alias("external")
     )
-    rows = required.join(commits, ["snapshot_id", "topic", "partition", "group_id"], "left")
+    # External consumers are required on exactly the partitions they have a row on (a static hold
+    # on partition 0 says nothing of partition 1), whatever the rule lists or discovers.
+    outside = (
+        groups.where(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES))
+        .select(*keys, "group_id")
+        .join(selected.select(*keys, "ignore_stale", "stale_before"), keys)
+        .select(*keys, "ignore_stale", "stale_before", "group_id", F.lit(True).alias("external"))
+    )
+    required = listed.unionByName(outside).dropDuplicates([*keys, "group_id"])
+    rows = required.join(commits, [*keys, "group_id"], "left")
     if progress is None:
         is_stale = F.lit(False)  # unknown progress: nobody is stale
     else:
@@ -70,6 +80,11 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
     counted = F.col("committed_offset").isNotNull() & ~(F.col("is_stale") & F.col("ignore_stale"))
     return rows.groupBy("snapshot_id", "topic", "partition").agg(
         F.array_sort(F.collect_list(F.when(F.col("committed_offset").isNull(), F.col("group_id")))).alias("missing"),
+        # An external consumer without a position on a partition it reads blocks it, whatever
+        # on_missing_commit says (it was configured because it needs the topic).
+        F.array_sort(
+            F.collect_list(F.when(F.col("committed_offset").isNull() & F.col("external"), F.col("group_id")))
+        ).alias("missing_external"),
         F.array_sort(F.collect_list(F.when(F.col("is_stale"), F.col("group_id")))).alias("stale"),
         F.min(
             F.when(

@@ -119,8 +119,8 @@ def resolve_topics(
 
     ``discovered`` maps a topic to the Kafka groups with a row on it (a commit, a share-partition
     start offset, or members holding a partition without one); ``external`` maps a topic to the
-    configured external consumers with a row on it: those are required in every rule, and an
-    unreadable one blocks the topic. ``unreadable`` maps groups whose positions the snapshot could
+    configured external consumers with a row on it: they are required (per partition, in
+    ``group_status``) in every rule, and an unreadable one blocks the topic. ``unreadable`` maps groups whose positions the snapshot could
     not read to the error. Raises ``ConfigError`` when a topic matches more than one rule.
     """
     now = as_utc(now)
@@ -137,7 +137,7 @@ def resolve_topics(
             continue
         outside = sorted(set(external.get(topic, ())))
         blind = tuple(sorted({*unreadable_required(rule, kafka_unreadable, config), *(g for g in outside if g in unreadable)}))
-        required = sorted({*required_groups(rule, discovered.get(topic, ()), config), *outside})
+        required = sorted(required_groups(rule, discovered.get(topic, ()), config))
         rows.append(
             TopicRuleRow(
                 topic=topic,

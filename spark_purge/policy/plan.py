@@ -243,7 +243,15 @@ def _blockers() -> list[tuple[Column, str]]:
         (F.col("cleanup_policy").isNotNull() & ~F.array_contains(policies, "delete"), "compacted"),
         (F.col("m_unknown"), "manual"),
         (~forced & (F.size("unreadable") > 0), "group_unreadable"),
-        (~forced & (((F.size(_missing()) > 0) & F.col("block_missing")) | (_n_commits() == 0)), "missing_commit"),
+        (
+            ~forced
+            & (
+                ((F.size(_missing()) > 0) & F.col("block_missing"))
+                | (_n_commits() == 0)
+                | (F.size(F.coalesce(F.col("missing_external"), F.array().cast("array<string>"))) > 0)
+            ),
+            "missing_commit",
+        ),
         (~forced & needs_floor & ~floor_ok, "time_floor"),
     ]
 

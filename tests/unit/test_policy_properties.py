@@ -61,7 +61,12 @@ def cases(draw: st.DrawFn) -> Case:
         if draw(st.integers(0, 3)) == 0:
             manual.append({"topic": topic, "offset": draw(st.one_of(st.just("end"), st.integers(0, 250)))})
     everyone = GROUPS + tuple(EXTERNALS)
+    # Which topics each external consumer covers (an unreadable one still names its topics).
+    covers = {e: set(draw(st.lists(st.sampled_from(TOPICS), max_size=2, unique=True))) for e in EXTERNALS}
     unreadable = draw(st.one_of(st.just(frozenset()), st.frozensets(st.sampled_from(everyone), min_size=1, max_size=2)))
+    # The pipeline reads an external consumer only when it covers a snapshot topic, so an
+    # unreadable one always comes with its -1 rows.
+    unreadable = frozenset(g for g in unreadable if g not in EXTERNALS or covers[g])
     case = Case(rules, manual, unreadable=unreadable)
     attrs = {
         g: (
@@ -72,8 +77,6 @@ def cases(draw: st.DrawFn) -> Case:
         for g in GROUPS
     }
     attrs.update({e: (None, kind, None) for e, kind in EXTERNALS.items()})
-    # Which topics each external consumer covers (an unreadable one still names its topics).
-    covers = {e: set(draw(st.lists(st.sampled_from(TOPICS), max_size=2, unique=True))) for e in EXTERNALS}
     for topic in TOPICS + ("__internal", "prot"):
         for p in range(draw(st.integers(1, 8))):
             log_start = draw(st.integers(0, 100))
@@ -93,6 +96,8 @@ def cases(draw: st.DrawFn) -> Case:
                         continue
                     if g in unreadable:
                         choice = 1  # unreadable external: -1 rows name the partitions it covers
+                    elif choice == 0:
+                        continue  # e.g. a static hold on other partitions of the topic
                 elif choice == 0 or g in unreadable:
                     continue  # no row: no commit (or none the snapshot could read)
                 offset = -1 if choice == 1 else draw(st.integers(0, hw + 20))
@@ -141,6 +146,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
     stale = stale_groups(case)
     commits = {(r[2], r[6], r[7]): r[8] for r in case.groups if r[8] >= 0}
     rows_on = {(r[2], r[6]) for r in case.groups}  # (group, topic) with any row, -1 included
+    rows_at = {(r[2], r[6], r[7]) for r in case.groups}  # (group, topic, partition), -1 included
     state_of = {r[2]: r[3] for r in case.groups}
     parts = {(r[2], r[3]): r for r in case.parts}
     rules = {r["topics"]: r for r in case.rules}
@@ -155,8 +161,10 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         rule = rules[topic]
         listed = rule.get("required_groups")
         on_topic = {g for (g, t) in rows_on if t == topic and g in GROUPS}
-        outside = {e for e in EXTERNALS if (e, topic) in rows_on}  # count in every rule
-        required = (set(listed) if listed else {g for g in on_topic if not g.startswith("adhoc-")}) | outside
+        outside = {e for e in EXTERNALS if (e, topic) in rows_on}
+        # External consumers count in every rule, on exactly the partitions they have a row on.
+        here = {e for e in outside if (e, topic, p) in rows_at}
+        required = (set(listed) if listed else {g for g in on_topic if not g.startswith("adhoc-")}) | here
         # Unreadable groups the topic may need: listed ones, or any a discovery would not exclude;
         # and unreadable external consumers covering the topic.
         blind = (set(listed) if listed else {g for g in GROUPS if not g.startswith("adhoc-")}) & case.unreadable
@@ -178,10 +186,17 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             assert have, row  # some required group has read the records
             if rule["on_missing_commit"] == "block":
                 assert not missing, row
+            assert not (missing & here), row
             if needs_floor:
                 assert floor_ok and row.cutoff <= floor_offset
         # Exact oracle for the cutoff and the decision.
-        blocked = bool(blind) or not have or (missing and rule["on_missing_commit"] == "block") or (needs_floor and not floor_ok)
+        blocked = (
+            bool(blind)
+            or not have
+            or (missing and rule["on_missing_commit"] == "block")
+            or bool(missing & here)  # an external consumer without a position always blocks
+            or (needs_floor and not floor_ok)
+        )
         if blocked:
             assert row.cutoff is None and not row.actionable, row
             if blind:
