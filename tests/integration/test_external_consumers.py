@@ -18,7 +18,15 @@ from spark_purge.external_snapshot import CHECKPOINT_UNREADABLE
 from spark_purge.fs import HadoopFiles
 from spark_purge.pipeline import plan_snapshot
 from spark_purge.testing.cluster import LocalKafka
-from spark_purge.testing.workload import audit_rows, commit_topic, log_starts, new_pipeline, produce, purge_config, run_cycle
+from spark_purge.testing.workload import (
+    audit_rows,
+    commit_topic,
+    log_starts,
+    new_pipeline,
+    produce,
+    purge_config,
+    run_cycle,
+)
 from tests.conftest import spark_kafka_jars
 
 needs_connector = pytest.mark.skipif(not spark_kafka_jars(), reason="Spark's Kafka connector not resolved (./dev.sh setup)")

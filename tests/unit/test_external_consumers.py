@@ -5,6 +5,7 @@ import copy
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 from spark_purge import config as c
 from spark_purge.errors import ConfigError
@@ -126,3 +127,43 @@ def test_static_holds_on_held_partitions_lowest_wins() -> None:
         ExternalPosition("flink", "static_hold", "orders", 1, 30, "static hold"),
         ExternalPosition("flink", "static_hold", "orders", 2, 30, "static hold"),
     )
+
+
+def test_snapshot_gains_the_rows_and_the_unreadable_consumer(spark: SparkSession) -> None:
+    from spark_purge import schemas
+    from spark_purge.external_snapshot import with_external_consumers
+    from spark_purge.policy import split_snapshot, unreadable_groups_of
+    from tests.unit.test_planner import commit as group_commit
+    from tests.unit.test_planner import snapshot_row
+
+    snapshot = spark.createDataFrame(
+        [
+            snapshot_row("orders", 0, 0, 100, 100, [group_commit("fast", 100)]),
+            snapshot_row("orders", 1, 0, 100, 100, []),
+            snapshot_row("clicks", 0, 0, 100, 100, [group_commit("fast", 100)]),
+        ],
+        schemas.SNAPSHOT,
+    )
+    consumers = [
+        c.ExternalConsumer(name="q", spark_checkpoint="ck", topics="orders"),
+        c.ExternalConsumer(name="lost", spark_checkpoint="nowhere", topics="clicks"),
+        c.ExternalConsumer(name="flink", hold=(c.StaticHold("orders", 25, 0),)),
+    ]
+    merged = with_external_consumers(snapshot, consumers, MemoryFiles(dict(CK)))
+
+    assert merged.schema.fieldNames() == schemas.SNAPSHOT.fieldNames()
+    _parts, groups = split_snapshot(merged)
+    got = sorted((r["topic"], r["partition"], r["group_id"], r["group_type"], r["committed_offset"], r["group_state"]) for r in groups.collect())
+    assert got == [
+        ("clicks", 0, "fast", "classic", 100, "Stable"),
+        ("clicks", 0, "lost", "spark_checkpoint", -1, None),
+        ("orders", 0, "fast", "classic", 100, "Stable"),
+        ("orders", 0, "flink", "static_hold", 25, None),
+        ("orders", 0, "q", "spark_checkpoint", 40, None),
+        ("orders", 1, "q", "spark_checkpoint", 38, None),
+    ]
+    rows = merged.collect()
+    assert len(rows) == 3
+    assert all(unreadable_groups_of(r) == {"lost": f"{CHECKPOINT_UNREADABLE}: nowhere: checkpoint not found"} for r in rows)
+    # Nothing configured (or nothing covering the snapshot): the very same DataFrame.
+    assert with_external_consumers(snapshot, [], MemoryFiles({})) is snapshot
