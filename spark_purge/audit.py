@@ -63,7 +63,7 @@ try:  # pragma: no cover - import shape depends on delta-spark version
 except ImportError:  # pragma: no cover
     DELTA_CONFLICTS = ()
 
-BLOCKING_CONSTRAINTS = ("group", "missing_commit", "stale_group")
+BLOCKING_CONSTRAINTS = ("group", "missing_commit", "stale_group", "vanished_group", "external", "group_unreadable")
 CONFLICT_ATTEMPTS = 5  # Delta commits tried per audit write before giving up
 NO_OUTCOME = "NO_OUTCOME"  # error of a planned delete the client returned nothing for
 
@@ -111,6 +111,7 @@ def _audit_row(
         records_deleted=records_deleted if records_deleted is not None else (0 if record_type == "outcome" else None),
         binding_constraint=plan["binding_constraint"],
         blocking_group=plan["blocking_group"],
+        blocking_group_type=plan["blocking_group_type"],
         stale_groups=list(plan["stale_groups"] or []),
         rule=plan["rule"],
         status=status,
@@ -223,6 +224,7 @@ class AuditSink:
                 (
                     df.write.format("delta")
                     .mode("append")
+                    .option("mergeSchema", "true")  # tables written before a column was added
                     .option("txnAppId", f"{self.app_id}:{kind}")
                     .option("txnVersion", str(batch_id))
                     .option("userMetadata", f"{kind}:{batch_id}")  # DESCRIBE HISTORY shows the order

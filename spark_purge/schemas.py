@@ -161,9 +161,18 @@ BINDING_CONSTRAINTS = (
     "missing_commit",
     "group_unreadable",
     "stale_group",
+    "vanished_group",
+    "external",
     "below_min_step",
     "nothing_to_do",
 )
+
+# Values of GROUP_OFFSETS.group_type for consumers whose positions the purge reads outside Kafka
+# (configured under external_consumers): required wherever they have a row, in every rule.
+EXTERNAL_CONSUMER_TYPES = ("spark_checkpoint", "static_hold")
+# GROUP_OFFSETS.group_state of a group Kafka no longer knows (offsets expired, group deleted):
+# its last position seen by the purge, remembered in the progress store.
+VANISHED_STATE = "Vanished"
 
 PLAN = StructType(
     [
@@ -177,6 +186,8 @@ PLAN = StructType(
         StructField("records_to_delete", LongType(), False),
         StructField("binding_constraint", StringType(), False),
         StructField("blocking_group", StringType(), True),
+        # classic | consumer | streams | share | spark_checkpoint | static_hold (null: no group)
+        StructField("blocking_group_type", StringType(), True),
         StructField("rule", StringType(), True),  # name of the topic rule that selected it
         StructField("stale_groups", ArrayType(StringType(), False), False),  # named either way
         StructField("actionable", BooleanType(), False),
@@ -204,6 +215,7 @@ AUDIT = StructType(
         StructField("records_deleted", LongType(), True),
         StructField("binding_constraint", StringType(), False),
         StructField("blocking_group", StringType(), True),
+        StructField("blocking_group_type", StringType(), True),
         StructField("stale_groups", ArrayType(StringType(), False), False),
         StructField("rule", StringType(), True),
         # intent: "planned"; outcome: "deleted", "skipped", "dry_run", "failed"

@@ -11,7 +11,20 @@ Names: ``log_start_offset`` is the partition's first offset (what DeleteRecords 
 a transaction is open.
 
 cutoff(p) = min(consumed(p), time floor(p), high watermark, last stable offset), where
-consumed(p) is the lowest commit over the topic's required groups.
+consumed(p) is the lowest position over the topic's required consumers.
+
+Consumers (``GROUP_OFFSETS`` rows; any row on a topic makes a group discovered there):
+
+- Kafka groups of every type (classic, KIP-848 ``consumer``, ``streams``, ``share``): the row's
+  ``committed_offset`` is the commit, or a share group's share-partition start offset; ``-1``
+  means the group's members hold the partition without a position: a missing commit.
+- ``group_state = "Vanished"`` (``schemas.VANISHED_STATE``): a group Kafka forgot, at the last
+  position the purge saw; it has no members, so it can go stale; while it binds and is not stale
+  the constraint is ``vanished_group``.
+- External consumers (``group_type`` in ``schemas.EXTERNAL_CONSUMER_TYPES``: a Spark query's
+  checkpoint, a static hold): required wherever they have a row, in every rule (listed groups
+  or discovery, exclusions do not apply); never stale; binding ``external``. An unreadable one
+  blocks only the topics it has rows on (its -1 rows name them).
 
 Inputs the data source must provide (the pipeline asks for them up front):
 
@@ -39,15 +52,17 @@ Decisions (binding_constraint, first match wins):
    ``missing_commit``: a required group has no commit on the partition and the rule blocks on
    that, or *no* required group has a commit at all (always blocks, whatever the rule says).
 4. ``time_floor``: the rule needs a floor and the snapshot has none usable ("floor unknown").
-5. Otherwise the bound itself. Ties prefer ``group``/``stale_group``, then ``time_floor``, then
+5. Otherwise the bound itself. Ties prefer the consumer (``group``, ``stale_group``,
+   ``vanished_group`` or ``external``, by the kind at the minimum), then ``time_floor``, then
    ``high_watermark``, then ``last_stable_offset`` (so the last stable offset binds only while a
    transaction keeps it below the high watermark). Among groups: lowest offset, an active group before a stale one,
    then group id. A manual offset binds (``manual``) when it is <= the safe cutoff.
-   Then: cutoff <= log start -> ``nothing_to_do`` (but a binding ``stale_group`` keeps its name);
+   Then: cutoff <= log start -> ``nothing_to_do`` (but a binding ``stale_group``,
+   ``vanished_group`` or ``external`` keeps its name);
    cutoff - log start < min_step -> ``below_min_step`` (manual entries skip min_step);
    else actionable.
 
-Stale groups: no members (state ``Empty``; or a *classic* group that is ``Dead`` or has 0 members
+Stale groups: no members (state ``Empty`` or ``Vanished``; or a *classic* group that is ``Dead`` or has 0 members
 — KIP-848 ``consumer`` groups show as Dead with no members to the classic API, so that alone never
 counts) AND known progress on every partition it commits to (``progress`` row whose offset equals
 the current commit) whose latest ``last_progress_time`` is older than the rule's ``stale_after``.

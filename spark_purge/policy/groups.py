@@ -6,12 +6,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
+from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, VANISHED_STATE
+
 
 def _no_members(state: Column, kind: Column, members: Column) -> Column:
-    """True only when the group surely has no members (KIP-848 'Dead' alone does not count)."""
+    """True only when the group surely has no members (KIP-848 'Dead' alone does not count; a
+    vanished group — one Kafka forgot — has none). External consumers never go stale."""
     state_l, kind_l = F.lower(state), F.lower(kind)
     classic_empty = (kind_l == "classic") & ((state_l == "dead") | (members == 0))
-    return F.coalesce((state_l == "empty") | classic_empty, F.lit(False))
+    gone = (state_l == "empty") | (state_l == VANISHED_STATE.lower()) | classic_empty
+    return F.coalesce(gone & ~F.coalesce(kind_l.isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)), F.lit(False))
 
 
 def group_staleness(groups: DataFrame, progress: DataFrame | None) -> DataFrame:
@@ -43,10 +47,13 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
     """Per selected partition: missing groups, stale groups, the lowest counted commit.
 
     ``selected`` has the partition keys plus ``TOPIC_RULES`` columns. Output columns:
-    ``missing``, ``stale``, ``gmin`` (struct offset, stale, group_id), ``n_commits``.
+    ``missing``, ``stale``, ``gmin`` (struct offset, stale, group_id, group_type, vanished),
+    ``n_commits``. A row with ``committed_offset`` -1 (members hold the partition, no position)
+    is no commit: the group is missing there.
     """
     commits = groups.where(F.col("committed_offset") >= 0).select(
-        "snapshot_id", "topic", "partition", "group_id", "committed_offset"
+        "snapshot_id", "topic", "partition", "group_id", "committed_offset", "group_type",
+        F.coalesce(F.lower(F.col("group_state")) == VANISHED_STATE.lower(), F.lit(False)).alias("vanished"),
     )
     required = selected.select(
         "snapshot_id", "topic", "partition", "ignore_stale", "stale_before", F.explode("required").alias("group_id")
@@ -71,6 +78,8 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
                     F.col("committed_offset").alias("offset"),
                     F.col("is_stale").cast("int").alias("stale"),
                     F.col("group_id").alias("group_id"),
+                    F.col("group_type").alias("group_type"),
+                    F.col("vanished").alias("vanished"),
                 ),
             )
         ).alias("gmin"),

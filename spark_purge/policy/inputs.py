@@ -113,27 +113,37 @@ def resolve_topics(
     config: PurgeConfig,
     now: datetime,
     unreadable: Mapping[str, str] | None = None,
+    external: Mapping[str, Iterable[str]] | None = None,
 ) -> list[TopicRuleRow]:
     """``TOPIC_RULES`` rows for the topics a rule selects (pure Python, Python regex semantics).
 
-    ``discovered`` maps a topic to the groups with commits on it; ``unreadable`` maps groups whose
-    commits the snapshot could not read to the error. Raises ``ConfigError`` when a topic matches
-    more than one rule.
+    ``discovered`` maps a topic to the Kafka groups with a row on it (a commit, a share-partition
+    start offset, or members holding a partition without one); ``external`` maps a topic to the
+    configured external consumers with a row on it: those are required in every rule, and an
+    unreadable one blocks the topic. ``unreadable`` maps groups whose positions the snapshot could
+    not read to the error. Raises ``ConfigError`` when a topic matches more than one rule.
     """
     now = as_utc(now)
     unreadable = unreadable or {}
+    external = external or {}
+    # An unreadable external consumer blocks only the topics it covers (its rows say which);
+    # an unreadable Kafka group may have commits anywhere.
+    externals = {g for names in external.values() for g in names}
+    kafka_unreadable = {g: e for g, e in unreadable.items() if g not in externals}
     rows = []
     for topic in sorted(set(topics)):
         rule = config.rule_for(topic)
         if rule is None:
             continue
-        blind = unreadable_required(rule, unreadable, config)
+        outside = sorted(set(external.get(topic, ())))
+        blind = tuple(sorted({*unreadable_required(rule, kafka_unreadable, config), *(g for g in outside if g in unreadable)}))
+        required = sorted({*required_groups(rule, discovered.get(topic, ()), config), *outside})
         rows.append(
             TopicRuleRow(
                 topic=topic,
                 rule=rule.name,
                 protected=config.is_protected(topic),
-                required=list(required_groups(rule, discovered.get(topic, ()), config)),
+                required=required,
                 block_missing=rule.on_missing_commit == "block",
                 ignore_stale=rule.on_stale_group == "ignore",
                 stale_before=now - timedelta(milliseconds=rule.stale_after),

@@ -13,7 +13,7 @@ from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
 from spark_purge.policy.groups import group_status
 from spark_purge.policy.inputs import TopicRuleRow, resolve_topics
-from spark_purge.schemas import MANUAL_RULES, PLAN, TOPIC_RULES
+from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, MANUAL_RULES, PLAN, TOPIC_RULES
 
 
 def _manual_table(spark: SparkSession, config: PurgeConfig) -> DataFrame:
@@ -129,19 +129,28 @@ def _selected_topic_rules(
 ) -> list[TopicRuleRow]:
     """``resolve_topics`` over the snapshot's topics, after one small driver round trip that
     collects every topic and every group committing on it."""
+    # Any row counts for discovery: a commit, a share-partition start offset, or members holding
+    # a partition without a position (-1) — a consumer that needs the topic either way.
     pairs = (
-        partitions.select("topic", F.lit(None).cast(StringType()).alias("group_id"))
-        .unionByName(groups.where(F.col("committed_offset") >= 0).select("topic", "group_id"))
+        partitions.select(
+            "topic", F.lit(None).cast(StringType()).alias("group_id"), F.lit(False).alias("external")
+        )
+        .unionByName(
+            groups.select(
+                "topic", "group_id", F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)).alias("external")
+            )
+        )
         .distinct()
         .collect()
     )
     topics = {row.topic for row in pairs if row.group_id is None}
     discovered: dict[str, list[str]] = {}
+    external: dict[str, list[str]] = {}
     for row in pairs:
         if row.group_id is not None:
-            discovered.setdefault(row.topic, []).append(row.group_id)
+            (external if row.external else discovered).setdefault(row.topic, []).append(row.group_id)
     selected = [t for t in topics if config.rule_for(t) is not None]
-    return resolve_topics(selected, discovered, config, now, unreadable_groups)
+    return resolve_topics(selected, discovered, config, now, unreadable_groups, external)
 
 
 # Column helpers shared by the steps below (functions: a Column needs an active session).
@@ -178,14 +187,21 @@ def _stale() -> Column:
 
 def with_bounds(df: DataFrame) -> DataFrame:
     """Adds ``c_cutoff``, the cutoff the bounds allow (ignoring blockers), and ``c_bound``, the
-    bound that sets it: ``group``/``stale_group``, ``time_floor``, ``high_watermark``,
+    bound that sets it: ``group`` (or ``stale_group``, ``vanished_group``, ``external`` for the
+    kind of consumer at the minimum), ``time_floor``, ``high_watermark``,
     ``last_stable_offset`` or ``manual`` (ties in that order; see the module docstring)."""
     high_watermark, last_stable_offset = F.col("high_watermark"), F.col("last_stable_offset")
     group_bound = F.col("gmin.offset")
     floor_bound = F.when(F.col("floor_time").isNotNull(), F.col("time_floor_offset"))
     safe = F.least(group_bound, floor_bound, high_watermark, last_stable_offset)
+    group_kind = (
+        F.when(F.col("gmin.stale") == 1, F.lit("stale_group"))
+        .when(F.col("gmin.vanished"), F.lit("vanished_group"))
+        .when(F.col("gmin.group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit("external"))
+        .otherwise(F.lit("group"))
+    )
     safe_bound = (
-        F.when(group_bound == safe, F.when(F.col("gmin.stale") == 1, F.lit("stale_group")).otherwise(F.lit("group")))
+        F.when(group_bound == safe, group_kind)
         .when(floor_bound == safe, F.lit("time_floor"))
         .when(high_watermark == safe, F.lit("high_watermark"))
         .otherwise(F.lit("last_stable_offset"))
@@ -205,6 +221,10 @@ def with_bounds(df: DataFrame) -> DataFrame:
 
 
 # ---- 2. binding constraint -------------------------------------------------------------------
+
+# Consumers that keep their name in the plan even when they hold a partition at its log start:
+# the ones an operator would not expect to be holding anything.
+_NAMED_AT_LOG_START = ("stale_group", "vanished_group", "external")
 
 
 def _blockers() -> list[tuple[Column, str]]:
@@ -239,7 +259,7 @@ def with_binding_constraint(df: DataFrame) -> DataFrame:
         binding = binding.when(condition, F.lit(name))
     step, bound = _step(), F.col("c_bound")
     binding = (
-        binding.when((step <= 0) & (bound == "stale_group"), F.lit("stale_group"))
+        binding.when((step <= 0) & bound.isin(*_NAMED_AT_LOG_START), bound)
         .when(step <= 0, F.lit("nothing_to_do"))
         .when(~_manual() & (step < F.col("min_step")), F.lit("below_min_step"))
         .otherwise(bound)
@@ -257,15 +277,33 @@ def _blocking_group() -> Column:
     return (
         F.when(bc == "missing_commit", F.try_element_at(_missing(), F.lit(1)))  # ANSI: element_at on [] raises
         .when(bc == "group_unreadable", F.try_element_at(F.col("unreadable"), F.lit(1)))
-        .when(~F.col("blocked") & F.col("c_bound").isin("group", "stale_group"), F.col("gmin.group_id"))
+        .when(~F.col("blocked") & F.col("c_bound").isin(*_GROUP_BOUNDS), F.col("gmin.group_id"))
     )
+
+
+_GROUP_BOUNDS = ("group", "stale_group", "vanished_group", "external")
+
+
+def _blocking_group_type() -> Column:
+    return F.when(~F.col("blocked") & F.col("c_bound").isin(*_GROUP_BOUNDS), F.col("gmin.group_type"))
 
 
 def _why_bound() -> Column:
     """The bound that sets ``c_cutoff``, in words."""
     bound, cutoff = F.col("c_bound"), F.col("c_cutoff")
+    kind = F.when(F.col("gmin.group_type") == "share", F.lit("share group")).otherwise(F.lit("group"))
     return (
-        F.when(bound == "group", F.format_string("group %s at %d", F.col("gmin.group_id"), cutoff))
+        F.when(bound == "group", F.format_string("%s %s at %d", kind, F.col("gmin.group_id"), cutoff))
+        .when(
+            bound == "vanished_group",
+            F.format_string(
+                "vanished %s %s (Kafka no longer has its offsets; last position seen) at %d", kind, F.col("gmin.group_id"), cutoff
+            ),
+        )
+        .when(
+            bound == "external",
+            F.format_string("external consumer %s (%s) at %d", F.col("gmin.group_id"), F.col("gmin.group_type"), cutoff),
+        )
         .when(
             bound == "stale_group",
             F.format_string(
@@ -329,6 +367,11 @@ def _detail() -> Column:
         .when(bc == "nothing_to_do", F.format_string("nothing to delete: %s, log start %d", why, log_start))
         .when(bc == "stale_group", F.format_string("%s, log start %d: set on_stale_group: ignore to skip it", why, log_start))
         .when(
+            (bc == "vanished_group") & (_step() <= 0),
+            F.format_string("%s, log start %d: released once stale, or by spark-purge forget-group", why, log_start),
+        )
+        .when((bc == "external") & (_step() <= 0), F.format_string("%s, log start %d", why, log_start))
+        .when(
             bc == "below_min_step",
             F.format_string("%s: only %d records deletable, min_step %d", why, _step(), F.col("min_step")),
         )
@@ -351,6 +394,7 @@ def with_explanation(df: DataFrame) -> DataFrame:
         F.when(~F.col("blocked"), F.col("c_cutoff")).alias("cutoff"),
         F.coalesce(records, F.lit(0)).cast(LongType()).alias("records_to_delete"),
         _blocking_group().alias("blocking_group"),
+        _blocking_group_type().alias("blocking_group_type"),
         F.array_compact(_stale()).alias("stale_groups"),
         _detail().alias("detail"),
     )

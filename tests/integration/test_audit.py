@@ -20,7 +20,7 @@ def _row(**kw: object) -> Row:
     base: dict[str, object] = dict(
         run_id="r1", query_id="q1", batch_id=0, record_type="outcome", planned_at=T0, executed_at=T0, snapshot_id="s0",
         topic="orders", partition=0, leader=1, prior_log_start_offset=0, high_watermark=100, cutoff=40,
-        low_watermark=40, records_deleted=40, binding_constraint="group", blocking_group="billing",
+        low_watermark=40, records_deleted=40, binding_constraint="group", blocking_group="billing", blocking_group_type="classic",
         stale_groups=[], rule="orders", status="deleted", error=None, dry_run=False,
         remote_storage_enable=False, config_fingerprint="abc", event_date="2026-11-22",
     )

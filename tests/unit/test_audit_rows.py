@@ -20,7 +20,8 @@ def plan_row(partition: int, cutoff: int | None, actionable: bool, binding: str 
     values: dict[str, Any] = dict(
         snapshot_id="s1", topic="orders", partition=partition, leader=1, log_start_offset=10, high_watermark=500,
         cutoff=cutoff, records_to_delete=(cutoff - 10) if actionable and cutoff else 0, binding_constraint=binding,
-        blocking_group="billing" if binding == "group" else None, rule="orders", stale_groups=["old"] if partition == 1 else [],
+        blocking_group="billing" if binding == "group" else None,
+        blocking_group_type="classic" if binding == "group" else None, rule="orders", stale_groups=["old"] if partition == 1 else [],
         actionable=actionable, remote_storage_enable=None, detail="why",
     )
     values.update(kw)
@@ -54,7 +55,7 @@ def test_intents_are_the_actionable_rows_with_the_batch_context() -> None:
         "run_id": "run-1", "query_id": "query-1", "batch_id": 7, "record_type": "intent", "planned_at": PLANNED,
         "executed_at": None, "snapshot_id": "s1", "topic": "orders", "partition": 0, "leader": 1,
         "prior_log_start_offset": 10, "high_watermark": 500, "cutoff": 100, "low_watermark": None,
-        "records_deleted": None, "binding_constraint": "group", "blocking_group": "billing", "stale_groups": [],
+        "records_deleted": None, "binding_constraint": "group", "blocking_group": "billing", "blocking_group_type": "classic", "stale_groups": [],
         "rule": "orders", "status": "planned", "error": None, "dry_run": False, "remote_storage_enable": None,
         "config_fingerprint": "fp", "event_date": "2026-11-22",  # the planning day, not the execution day
     }

@@ -53,15 +53,15 @@ SNAPSHOT = [
 ]
 
 EXPECTED = [
-    ("clicks", 0, 1, 0, 1000, 50, 0, "below_min_step", "etl", "clicks", [], False, None,
+    ("clicks", 0, 1, 0, 1000, 50, 0, "below_min_step", "etl", "classic", "clicks", [], False, None,
      "group etl at 50: only 50 records deletable, min_step 100"),
-    ("clicks", 1, 1, 0, 1000, None, 0, "missing_commit", "etl", "clicks", [], False, None,
+    ("clicks", 1, 1, 0, 1000, None, 0, "missing_commit", "etl", None, "clicks", [], False, None,
      "required group etl has no commit on this partition"),
-    ("orders", 0, 1, 100, 500, 300, 200, "group", "billing", "orders", [], True, None,
+    ("orders", 0, 1, 100, 500, 300, 200, "group", "billing", "classic", "orders", [], True, None,
      "group billing at 300 holds back 200 records"),
-    ("orders", 1, 1, 0, 500, 120, 120, "manual", None, "orders", [], True, None,
+    ("orders", 1, 1, 0, 500, 120, 120, "manual", None, None, "orders", [], True, None,
      "manual cutoff 120 (@2024-05-01T10:00:00Z) holds back 380 records"),
-    ("pay", 0, 1, 0, 700, None, 0, "protected", None, "pay", [], False, None,
+    ("pay", 0, 1, 0, 700, None, 0, "protected", None, None, "pay", [], False, None,
      "topic matches protected_topics: never purged"),
 ]
 

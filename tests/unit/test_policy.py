@@ -38,7 +38,9 @@ def part(
     return (SNAP, NOW, topic, partition, leader, [1, 2], [1, 2], log_start, hw, hw if last_stable is None else last_stable, internal, cleanup, None, remote, floor_time, floor_offset)
 
 
-def grp(group: str, topic: str, partition: int, offset: int, state: str = "Stable", kind: str = "classic", members: int = 1) -> tuple[Any, ...]:
+def grp(
+    group: str, topic: str, partition: int, offset: int, state: str | None = "Stable", kind: str = "classic", members: int | None = 1
+) -> tuple[Any, ...]:
     return (SNAP, NOW, group, state, kind, members, topic, partition, offset, None)
 
 
@@ -81,7 +83,7 @@ def both_groups(topic: str, partition: int, billing: int, analytics: int) -> lis
 def test_group_binding_exact_plan_row(spark: SparkSession) -> None:
     plan = run(spark, config(ORDERS), [part("orders", log_start=100, hw=500, remote=True)], both_groups("orders", 0, 300, 120))
     expected = spark.createDataFrame(
-        [(SNAP, "orders", 0, 1, 100, 500, 120, 20, "group", "analytics", "orders", [], True, True, "group analytics at 120 holds back 380 records")],
+        [(SNAP, "orders", 0, 1, 100, 500, 120, 20, "group", "analytics", "classic", "orders", [], True, True, "group analytics at 120 holds back 380 records")],
         schemas.PLAN,
     )
     assert plan.schema == schemas.PLAN
@@ -93,7 +95,7 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
     cfg = config(
         {"name": "orders", "topics": r"orders\..*", "required_groups": ["billing"], "min_step": 10},
         {"name": "aged", "topics": "aged", "required_groups": ["billing"], "min_retention": "1h"},
-        {"name": "all", "topics": r"(__.*|secret|compact|manual|stale)"},
+        {"name": "all", "topics": r"(__.*|secret|compact|manual|stale|gone|ext)"},
         {"name": "blind", "topics": "blind", "required_groups": ["billing", "ghost"]},
         protected_topics=["secret"],
         group_exclude=["ghost"],  # so only the rule that lists it is blinded
@@ -114,6 +116,8 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         part("manual", hw=500),
         part("stale", log_start=0, hw=500),
         part("blind", log_start=0, hw=500),
+        part("gone", log_start=0, hw=500),
+        part("ext", log_start=0, hw=500),
     ]
     groups = [
         grp("billing", "orders.group", 0, 250),
@@ -128,6 +132,10 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         grp("g", "compact", 0, 400),
         grp("old", "stale", 0, 90, state="Empty", members=0),
         grp("billing", "blind", 0, 400),
+        # Kafka forgot this group; the purge remembers where it was
+        grp("vg", "gone", 0, 60, state="Vanished", members=0),
+        # a Spark query reading "ext", its position from its checkpoint
+        grp("etl-query", "ext", 0, 70, state=None, kind="spark_checkpoint", members=None),
     ]
     progress = [prog("old", "stale", 0, 90, old)]
     plan = run(spark, cfg, parts, groups, progress, unreadable={"ghost": "GROUP_AUTHORIZATION_FAILED"})
@@ -146,6 +154,8 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         "manual": ("manual", 50, 50, True, None),
         "stale": ("stale_group", 90, 90, True, "old"),
         "blind": ("group_unreadable", None, 0, False, "ghost"),
+        "gone": ("vanished_group", 60, 60, True, "vg"),
+        "ext": ("external", 70, 70, True, "etl-query"),
     }
     assert {b for b, *_ in got.values()} == set(schemas.BINDING_CONSTRAINTS)
 

@@ -1,4 +1,9 @@
-"""Property test: over random snapshots, compute_plan never plans a cut past a safe bound."""
+"""Property test: over random snapshots, compute_plan never plans a cut past a safe bound.
+
+Every consumer kind is drawn: classic, KIP-848 and share groups (commits / share-partition start
+offsets, or members holding a partition without a position: -1 rows), vanished groups (Kafka
+forgot them; the purge remembers their last position), unreadable groups, and external
+consumers (a Spark checkpoint, a static hold), which count in every rule."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,6 +20,8 @@ from spark_purge.config import from_dict
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 SNAP = "snap"
 GROUPS = ("g0", "g1", "g2", "adhoc-x")
+# External consumers by configured name; "adhoc-hold" would be excluded if it were a Kafka group.
+EXTERNALS = {"ext-spark": "spark_checkpoint", "adhoc-hold": "static_hold"}
 TOPICS = ("t0", "t1", "t2")
 STALE_AFTER = timedelta(days=7)
 MIN_RETENTION = timedelta(hours=1)
@@ -53,12 +60,20 @@ def cases(draw: st.DrawFn) -> Case:
     for topic in TOPICS:
         if draw(st.integers(0, 3)) == 0:
             manual.append({"topic": topic, "offset": draw(st.one_of(st.just("end"), st.integers(0, 250)))})
-    unreadable = draw(st.one_of(st.just(frozenset()), st.frozensets(st.sampled_from(GROUPS), min_size=1, max_size=2)))
+    everyone = GROUPS + tuple(EXTERNALS)
+    unreadable = draw(st.one_of(st.just(frozenset()), st.frozensets(st.sampled_from(everyone), min_size=1, max_size=2)))
     case = Case(rules, manual, unreadable=unreadable)
     attrs = {
-        g: (draw(st.sampled_from(["Stable", "Empty", "Dead"])), draw(st.sampled_from(["classic", "consumer", "unknown"])), draw(st.integers(0, 2)))
+        g: (
+            draw(st.sampled_from(["Stable", "Empty", "Dead", "Vanished"])),
+            draw(st.sampled_from(["classic", "consumer", "share", "unknown"])),
+            draw(st.integers(0, 2)),
+        )
         for g in GROUPS
     }
+    attrs.update({e: (None, kind, None) for e, kind in EXTERNALS.items()})
+    # Which topics each external consumer covers (an unreadable one still names its topics).
+    covers = {e: set(draw(st.lists(st.sampled_from(TOPICS), max_size=2, unique=True))) for e in EXTERNALS}
     for topic in TOPICS + ("__internal", "prot"):
         for p in range(draw(st.integers(1, 8))):
             log_start = draw(st.integers(0, 100))
@@ -71,9 +86,14 @@ def cases(draw: st.DrawFn) -> Case:
             cleanup = draw(st.sampled_from(["delete", "delete", "delete", "compact", None, "compact,delete"]))
             internal = topic == "__internal"
             case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, None, floor_time, floor_offset))
-            for g in GROUPS:
+            for g in everyone:
                 choice = draw(st.integers(0, 5))
-                if choice == 0 or g in unreadable:
+                if g in EXTERNALS:
+                    if topic not in covers[g]:
+                        continue
+                    if g in unreadable:
+                        choice = 1  # unreadable external: -1 rows name the partitions it covers
+                elif choice == 0 or g in unreadable:
                     continue  # no row: no commit (or none the snapshot could read)
                 offset = -1 if choice == 1 else draw(st.integers(0, hw + 20))
                 state, kind, members = attrs[g]
@@ -94,7 +114,7 @@ def stale_groups(case: Case) -> set[str]:
         if not commits:
             continue
         state, kind, members = commits[0][3], commits[0][4], commits[0][5]
-        no_members = state == "Empty" or (kind == "classic" and (state == "Dead" or members == 0))
+        no_members = state in ("Empty", "Vanished") or (kind == "classic" and (state == "Dead" or members == 0))
         known = [progress.get((g, r[6], r[7])) for r in commits]
         unchanged = no_members and all(k is not None and k[0] == r[8] for k, r in zip(known, commits))
         if unchanged and max(k[1] for k in known if k) < NOW - STALE_AFTER:
@@ -120,6 +140,8 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
     assert len({(r.topic, r.partition) for r in plan}) == len(plan)
     stale = stale_groups(case)
     commits = {(r[2], r[6], r[7]): r[8] for r in case.groups if r[8] >= 0}
+    rows_on = {(r[2], r[6]) for r in case.groups}  # (group, topic) with any row, -1 included
+    state_of = {r[2]: r[3] for r in case.groups}
     parts = {(r[2], r[3]): r for r in case.parts}
     rules = {r["topics"]: r for r in case.rules}
     manual = {m["topic"]: m["offset"] for m in case.manual}
@@ -132,10 +154,13 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             continue
         rule = rules[topic]
         listed = rule.get("required_groups")
-        on_topic = {g for (g, t, _) in commits if t == topic}
-        required = set(listed) if listed else {g for g in on_topic if not g.startswith("adhoc-")}
-        # Unreadable groups the topic may need: listed ones, or any a discovery would not exclude.
+        on_topic = {g for (g, t) in rows_on if t == topic and g in GROUPS}
+        outside = {e for e in EXTERNALS if (e, topic) in rows_on}  # count in every rule
+        required = (set(listed) if listed else {g for g in on_topic if not g.startswith("adhoc-")}) | outside
+        # Unreadable groups the topic may need: listed ones, or any a discovery would not exclude;
+        # and unreadable external consumers covering the topic.
         blind = (set(listed) if listed else {g for g in GROUPS if not g.startswith("adhoc-")}) & case.unreadable
+        blind |= outside & case.unreadable
         assert row.stale_groups == sorted(required & stale), row
         ignored = stale if rule["on_stale_group"] == "ignore" else set()
         have = {g: commits[(g, topic, p)] for g in required if (g, topic, p) in commits}
@@ -172,3 +197,10 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             cutoff, step = safe, rule["min_step"]
         assert row.cutoff == cutoff, (row, cutoff)
         assert row.actionable == (cutoff - log_start >= step), row
+        # The plan names the kind of consumer that binds it.
+        if row.binding_constraint == "external":
+            assert row.blocking_group in EXTERNALS and row.blocking_group_type == EXTERNALS[row.blocking_group], row
+        if row.binding_constraint == "vanished_group":
+            assert state_of[row.blocking_group] == "Vanished", row
+        if row.binding_constraint == "group":
+            assert state_of[row.blocking_group] != "Vanished" and row.blocking_group not in EXTERNALS, row
