@@ -12,8 +12,9 @@
 # 4.3.1 for the benchmarks' kafka-delete-records.sh baseline; only `bench` resolves it). A second
 # run downloads nothing: each step is skipped while the stamp of its inputs (setup.py, the poms)
 # is unchanged. The package itself never looks for this checkout: every command below exports
-# SPARK_PURGE_KAFKA_JARS (the test cluster launcher's broker jars) and SPARK_PURGE_DELTA_JARS
-# (Delta's jars for a local SparkSession) pointing into .cache/jars.
+# SPARK_PURGE_KAFKA_JARS (the test cluster launcher's broker jars), SPARK_PURGE_DELTA_JARS
+# (Delta's jars for a local SparkSession) and SPARK_PURGE_SPARK_KAFKA_JARS (Spark's Kafka
+# connector, which the tests' session adds) pointing into .cache/jars.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -63,6 +64,8 @@ export SPARK_LOCAL_IP=127.0.0.1
 export PYSPARK_PYTHON=$VENV/bin/python
 export SPARK_PURGE_KAFKA_JARS=$ROOT/.cache/jars/kafka
 export SPARK_PURGE_DELTA_JARS=$ROOT/.cache/jars/delta
+# Spark's Kafka connector: the tests' session adds it, to run a real Structured Streaming consumer.
+export SPARK_PURGE_SPARK_KAFKA_JARS=$ROOT/.cache/jars/spark-kafka
 cmd=${1:-help}; [[ $# -gt 0 ]] && shift
 case $cmd in
   setup) setup ;;

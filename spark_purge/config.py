@@ -23,6 +23,7 @@ Top-level YAML keys (see ``conf/example.yaml`` for every option)::
     manual:           [{topic, partition, offset, force}]
     audit:            path, table_name
     stream:           checkpoint_location, trigger_interval, query_name
+    external_consumers: [{name, spark_checkpoint, topics} | {name, hold: {topic, partition, offset} | [...]}]
     dry_run:          bool
 
 Each default is declared once, on its dataclass field; the loader passes only the keys a file
@@ -361,6 +362,72 @@ class StreamConfig:
             raise _FieldError("trigger_interval", f"expected a positive duration, got {self.trigger_interval}ms")
 
 
+EXTERNAL_SPARK_CHECKPOINT = "spark_checkpoint"  # group_type of a Spark query's checkpoint position
+EXTERNAL_STATIC_HOLD = "static_hold"  # group_type of a configured hold
+EXTERNAL_GROUP_TYPES = (EXTERNAL_SPARK_CHECKPOINT, EXTERNAL_STATIC_HOLD)
+
+
+@dataclass(frozen=True)
+class StaticHold:
+    """Never cut ``topic`` (one ``partition``, or every one: None) past ``offset``."""
+
+    topic: str
+    offset: int
+    partition: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str) or not _TOPIC_NAME.fullmatch(self.topic):
+            raise _FieldError("topic", f"expected a topic name (letters, digits, '.', '_', '-'), got {self.topic!r}")
+        if self.partition is not None and self.partition < 0:
+            raise _FieldError("partition", f"expected a partition number >= 0 or 'all', got {self.partition}")
+        if self.offset < 0:
+            raise _FieldError("offset", f"expected an offset >= 0 (the first record the consumer still needs), got {self.offset}")
+
+    def holds(self, topic: str, partition: int) -> bool:
+        return topic == self.topic and (self.partition is None or self.partition == partition)
+
+
+@dataclass(frozen=True)
+class ExternalConsumer:
+    """A consumer whose position Kafka does not know, named ``name`` in plans and the audit.
+
+    Exactly one of: ``spark_checkpoint`` (a Spark Structured Streaming query's checkpoint
+    location, path or URI, with ``topics``: a regex, full match, of the topics it reads) or
+    ``hold`` (static holds, for consumers nothing can read, e.g. Flink state). Either way the
+    consumer is required on every partition of its topics, in every rule.
+    """
+
+    name: str
+    spark_checkpoint: str | None = None
+    topics: str | None = None
+    hold: tuple[StaticHold, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise _FieldError("name", f"expected a non-empty string, got {self.name!r}")
+        if (self.spark_checkpoint is None) == (not self.hold):
+            raise _FieldError("", "expected exactly one of spark_checkpoint (with topics) or hold")
+        if self.spark_checkpoint is not None:
+            if not isinstance(self.spark_checkpoint, str) or not self.spark_checkpoint.strip():
+                raise _FieldError("spark_checkpoint", f"expected a checkpoint path or URI, got {self.spark_checkpoint!r}")
+            if self.topics is None:
+                raise _FieldError("topics", "required with spark_checkpoint: a regex (full match) of the topics the query reads")
+            _check_regex(self.topics, "topics")
+        elif self.topics is not None:
+            raise _FieldError("topics", "only used with spark_checkpoint (a hold names its topic)")
+
+    @property
+    def kind(self) -> str:
+        """The ``group_type`` its snapshot rows carry (``spark_checkpoint`` or ``static_hold``)."""
+        return EXTERNAL_SPARK_CHECKPOINT if self.spark_checkpoint is not None else EXTERNAL_STATIC_HOLD
+
+    def covers(self, topic: str) -> bool:
+        """Whether the consumer reads ``topic`` (so it is required on all of its partitions)."""
+        if self.topics is not None:
+            return _compiled(self.topics).fullmatch(topic) is not None
+        return any(h.topic == topic for h in self.hold)
+
+
 MANUAL_RULE_NAME = "manual"
 
 
@@ -376,11 +443,20 @@ class PurgeConfig:
     defaults: RuleDefaults = field(default_factory=RuleDefaults)
     manual: tuple[ManualEntry, ...] = ()
     stream: StreamConfig | None = None
+    external_consumers: tuple[ExternalConsumer, ...] = ()
     dry_run: bool = False
 
     def __post_init__(self) -> None:
         if not self.rules and not self.manual:
             raise _FieldError("rules", "expected at least one topic rule (or a manual entry)")
+        consumers: dict[str, int] = {}
+        for i, consumer in enumerate(self.external_consumers):
+            if consumer.name in consumers:
+                raise _FieldError(
+                    f"external_consumers[{i}].name",
+                    f"duplicate external consumer name {consumer.name!r} (also external_consumers[{consumers[consumer.name]}])",
+                )
+            consumers[consumer.name] = i
         names: dict[str, int] = {}
         for i, rule in enumerate(self.rules):
             if rule.name in names:
@@ -601,6 +677,8 @@ _RULE_KEYS = tuple(f.name for f in dataclasses.fields(TopicRule))
 _MANUAL_KEYS = ("topic", "partition", "offset", "force")
 _AUDIT_KEYS = tuple(f.name for f in dataclasses.fields(AuditConfig))
 _STREAM_KEYS = tuple(f.name for f in dataclasses.fields(StreamConfig))
+_EXTERNAL_KEYS = tuple(f.name for f in dataclasses.fields(ExternalConsumer))
+_HOLD_KEYS = ("topic", "partition", "offset")
 _ROOT_KEYS = tuple(f.name for f in dataclasses.fields(PurgeConfig))
 
 
@@ -695,6 +773,35 @@ def _stream(value: object, path: str) -> StreamConfig:
     return _build(StreamConfig, path, **_given(d, path, StreamConfig, checks))
 
 
+def _partition(value: object, path: str) -> int | None:
+    """A partition number, or ``'all'`` (None)."""
+    if value == "all":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{path}: expected a partition number >= 0 or 'all', got {_type_name(value)} {value!r}")
+    return value
+
+
+def _hold(value: object, path: str) -> StaticHold:
+    d = _section(value, path, _HOLD_KEYS)
+    return _build(StaticHold, path, **_given(d, path, StaticHold, {"topic": _str, "offset": _int, "partition": _partition}))
+
+
+def _holds(value: object, path: str) -> tuple[StaticHold, ...]:
+    if isinstance(value, Mapping):
+        return (_hold(value, path),)
+    holds = _list(value, path, _hold)
+    if not holds:
+        raise ConfigError(f"{path}: expected a hold {{topic, partition, offset}} or a non-empty list of them")
+    return holds
+
+
+def _external(value: object, path: str) -> ExternalConsumer:
+    d = _section(value, path, _EXTERNAL_KEYS)
+    checks = {"name": _str, "spark_checkpoint": _str, "topics": _regex, "hold": _holds}
+    return _build(ExternalConsumer, path, **_given(d, path, ExternalConsumer, checks))
+
+
 def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
     """Build and validate a ``PurgeConfig`` from parsed YAML/JSON; ``ConfigError`` on bad input."""
     d = _section(data, "", _ROOT_KEYS)
@@ -707,6 +814,7 @@ def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
         "group_exclude": _regex_list,
         "manual": lambda v, p: _list(v, p, _manual),
         "stream": _stream,
+        "external_consumers": lambda v, p: _list(v, p, _external),
         "dry_run": _bool,
     }
     return _build(PurgeConfig, "", defaults=defaults, **_given(d, "", PurgeConfig, checks))
@@ -809,15 +917,20 @@ def kafka_client_kwargs(
 __all__ = [
     "DURATION_HINT",
     "END",
+    "EXTERNAL_GROUP_TYPES",
+    "EXTERNAL_SPARK_CHECKPOINT",
+    "EXTERNAL_STATIC_HOLD",
     "AuditConfig",
     "ClientKwargs",
     "ConnectionSettings",
+    "ExternalConsumer",
     "KafkaConfig",
     "ManualEntry",
     "PurgeConfig",
     "RuleDefaults",
     "SecretRef",
     "SecurityConfig",
+    "StaticHold",
     "StreamConfig",
     "TopicRule",
     "canonical_json",

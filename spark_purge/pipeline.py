@@ -3,6 +3,9 @@
 This module is the only place that wires I/O together. Per micro-batch (``foreachBatch``),
 ``PurgePipeline.process_batch``:
 
+0. adds the configured external consumers (a Spark query's checkpoint position, static holds)
+   to the snapshot as group rows (``external_snapshot``), read on the driver through Hadoop's
+   FileSystem, fresh for every batch (a replayed batch sees the current positions);
 1. plans the snapshot (``schemas.SNAPSHOT``) with a ``planner.Planner``, as of the snapshot's
    own time, so a replayed batch plans exactly what it planned the first time (the source
    persists each batch's snapshot);
@@ -33,6 +36,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 from spark_purge.audit import AuditSink, BatchContext, ProgressStore, absolute_location
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
 from spark_purge.errors import ConfigError, KafkaError, from_spark_exception
+from spark_purge.external_snapshot import with_external_consumers
+from spark_purge.fs import Files, HadoopFiles
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.planner import Plan, Planner
 from spark_purge.policy import retention_floors, split_snapshot
@@ -75,6 +80,14 @@ def read_snapshot(spark: SparkSession, config: PurgeConfig) -> DataFrame:
 
     register(spark)
     return spark.read.format(SOURCE_FORMAT).options(**source_options(config)).option("view", "snapshot").load()
+
+
+def with_external(spark: SparkSession, config: PurgeConfig, snapshot: DataFrame, files: Files | None = None) -> DataFrame:
+    """The snapshot plus the config's ``external_consumers`` (see ``external_snapshot``), read
+    through Hadoop's FileSystem of ``spark`` unless ``files`` is given."""
+    if not config.external_consumers:
+        return snapshot
+    return with_external_consumers(snapshot, config.external_consumers, files or HadoopFiles(spark))
 
 
 # ---- the batch ------------------------------------------------------------------------------
@@ -163,8 +176,9 @@ class PurgePipeline:
             self._client = None
 
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
-        snapshot = snapshot.persist()
+        base = snapshot.persist()
         try:
+            snapshot = with_external(self.spark, self.config, base)
             plan = self.planner.plan(snapshot)
             if plan is None:
                 return self._done(BatchResult(batch_id))
@@ -172,7 +186,7 @@ class PurgePipeline:
             _partitions, groups = split_snapshot(snapshot)
             group_rows = groups.collect()
         finally:
-            snapshot.unpersist()
+            base.unpersist()
         ctx = BatchContext(self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint)
         result = self.runner.run(plan_rows, ctx)
         # Group progress, for stale-group detection in later batches.
@@ -217,7 +231,7 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
     if config.stream is not None:
         progress = ProgressStore(spark, progress_location(config.stream.checkpoint_location), app_id="plan").read
     try:
-        return Planner(config, lookup, progress).plan(read_snapshot(spark, config))
+        return Planner(config, lookup, progress).plan(with_external(spark, config, read_snapshot(spark, config)))
     finally:
         for client in opened:
             client.close()
@@ -341,4 +355,5 @@ __all__ = [
     "run_continuous",
     "source_options",
     "start_stream",
+    "with_external",
 ]

@@ -9,12 +9,17 @@ Where Delta's jars come from in local mode (the package never looks for a source
    Delta artifact matching the installed ``delta-spark`` through ``spark.jars.packages`` (what a
    pip-installed wheel without a checkout uses).
 On a cluster (``spark-submit``, Databricks) nothing is added: Delta is already on the classpath.
+
+Extra jars (local mode too), e.g. Spark's Kafka connector for a test that runs a real Structured
+Streaming consumer: ``extra_jars``, the argument, plus ``SPARK_PURGE_EXTRA_JARS`` (entries
+separated by ``,`` or the OS path separator), each a jar file or a folder of jars.
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -22,6 +27,7 @@ from pyspark.sql import SparkSession
 from spark_purge.errors import ConfigError
 
 DELTA_JARS_ENV = "SPARK_PURGE_DELTA_JARS"
+EXTRA_JARS_ENV = "SPARK_PURGE_EXTRA_JARS"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
@@ -43,17 +49,35 @@ def delta_jars(jars_dir: str | os.PathLike[str] | None = None) -> list[str] | No
     return jars
 
 
+def extra_jars(named: Sequence[str | os.PathLike[str]] | None = None) -> list[str]:
+    """Jar paths from ``named`` and ``$SPARK_PURGE_EXTRA_JARS``: each entry a jar or a folder of
+    jars. Raises ConfigError for an entry that is neither (a typo must not pass silently)."""
+    entries: list[tuple[str, str]] = [("extra_jars", str(n)) for n in named or ()]
+    env = os.environ.get(EXTRA_JARS_ENV, "")
+    entries += [(EXTRA_JARS_ENV, e.strip()) for e in re.split(f"[,{re.escape(os.pathsep)}]", env) if e.strip()]
+    jars: list[str] = []
+    for source, entry in entries:
+        path = Path(entry)
+        found = sorted(str(p) for p in path.glob("*.jar")) if path.is_dir() else [str(path)] if path.suffix == ".jar" and path.is_file() else []
+        if not found:
+            raise ConfigError(f"{source}: expected a jar file or a folder holding jars, got {entry!r}")
+        jars += [j for j in found if j not in jars]
+    return jars
+
+
 def get_spark(
     app_name: str = "spark-purge",
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
     jars_dir: str | os.PathLike[str] | None = None,
+    extra: Sequence[str | os.PathLike[str]] | None = None,
 ) -> SparkSession:
     """Return the active SparkSession, or build one with Delta configured.
 
     On a cluster (an active session exists, or ``spark-submit`` set ``spark.master``) nothing
     is forced; locally (``master`` given or none configured) the session binds to loopback,
-    uses UTC, keeps the UI off and puts Delta on the classpath (see the module docstring).
+    uses UTC, keeps the UI off and puts Delta and the ``extra`` jars (see ``extra_jars``) on
+    the classpath (see the module docstring).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -78,9 +102,10 @@ def get_spark(
             .config("spark.databricks.delta.snapshotPartitions", "2")
         )
         jars = delta_jars(jars_dir)
-        if jars is not None:
-            builder = builder.config("spark.jars", ",".join(jars))
-        else:
+        more = extra_jars(extra)
+        if jars is not None or more:
+            builder = builder.config("spark.jars", ",".join((jars or []) + more))
+        if jars is None:
             from delta import configure_spark_with_delta_pip
 
             builder = configure_spark_with_delta_pip(builder)
