@@ -446,26 +446,28 @@ class ProgressStore:
         except Exception as exc:
             log.warning("compacting the group progress table at %s failed (%s); continuing", self.path, exc)
 
-    def forget(self, group_id: str, topic_regex: str | None = None) -> list[Row]:
-        """Remove ``group_id``'s remembered positions (all, or on topics fully matching
-        ``topic_regex``, Python syntax); returns the removed rows (``PROGRESS_STORE``)."""
-        from delta.tables import DeltaTable
-
+    def remembered(self, group_id: str, topic_regex: str | None = None) -> list[Row]:
+        """``group_id``'s remembered positions (``PROGRESS_STORE`` rows), all or on topics fully
+        matching ``topic_regex`` (Python syntax, like the config's regexes). One group: small."""
         if not self.exists():
             return []
         pattern = re.compile(topic_regex) if topic_regex is not None else None
-        mine = self.read().where(F.col("group_id") == group_id).collect()  # one group's keys: small
-        gone = [r for r in mine if pattern is None or pattern.fullmatch(r["topic"])]
-        if not gone:
-            return []
+        mine = self.read().where(F.col("group_id") == group_id).orderBy("topic", "partition").collect()
+        return [r for r in mine if pattern is None or pattern.fullmatch(r["topic"])]
+
+    def remove(self, rows: Sequence[Row]) -> None:
+        """Delete these keys from the store (``forget-group``); absent keys are ignored."""
+        from delta.tables import DeltaTable
+
+        if not rows or not self.exists():
+            return
         key_schema = StructType([PROGRESS_STORE[k] for k in PROGRESS_KEY])
-        keys = self.spark.createDataFrame([(r["group_id"], r["topic"], r["partition"]) for r in gone], key_schema)
+        keys = self.spark.createDataFrame([tuple(r[k] for k in PROGRESS_KEY) for r in rows], key_schema)
         on = " AND ".join(f"t.{k} = s.{k}" for k in PROGRESS_KEY)
         self._retry(
-            f"forget {group_id}",
+            f"forgetting {len(rows)} position(s)",
             lambda: DeltaTable.forPath(self.spark, self.path).alias("t").merge(keys.alias("s"), on).whenMatchedDelete().execute(),
         )
-        return gone
 
     def _retry(self, what: str, action: Callable[[], object]) -> None:
         backoff = Backoff(first=0.2, cap=2.0)

@@ -130,11 +130,7 @@ class PurgePipeline:
     @property
     def query_id(self) -> str:
         if self._query_id is None:
-            meta = Path(self.checkpoint_location) / "metadata"
-            try:
-                self._query_id = str(json.loads(meta.read_text().splitlines()[0])["id"])
-            except (OSError, ValueError, KeyError, IndexError):
-                self._query_id = "batch-" + uuid.uuid5(uuid.NAMESPACE_URL, str(Path(self.checkpoint_location).resolve())).hex
+            self._query_id = query_id_of(self.checkpoint_location)
         return self._query_id
 
     @property
@@ -186,6 +182,16 @@ class PurgePipeline:
         if self.on_batch is not None:
             self.on_batch(result)
         return result
+
+
+def query_id_of(checkpoint_location: str) -> str:
+    """The streaming query's id from the checkpoint's metadata file (stable across restarts);
+    before the first run, a stable id derived from the location."""
+    meta = Path(checkpoint_location) / "metadata"
+    try:
+        return str(json.loads(meta.read_text().splitlines()[0])["id"])
+    except (OSError, ValueError, KeyError, IndexError):
+        return "batch-" + uuid.uuid5(uuid.NAMESPACE_URL, str(Path(checkpoint_location).resolve())).hex
 
 
 def progress_location(checkpoint_location: str) -> str:
@@ -350,6 +356,7 @@ __all__ = [
     "default_client_factory",
     "plan_snapshot",
     "progress_location",
+    "query_id_of",
     "read_snapshot",
     "run_continuous",
     "source_options",
