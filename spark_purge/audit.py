@@ -64,7 +64,7 @@ try:  # pragma: no cover - import shape depends on delta-spark version
 except ImportError:  # pragma: no cover
     DELTA_CONFLICTS = ()
 
-BLOCKING_CONSTRAINTS = ("group", "missing_commit", "stale_group", "vanished_group")
+BLOCKING_CONSTRAINTS = ("group", "missing_commit", "stale_group")
 CONFLICT_ATTEMPTS = 5  # Delta commits tried per audit write before giving up
 NO_OUTCOME = "NO_OUTCOME"  # error of a planned delete the client returned nothing for
 
@@ -194,6 +194,7 @@ def forget_rows(
             records_deleted=None,
             binding_constraint=FORGET,
             blocking_group=r["group_id"],
+            blocking_group_type=r["group_type"],
             stale_groups=[],
             rule=None,
             status=FORGOTTEN,
@@ -204,7 +205,7 @@ def forget_rows(
             operator=operator,
             event_date=at.strftime("%Y-%m-%d"),
         )
-        out.append(Row(**{f.name: values[f.name] for f in AUDIT.fields}))
+        out.append(Row(**{f.name: values.get(f.name) for f in AUDIT.fields}))  # every other column: null
     return out
 
 
@@ -269,10 +270,10 @@ class AuditSink:
                 (
                     df.write.format("delta")
                     .mode("append")
+                    .option("mergeSchema", "true")  # tables written before a column was added
                     .option("txnAppId", f"{self.app_id}:{kind}")
                     .option("txnVersion", str(batch_id))
                     .option("userMetadata", f"{kind}:{batch_id}")  # DESCRIBE HISTORY shows the order
-                    .option("mergeSchema", "true")  # tables written before a column was added
                     .save(self.path)
                 )
                 return True
