@@ -75,7 +75,7 @@ async def snapshot_configs(
     )
     try:
         response = await wire.send(request, node_id=broker)
-    except (Errors.KafkaConnectionError, Errors.NodeNotReadyError, Errors.RequestTimedOutError) as exc:
+    except Errors.KafkaError as exc:  # that broker is down or moving: the topics go to any broker
         log.info("DescribeConfigs to broker %d failed (%s); %s unknown for this snapshot", broker, type(exc).__name__, OFFSETS_RETENTION_KEY)
         found, errors = await topic_configs(wire, topics)
         return found, errors, None
