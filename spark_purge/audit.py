@@ -391,6 +391,11 @@ class ProgressStore:
             df = df.withColumn("group_type", F.lit(None).cast("string"))
         return df.select(*PROGRESS_STORE.fieldNames())
 
+    def read_if_exists(self) -> DataFrame | None:
+        """``read()``, or None before the first batch wrote the table (nothing remembered yet:
+        the planner then adds no vanished rows and treats no group as stale, as with an empty store)."""
+        return self.read() if self.exists() else None
+
     def ensure_table(self) -> None:
         """Create the table if needed; add ``group_type`` to a table written before it existed."""
         from delta.tables import DeltaTable
@@ -408,7 +413,6 @@ class ProgressStore:
         Rows with ``committed_offset < 0`` (a member holding a partition without a position)
         are not positions and are never stored. Nothing is collected to the driver.
         """
-        from delta.tables import DeltaTable
 
         seen = (
             groups.where(F.col("committed_offset") >= 0)
@@ -418,6 +422,24 @@ class ProgressStore:
             .select(*PROGRESS_KEY, "committed_offset", F.lit(now).cast("timestamp").alias("last_progress_time"), "group_type")
         )
         self.ensure_table()
+        # Only new or changed keys go into the MERGE; in a steady state there are none, and then
+        # nothing is written at all (no Delta commit per batch).
+        stored = self.read().select(
+            *PROGRESS_KEY, F.col("committed_offset").alias("t_offset"), F.col("group_type").alias("t_type")
+        )
+        changed = seen.join(stored, list(PROGRESS_KEY), "left").where(
+            F.col("t_offset").isNull()
+            | (F.col("t_offset") != F.col("committed_offset"))
+            | (F.col("group_type").isNotNull() & ~F.col("group_type").eqNullSafe(F.col("t_type")))
+        ).drop("t_offset", "t_type")
+        if not changed.isEmpty():
+            self._merge(changed, batch_id)
+        if batch_id % COMPACT_EVERY == COMPACT_EVERY - 1:
+            self.compact()
+
+    def _merge(self, changed: DataFrame, batch_id: int) -> None:
+        from delta.tables import DeltaTable
+
         on = " AND ".join(f"t.{k} = s.{k}" for k in PROGRESS_KEY)
         moved: dict[str, str | Column] = {"committed_offset": "s.committed_offset", "last_progress_time": "s.last_progress_time", "group_type": "s.group_type"}
         self._retry(
@@ -425,7 +447,7 @@ class ProgressStore:
             lambda: (
                 DeltaTable.forPath(self.spark, self.path)
                 .alias("t")
-                .merge(seen.alias("s"), on)
+                .merge(changed.alias("s"), on)
                 .whenMatchedUpdate(condition="t.committed_offset <> s.committed_offset", set=moved)
                 .whenMatchedUpdate(
                     condition="s.group_type IS NOT NULL AND NOT (t.group_type <=> s.group_type)",
@@ -435,8 +457,6 @@ class ProgressStore:
                 .execute()
             ),
         )
-        if batch_id % COMPACT_EVERY == COMPACT_EVERY - 1:
-            self.compact()
 
     def compact(self) -> None:
         """Rewrite the MERGEs' small files into few (a failure only costs read speed)."""

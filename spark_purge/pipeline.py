@@ -143,7 +143,7 @@ class PurgePipeline:
 
     @property
     def planner(self) -> Planner:
-        return Planner(self.config, lambda timestamps: self.client().offsets_for_times(timestamps), self.progress.read)
+        return Planner(self.config, lambda timestamps: self.client().offsets_for_times(timestamps), self.progress.read_if_exists)
 
     @property
     def runner(self) -> BatchRunner:
@@ -215,7 +215,7 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
 
     progress: Callable[[], DataFrame | None] = lambda: None  # noqa: E731
     if config.stream is not None:
-        progress = ProgressStore(spark, progress_location(config.stream.checkpoint_location), app_id="plan").read
+        progress = ProgressStore(spark, progress_location(config.stream.checkpoint_location), app_id="plan").read_if_exists
     try:
         return Planner(config, lookup, progress).plan(read_snapshot(spark, config))
     finally:
