@@ -353,6 +353,7 @@ def errors(audit: DataFrame) -> DataFrame:
 # ---- group progress: every position the purge has seen, and when it last moved ---------------
 
 PROGRESS_KEY = ("group_id", "topic", "partition")
+_PROGRESS_TABLES_READY: set[str] = set()  # paths ensure_table() already created/migrated in this process
 COMPACT_EVERY = 100  # batches between compactions of the progress table's small MERGE files
 
 
@@ -400,10 +401,13 @@ class ProgressStore:
         """Create the table if needed; add ``group_type`` to a table written before it existed."""
         from delta.tables import DeltaTable
 
+        if self.path in _PROGRESS_TABLES_READY and self.exists():
+            return
         try:
             DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(PROGRESS_STORE).execute()
             if "group_type" not in self.spark.read.format("delta").load(self.path).columns:
                 self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS (group_type STRING)")
+            _PROGRESS_TABLES_READY.add(self.path)
         except Exception as exc:
             raise AuditError(f"cannot create the group progress table at {self.path}: {exc}") from exc
 
