@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 from pyspark.sql.window import Window
 
 from spark_purge._time import Backoff
 from spark_purge.errors import AuditError
-from spark_purge.schemas import AUDIT, GROUP_PROGRESS
+from spark_purge.schemas import AUDIT, PROGRESS_STORE
 
 if TYPE_CHECKING:
     from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
@@ -119,6 +120,7 @@ def _audit_row(
         dry_run=ctx.dry_run,
         remote_storage_enable=plan["remote_storage_enable"],
         config_fingerprint=ctx.config_fingerprint,
+        operator=None,
         event_date=ctx.planned_at.strftime("%Y-%m-%d"),
     )
     return Row(**{f.name: values[f.name] for f in AUDIT.fields})
@@ -161,6 +163,51 @@ def _outcome_row(plan: Row, ctx: BatchContext, executed_at: datetime, outcome: D
     return _audit_row(
         plan, ctx, "outcome", executed_at, status="deleted", low_watermark=outcome.low_watermark, records_deleted=deleted
     )
+
+
+FORGET = "forget"  # record_type (and binding_constraint) of an operator's forget-group
+FORGOTTEN = "forgotten"  # its status
+
+
+def forget_rows(
+    forgotten: Sequence[Row], run_id: str, query_id: str, at: datetime, operator: str | None, config_fingerprint: str
+) -> list[Row]:
+    """One audit row per forgotten progress key (``PROGRESS_STORE`` rows): ``record_type``
+    ``forget``, status ``forgotten``, ``blocking_group`` the group, ``cutoff`` the position it
+    held, ``operator`` who did it (user@host). Log offsets are unknown here: -1."""
+    out = []
+    for r in forgotten:
+        values: dict[str, Any] = dict(
+            run_id=run_id,
+            query_id=query_id,
+            batch_id=-1,
+            record_type=FORGET,
+            planned_at=at,
+            executed_at=at,
+            snapshot_id=f"{FORGET}:{run_id}",
+            topic=r["topic"],
+            partition=r["partition"],
+            leader=None,
+            prior_log_start_offset=-1,
+            high_watermark=-1,
+            cutoff=r["committed_offset"],
+            low_watermark=None,
+            records_deleted=None,
+            binding_constraint=FORGET,
+            blocking_group=r["group_id"],
+            blocking_group_type=r["group_type"],
+            stale_groups=[],
+            rule=None,
+            status=FORGOTTEN,
+            error=None,
+            dry_run=False,
+            remote_storage_enable=None,
+            config_fingerprint=config_fingerprint,
+            operator=operator,
+            event_date=at.strftime("%Y-%m-%d"),
+        )
+        out.append(Row(**{f.name: values.get(f.name) for f in AUDIT.fields}))  # every other column: null
+    return out
 
 
 def absolute_location(path: str) -> str:
@@ -211,8 +258,8 @@ class AuditSink:
 
         Returns False when there was nothing to write.
         """
-        if kind not in ("intent", "outcome"):
-            raise ValueError(f"audit write kind must be 'intent' or 'outcome', got {kind!r}")
+        if kind not in ("intent", "outcome", "forget"):
+            raise ValueError(f"audit write kind must be 'intent', 'outcome' or 'forget', got {kind!r}")
         df = rows if isinstance(rows, DataFrame) else self.spark.createDataFrame(list(rows), AUDIT)
         if not isinstance(rows, DataFrame) and not rows:
             return False
@@ -304,50 +351,159 @@ def errors(audit: DataFrame) -> DataFrame:
     )
 
 
-# ---- group progress: when each group's commit last moved (for stale-group detection) -------
+# ---- group progress: every position the purge has seen, and when it last moved ---------------
+
+PROGRESS_KEY = ("group_id", "topic", "partition")
+_PROGRESS_TABLES_READY: set[str] = set()  # paths ensure_table() already created/migrated in this process
+COMPACT_EVERY = 100  # batches between compactions of the progress table's small MERGE files
 
 
 @dataclass(frozen=True)
 class ProgressStore:
-    """A small Delta table of (group, topic, partition) -> offset and when it last changed."""
+    """A Delta table (``schemas.PROGRESS_STORE``) of every (group, topic, partition) position the
+    purge has seen (>= 0), the group's type, and when the position last changed.
+
+    Updated incrementally with a MERGE on the key: new keys are inserted, moved positions
+    updated (their progress time becomes the batch's time), unchanged ones left alone, and **no
+    key is ever dropped** because its group is gone from a snapshot — a group whose offsets Kafka
+    expired keeps holding its last seen position (see ``spark_purge.vanished``). Only an operator
+    removes keys (``forget``). Re-running a batch's MERGE is harmless: the same positions find
+    their keys already at those offsets and change nothing.
+    """
 
     spark: SparkSession
     path: str
     app_id: str
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", absolute_location(self.path))
 
-    def read(self) -> DataFrame:
+    def exists(self) -> bool:
         from delta.tables import DeltaTable
 
-        if not DeltaTable.isDeltaTable(self.spark, self.path):
-            return self.spark.createDataFrame([], GROUP_PROGRESS)
-        return self.spark.read.format("delta").load(self.path)
+        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
 
-    def update(self, current: DataFrame, previous: DataFrame, batch_id: int) -> None:
-        """Overwrite with the merged view: unchanged commits keep their old progress time."""
-        merged = (
-            current.alias("c")
-            .join(previous.alias("p"), ["group_id", "topic", "partition"], "left")
-            .select(
-                "group_id",
-                "topic",
-                "partition",
-                F.col("c.committed_offset").alias("committed_offset"),
-                F.when(
-                    F.col("p.committed_offset") == F.col("c.committed_offset"), F.col("p.last_progress_time")
+    def read(self) -> DataFrame:
+        """The store (``PROGRESS_STORE`` columns; empty when there is no table yet)."""
+        if not self.exists():
+            return self.spark.createDataFrame([], PROGRESS_STORE)
+        df = self.spark.read.format("delta").load(self.path)
+        if "group_type" not in df.columns:  # a table written before group_type existed
+            df = df.withColumn("group_type", F.lit(None).cast("string"))
+        return df.select(*PROGRESS_STORE.fieldNames())
+
+    def read_if_exists(self) -> DataFrame | None:
+        """``read()``, or None before the first batch wrote the table (nothing remembered yet:
+        the planner then adds no vanished rows and treats no group as stale, as with an empty store)."""
+        return self.read() if self.exists() else None
+
+    def ensure_table(self) -> None:
+        """Create the table if needed; add ``group_type`` to a table written before it existed."""
+        from delta.tables import DeltaTable
+
+        if self.path in _PROGRESS_TABLES_READY and self.exists():
+            return
+        try:
+            DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(PROGRESS_STORE).execute()
+            if "group_type" not in self.spark.read.format("delta").load(self.path).columns:
+                self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS (group_type STRING)")
+            _PROGRESS_TABLES_READY.add(self.path)
+        except Exception as exc:
+            raise AuditError(f"cannot create the group progress table at {self.path}: {exc}") from exc
+
+    def update(self, groups: DataFrame, now: datetime, batch_id: int) -> None:
+        """MERGE the positions of a snapshot's group rows (``GROUP_OFFSETS``) into the store.
+
+        Rows with ``committed_offset < 0`` (a member holding a partition without a position)
+        are not positions and are never stored. Nothing is collected to the driver.
+        """
+
+        seen = (
+            groups.where(F.col("committed_offset") >= 0)
+            .groupBy(*PROGRESS_KEY)
+            # One row per key (a snapshot has one anyway); the lowest offset is the safe one.
+            .agg(F.min("committed_offset").alias("committed_offset"), F.max("group_type").alias("group_type"))
+            .select(*PROGRESS_KEY, "committed_offset", F.lit(now).cast("timestamp").alias("last_progress_time"), "group_type")
+        )
+        self.ensure_table()
+        # Only new or changed keys go into the MERGE; in a steady state there are none, and then
+        # nothing is written at all (no Delta commit per batch).
+        stored = self.read().select(
+            *PROGRESS_KEY, F.col("committed_offset").alias("t_offset"), F.col("group_type").alias("t_type")
+        )
+        changed = seen.join(stored, list(PROGRESS_KEY), "left").where(
+            F.col("t_offset").isNull()
+            | (F.col("t_offset") != F.col("committed_offset"))
+            | (F.col("group_type").isNotNull() & ~F.col("group_type").eqNullSafe(F.col("t_type")))
+        ).drop("t_offset", "t_type")
+        if not changed.isEmpty():
+            self._merge(changed, batch_id)
+        if batch_id % COMPACT_EVERY == COMPACT_EVERY - 1:
+            self.compact()
+
+    def _merge(self, changed: DataFrame, batch_id: int) -> None:
+        from delta.tables import DeltaTable
+
+        on = " AND ".join(f"t.{k} = s.{k}" for k in PROGRESS_KEY)
+        moved: dict[str, str | Column] = {"committed_offset": "s.committed_offset", "last_progress_time": "s.last_progress_time", "group_type": "s.group_type"}
+        self._retry(
+            f"progress merge for batch {batch_id}",
+            lambda: (
+                DeltaTable.forPath(self.spark, self.path)
+                .alias("t")
+                .merge(changed.alias("s"), on)
+                .whenMatchedUpdate(condition="t.committed_offset <> s.committed_offset", set=moved)
+                .whenMatchedUpdate(
+                    condition="s.group_type IS NOT NULL AND NOT (t.group_type <=> s.group_type)",
+                    set={"group_type": "s.group_type"},
                 )
-                .otherwise(F.col("c.last_progress_time"))
-                .alias("last_progress_time"),
-            )
+                .whenNotMatchedInsertAll()
+                .execute()
+            ),
         )
-        rows = merged.collect()  # collect before overwriting the table we read from
-        (
-            self.spark.createDataFrame(rows, GROUP_PROGRESS)
-            .write.format("delta")
-            .mode("overwrite")
-            .option("txnAppId", f"{self.app_id}:progress")
-            .option("txnVersion", str(batch_id))
-            .save(self.path)
+
+    def compact(self) -> None:
+        """Rewrite the MERGEs' small files into few (a failure only costs read speed)."""
+        from delta.tables import DeltaTable
+
+        try:
+            DeltaTable.forPath(self.spark, self.path).optimize().executeCompaction()
+        except Exception as exc:
+            log.warning("compacting the group progress table at %s failed (%s); continuing", self.path, exc)
+
+    def remembered(self, group_id: str, topic_regex: str | None = None) -> list[Row]:
+        """``group_id``'s remembered positions (``PROGRESS_STORE`` rows), all or on topics fully
+        matching ``topic_regex`` (Python syntax, like the config's regexes). One group: small."""
+        if not self.exists():
+            return []
+        pattern = re.compile(topic_regex) if topic_regex is not None else None
+        mine = self.read().where(F.col("group_id") == group_id).orderBy("topic", "partition").collect()
+        return [r for r in mine if pattern is None or pattern.fullmatch(r["topic"])]
+
+    def remove(self, rows: Sequence[Row]) -> None:
+        """Delete these keys from the store (``forget-group``); absent keys are ignored."""
+        from delta.tables import DeltaTable
+
+        if not rows or not self.exists():
+            return
+        key_schema = StructType([PROGRESS_STORE[k] for k in PROGRESS_KEY])
+        keys = self.spark.createDataFrame([tuple(r[k] for k in PROGRESS_KEY) for r in rows], key_schema)
+        on = " AND ".join(f"t.{k} = s.{k}" for k in PROGRESS_KEY)
+        self._retry(
+            f"forgetting {len(rows)} position(s)",
+            lambda: DeltaTable.forPath(self.spark, self.path).alias("t").merge(keys.alias("s"), on).whenMatchedDelete().execute(),
         )
+
+    def _retry(self, what: str, action: Callable[[], object]) -> None:
+        backoff = Backoff(first=0.2, cap=2.0)
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                action()
+                return
+            except DELTA_CONFLICTS as exc:  # the stream and forget-group wrote at the same time
+                if attempt >= CONFLICT_ATTEMPTS:
+                    raise AuditError(f"{what} on {self.path} kept conflicting: {exc}") from exc
+                pause = backoff.next()
+                log.warning("%s conflicted (%s); retrying in %.1fs", what, exc, pause)
+                self.sleep(pause)

@@ -4,6 +4,7 @@
     spark-purge run   -c conf/prod.yaml [--dry-run]  # one purge cycle (Trigger.AvailableNow)
     spark-purge run   -c conf/prod.yaml --follow     # keep purging every stream.trigger_interval
     spark-purge audit -c conf/prod.yaml [--report deleted|blocked|errors|all] [--days N]
+    spark-purge forget-group GROUP -c conf/prod.yaml [--topic REGEX]  # a vanished group stops holding
 
 Exit codes (like ``rpk``: non-zero when anything failed):
 
@@ -82,6 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
     common(audit)
     audit.add_argument("--report", choices=("deleted", "blocked", "errors", "all"), default="all")
     audit.add_argument("--days", type=int, default=7, help="deleted/errors: look back this many days (default 7)")
+
+    forget = sub.add_parser(
+        "forget-group",
+        help="forget a group's remembered positions (a vanished group then stops holding its topics); audited",
+    )
+    forget.add_argument("group", help="the consumer group id")
+    common(forget)
+    forget.add_argument("--topic", help="only positions on topics fully matching this regex (default: all)")
+    forget.add_argument("--checkpoint", help="override stream.checkpoint_location")
     return parser
 
 
@@ -118,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_plan(cfg, args)
         if args.command == "run":
             return cmd_run(cfg, args)
+        if args.command == "forget-group":
+            return cmd_forget_group(cfg, args)
         return cmd_audit(cfg, args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -145,9 +157,10 @@ def _spark(master: str | None) -> SparkSession:
 
 
 def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
-    from spark_purge.pipeline import plan_snapshot
+    from spark_purge.pipeline import check_offsets_retention, plan_snapshot
 
     spark = _spark(args.master)
+    warning = check_offsets_retention(cfg)  # logged too
     try:
         plan = plan_snapshot(spark, cfg)
         rows = [] if plan is None else [r.asDict() for r in plan.rows.orderBy("topic", "partition").collect()]
@@ -157,6 +170,8 @@ def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
     if args.json:
         for r in shown:
             print(json.dumps(r, default=str))
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     else:
         print(format_table(shown, PLAN_COLUMNS))
         total = sum(r["records_to_delete"] for r in rows if r["actionable"])
@@ -165,14 +180,17 @@ def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
             f"{total} records would be deleted"
             + ("" if args.all else f" ({len(rows) - len(shown)} with nothing to do hidden; --all shows them)")
         )
+        if warning:
+            print(f"\nwarning: {warning}")
     return EXIT_OK
 
 
 def cmd_run(cfg: PurgeConfig, args: argparse.Namespace) -> int:
-    from spark_purge.pipeline import run_continuous, start_stream
+    from spark_purge.pipeline import check_offsets_retention, run_continuous, start_stream
     from spark_purge.runner import BatchResult
 
     spark = _spark(args.master)
+    check_offsets_retention(cfg)  # once per run: logs a warning if Kafka forgets groups first
 
     def progress(result: BatchResult) -> None:
         print(
@@ -233,6 +251,81 @@ def cmd_audit(cfg: PurgeConfig, args: argparse.Namespace) -> int:
         print(f"\n== failed deletes (since {since})")
         print(format_table([r.asDict() for r in errors(recent).limit(200).collect()]))
     return EXIT_OK
+
+
+def cmd_forget_group(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    """Remove a group's remembered positions from the checkpoint's progress store, audit first
+    (one ``forget`` row per position, status ``forgotten``, with the operator), then delete."""
+    import re
+    import uuid
+
+    from spark_purge.audit import AuditSink, ProgressStore, absolute_location, forget_rows
+    from spark_purge.config import config_fingerprint
+    from spark_purge.pipeline import progress_location, query_id_of
+
+    checkpoint = args.checkpoint or (cfg.stream.checkpoint_location if cfg.stream is not None else None)
+    if not checkpoint:
+        raise ConfigError(
+            "forget-group: stream.checkpoint_location: expected the purge job's checkpoint (where it remembers "
+            "group positions), got nothing: this config keeps no memory, so there is nothing to forget"
+        )
+    if not args.group.strip():
+        raise ConfigError("forget-group: expected a group id, got an empty string")
+    if args.topic is not None:
+        try:
+            re.compile(args.topic)
+        except re.error as exc:
+            raise ConfigError(f"forget-group --topic: expected a regular expression, got {args.topic!r} ({exc})") from None
+    checkpoint = absolute_location(checkpoint)
+    spark = _spark(args.master)
+    store = ProgressStore(spark, progress_location(checkpoint), app_id="forget-group")
+    try:
+        positions = store.remembered(args.group, args.topic)
+    except Exception as exc:
+        raise _translate(exc) from exc
+    scope = f" on topics matching {args.topic!r}" if args.topic is not None else ""
+    if not positions:
+        print(f"group {args.group!r} has no remembered position{scope} in {checkpoint}: nothing to forget")
+        return EXIT_OK
+    run_id = f"forget-{uuid.uuid4().hex}"
+    rows = forget_rows(positions, run_id, query_id_of(checkpoint), datetime.now(timezone.utc), _operator(), config_fingerprint(cfg))
+    sink = AuditSink(spark, cfg.audit.path, app_id=run_id, table_name=cfg.audit.table_name)
+    try:
+        sink.ensure_table()
+        sink.write(rows, "forget", 0)  # recorded before the positions go
+    except AuditError:
+        raise
+    except Exception as exc:
+        raise AuditError(f"cannot record the forget in the audit at {cfg.audit.path}: {_first_line(exc)}") from exc
+    try:
+        store.remove(positions)
+    except Exception as exc:
+        raise _translate(exc) from exc
+    print(format_table([p.asDict() for p in positions], FORGET_COLUMNS))
+    print(
+        f"\nforgot {len(positions)} position(s) of group {args.group!r}{scope} (audit: record_type 'forget'); "
+        "a group that still commits is remembered again at its next commit"
+    )
+    return EXIT_OK
+
+
+FORGET_COLUMNS = (("group_id", "group"), ("group_type", "type"), ("topic", "topic"), ("partition", "part"),
+                  ("committed_offset", "position"), ("last_progress_time", "last_progress"))
+
+
+def _operator() -> str | None:
+    """user@host of whoever runs the command, as far as the OS says."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in this environment
+        user = "unknown"
+    try:
+        return f"{user}@{socket.gethostname()}"
+    except OSError:
+        return user
 
 
 def _translate(exc: BaseException) -> BaseException:

@@ -11,7 +11,9 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
    persists each batch's snapshot);
 2. runs the plan with a ``runner.BatchRunner``: intents to the Delta audit before any delete,
    DeleteRecords batched per leader, one outcome row per planned partition (exactly once);
-3. remembers when each group's commit last moved (stale-group detection).
+3. remembers every group position it saw and when it last moved (``audit.ProgressStore``,
+   a MERGE: stale-group detection, and vanished groups — a position Kafka forgot keeps holding,
+   see ``spark_purge.vanished``).
 
 Streaming: :func:`start_stream` (processingTime trigger, or ``available_now`` for one-shot runs
 under Airflow / Databricks Jobs). Both keep their state in the configured checkpoint.
@@ -25,24 +27,25 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from spark_purge.audit import AuditSink, BatchContext, ProgressStore, absolute_location
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
-from spark_purge.errors import ConfigError, KafkaError, from_spark_exception
+from spark_purge.errors import ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.external_snapshot import with_external_consumers
 from spark_purge.fs import Files, HadoopFiles
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.planner import Plan, Planner
 from spark_purge.policy import retention_floors, split_snapshot
 from spark_purge.runner import BatchResult, BatchRunner, PurgeClient
-from spark_purge.schemas import GROUP_PROGRESS
+from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
+from spark_purge.vanished import retention_warning
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +145,7 @@ class PurgePipeline:
     @property
     def query_id(self) -> str:
         if self._query_id is None:
-            meta = Path(self.checkpoint_location) / "metadata"
-            try:
-                self._query_id = str(json.loads(meta.read_text().splitlines()[0])["id"])
-            except (OSError, ValueError, KeyError, IndexError):
-                self._query_id = "batch-" + uuid.uuid5(uuid.NAMESPACE_URL, str(Path(self.checkpoint_location).resolve())).hex
+            self._query_id = query_id_of(self.checkpoint_location)
         return self._query_id
 
     @property
@@ -159,7 +158,7 @@ class PurgePipeline:
 
     @property
     def planner(self) -> Planner:
-        return Planner(self.config, lambda timestamps: self.client().offsets_for_times(timestamps), self.progress.read)
+        return Planner(self.config, lambda timestamps: self.client().offsets_for_times(timestamps), self.progress.read_if_exists)
 
     @property
     def runner(self) -> BatchRunner:
@@ -183,14 +182,16 @@ class PurgePipeline:
             if plan is None:
                 return self._done(BatchResult(batch_id))
             plan_rows = plan.rows.collect()  # one row per partition: small, and used twice
+            ctx = BatchContext(self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint)
+            result = self.runner.run(plan_rows, ctx)
+            # Every position seen, for stale and vanished groups in later batches (a MERGE of the
+            # snapshot's group rows, still cached: nothing per commit reaches the driver).
+            # External consumers are configured, not remembered: leave them out.
             _partitions, groups = split_snapshot(snapshot)
-            group_rows = groups.collect()
+            kafka_groups = groups.where(~F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)))
+            self.progress.update(kafka_groups, plan.planned_at, batch_id)
         finally:
             base.unpersist()
-        ctx = BatchContext(self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint)
-        result = self.runner.run(plan_rows, ctx)
-        # Group progress, for stale-group detection in later batches.
-        self._update_progress(group_rows, plan.planned_at, batch_id)
         return self._done(result)
 
     def _done(self, result: BatchResult) -> BatchResult:
@@ -200,12 +201,15 @@ class PurgePipeline:
             self.on_batch(result)
         return result
 
-    def _update_progress(self, group_rows: Iterable[Row], now: datetime, batch_id: int) -> None:
-        current = self.spark.createDataFrame(
-            [(g["group_id"], g["topic"], g["partition"], g["committed_offset"], now) for g in group_rows], GROUP_PROGRESS
-        )
-        store = self.progress
-        store.update(current, store.read(), batch_id)
+
+def query_id_of(checkpoint_location: str) -> str:
+    """The streaming query's id from the checkpoint's metadata file (stable across restarts);
+    before the first run, a stable id derived from the location."""
+    meta = Path(checkpoint_location) / "metadata"
+    try:
+        return str(json.loads(meta.read_text().splitlines()[0])["id"])
+    except (OSError, ValueError, KeyError, IndexError):
+        return "batch-" + uuid.uuid5(uuid.NAMESPACE_URL, str(Path(checkpoint_location).resolve())).hex
 
 
 def progress_location(checkpoint_location: str) -> str:
@@ -229,12 +233,30 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
 
     progress: Callable[[], DataFrame | None] = lambda: None  # noqa: E731
     if config.stream is not None:
-        progress = ProgressStore(spark, progress_location(config.stream.checkpoint_location), app_id="plan").read
+        progress = ProgressStore(spark, progress_location(config.stream.checkpoint_location), app_id="plan").read_if_exists
     try:
         return Planner(config, lookup, progress).plan(with_external(spark, config, read_snapshot(spark, config)))
     finally:
         for client in opened:
             client.close()
+
+
+def check_offsets_retention(config: PurgeConfig) -> str | None:
+    """Read the broker's ``offsets.retention.minutes`` once (per run) and log a warning when it
+    is shorter than some rule's ``stale_after`` (``vanished.retention_warning``); returns the
+    warning. Unknown (unreachable, no Cluster DescribeConfigs) is logged, never fatal."""
+    from spark_purge.kafka import open_client
+
+    try:
+        with open_client(config) as client:
+            retention_ms = client.offsets_retention_ms()
+    except SparkPurgeError as exc:
+        log.info("could not read offsets.retention.minutes (%s)", exc)
+        return None
+    warning = retention_warning(config, retention_ms)
+    if warning:
+        log.warning("%s", warning)
+    return warning
 
 
 # ---- streaming entry points -----------------------------------------------------------------
@@ -348,9 +370,11 @@ __all__ = [
     "PurgeClient",
     "PurgePipeline",
     "RunTotals",
+    "check_offsets_retention",
     "default_client_factory",
     "plan_snapshot",
     "progress_location",
+    "query_id_of",
     "read_snapshot",
     "run_continuous",
     "source_options",

@@ -1,7 +1,9 @@
 """The planner: one cluster snapshot (``schemas.SNAPSHOT``) -> the purge plan (``schemas.PLAN``).
 
-It wires the pure policy to the two inputs a snapshot does not carry: group progress (when each
-commit last moved, for stale groups) and the answers to the config's ``@timestamp`` manual
+It wires the pure policy to the inputs a snapshot does not carry: group progress (when each
+commit last moved, for stale groups, and every position seen: a remembered position the
+snapshot no longer shows is added as a ``Vanished`` group row, see ``spark_purge.vanished``)
+and the answers to the config's ``@timestamp`` manual
 entries (ListOffsets by timestamp). The plan is made as of the snapshot's own time, so a
 replayed batch plans exactly what it planned the first time.
 
@@ -23,6 +25,7 @@ from spark_purge.config import PurgeConfig
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.policy import compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
 from spark_purge.schemas import MANUAL_OFFSETS
+from spark_purge.vanished import with_vanished_groups
 
 # (topic, partition) -> epoch ms  ->  (topic, partition) -> first offset at/after it (Kafka I/O).
 OffsetLookup = Callable[[Mapping[TopicPartitionKey, int]], Mapping[TopicPartitionKey, int]]
@@ -38,7 +41,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Planner:
-    """Snapshot -> plan. ``progress`` reads the group progress table (None: no group is stale);
+    """Snapshot -> plan. ``progress`` reads the group progress table (None: no group is stale,
+    none vanished);
     ``lookup_offsets`` answers ``@timestamp`` manual entries and is only called when some exist."""
 
     config: PurgeConfig
@@ -52,14 +56,16 @@ class Planner:
             return None
         now = as_utc(first[0]["snapshot_time"])
         partitions, groups = split_snapshot(snapshot)
+        progress = self.progress()
+        unreadable = unreadable_groups_of(first[0])  # unknown commits block, never vanish
         rows = compute_plan(
             partitions,
-            groups,
+            with_vanished_groups(partitions, groups, progress, unreadable),
             self.config,
             now=now,
-            progress=self.progress(),
+            progress=progress,
             manual_offsets=self.manual_offsets(partitions),
-            unreadable_groups=unreadable_groups_of(first[0]),  # unknown commits block, never vanish
+            unreadable_groups=unreadable,
         )
         return Plan(rows, now)
 

@@ -5,7 +5,8 @@
 - ``SNAPSHOT``: what the streaming source emits — ``PARTITION_STATE`` plus the partition's
   group commits nested in ``groups`` and the snapshot's ``unreadable_groups`` (one consistent
   snapshot per micro-batch).
-- ``GROUP_PROGRESS``: when each group's commit on a partition last moved (for staleness).
+- ``GROUP_PROGRESS``: when each group's commit on a partition last moved (for staleness);
+  ``PROGRESS_STORE``: the same plus ``group_type``, as the checkpoint keeps it.
 - ``TOPIC_RULES``, ``MANUAL_RULES``, ``MANUAL_OFFSETS``: the policy's inputs besides a snapshot
   (rules resolved per topic, manual entries, answers to ``@timestamp`` lookups).
 - ``PLAN``: the purge plan, one row per selected partition.
@@ -107,6 +108,14 @@ GROUP_PROGRESS = StructType(
     ]
 )
 
+# The checkpoint's progress store: ``GROUP_PROGRESS`` plus the group's type, one row per
+# (group, topic, partition) position the purge has ever seen (>= 0). Keys are never dropped
+# because a group disappeared: a vanished group keeps holding its last seen position
+# (``group_state`` "Vanished" rows, see ``spark_purge.vanished``) until an operator forgets it.
+PROGRESS_STORE = StructType(
+    list(GROUP_PROGRESS.fields) + [StructField("group_type", StringType(), True)]
+)
+
 # Answers to timestamp_lookups(config): first offset at/after `timestamp` (high watermark if none).
 MANUAL_OFFSETS = StructType(
     [
@@ -201,7 +210,7 @@ AUDIT = StructType(
         StructField("run_id", StringType(), False),  # one per process run of the job
         StructField("query_id", StringType(), False),  # the streaming query (stable across restarts)
         StructField("batch_id", LongType(), False),
-        StructField("record_type", StringType(), False),  # "intent" | "outcome"
+        StructField("record_type", StringType(), False),  # "intent" | "outcome" | "forget"
         StructField("planned_at", TimestampType(), False),
         StructField("executed_at", TimestampType(), True),
         StructField("snapshot_id", StringType(), False),
@@ -224,6 +233,8 @@ AUDIT = StructType(
         StructField("dry_run", BooleanType(), False),
         StructField("remote_storage_enable", BooleanType(), True),
         StructField("config_fingerprint", StringType(), False),
+        # forget rows: who forgot the group (user@host); null on purge decisions
+        StructField("operator", StringType(), True),
         StructField("event_date", StringType(), False),  # yyyy-MM-dd (UTC), the partition column
     ]
 )

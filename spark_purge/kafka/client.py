@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Optional, Protocol
 
 from kafka import KafkaAdminClient
 
+from spark_purge.kafka.configs import snapshot_configs
 from spark_purge.kafka.delete import delete_records
 from spark_purge.kafka.groups import GroupReader
 from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, DeleteOutcome, SnapshotRequest, TopicPartitionKey
@@ -115,6 +116,17 @@ class KafkaPythonClient:
     def log_start_offsets(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """Current log start offsets; partitions that could not be read are left out."""
         return self.wire.run(self._offsets.log_start_offsets, list(tps))
+
+    def offsets_retention_ms(self) -> Optional[int]:
+        """The broker's ``offsets.retention.minutes`` in ms (None: unknown): how long Kafka keeps
+        an empty group's committed offsets. Metadata + one DescribeConfigs (snapshots read it too:
+        ``ClusterSnapshot.offsets_retention_ms``)."""
+
+        async def read() -> Optional[int]:
+            meta = await self._offsets.metadata(())
+            return (await snapshot_configs(self.wire, (), sorted(meta.brokers)))[2]
+
+        return self.wire.run(read)
 
     def delete_records(self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int = 30_000) -> list[DeleteOutcome]:
         """Delete records below each cutoff: one request per leader, leaders in parallel, one

@@ -194,6 +194,9 @@ class ClusterSnapshot:
     # Selected groups whose commits could not be read (coordinator down, Describe denied, ...):
     # they may hold commits on any topic, so the policy must not purge past them blindly.
     unreadable_groups: tuple[str, ...] = ()
+    # The broker's offsets.retention.minutes in ms: how long Kafka keeps an empty group's
+    # offsets (None: unknown, e.g. no Cluster DescribeConfigs, or a snapshot from before).
+    offsets_retention_ms: Optional[int] = None
 
     def unreadable_group_errors(self) -> dict[str, str]:
         """Each unreadable group with the error that made it so (from ``issues``)."""
@@ -219,6 +222,7 @@ class ClusterSnapshot:
             "dropped_partitions": [list(vars(d).values()) for d in self.dropped_partitions],
             "issues": [list(vars(i).values()) for i in self.issues],
             "unreadable_groups": list(self.unreadable_groups),
+            "offsets_retention_ms": self.offsets_retention_ms,
         }
         return json.dumps(doc, separators=(",", ":"))
 
@@ -241,6 +245,7 @@ class ClusterSnapshot:
             dropped_partitions=tuple(DroppedPartition(*x) for x in d["dropped_partitions"]),
             issues=tuple(SnapshotIssue(*x) for x in d["issues"]),
             unreadable_groups=tuple(d.get("unreadable_groups", ())),
+            offsets_retention_ms=d.get("offsets_retention_ms"),  # absent in files written before
         )
 
 

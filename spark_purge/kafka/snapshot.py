@@ -20,7 +20,7 @@ from typing import Optional
 
 from spark_purge._time import Deadline
 from spark_purge.errors import AuthorizationError
-from spark_purge.kafka.configs import TopicConfigs, bool_or_none, int_or_none, topic_configs
+from spark_purge.kafka.configs import TopicConfigs, bool_or_none, int_or_none, snapshot_configs
 from spark_purge.kafka.groups import GroupReader
 from spark_purge.kafka.members import RawCommit
 from spark_purge.kafka.model import (
@@ -74,7 +74,7 @@ async def take_snapshot(
             group_reader.read_groups, sorted(meta.brokers), topics, issues, deadline, config.selects_group, meta.topic_ids,
             by_topic,
         )
-    configs_future = wire.spawn(topic_configs, wire, topics)
+    configs_future = wire.spawn(snapshot_configs, wire, topics, sorted(meta.brokers))
 
     floors: dict[str, int] = {}
     for t in topics:
@@ -94,7 +94,7 @@ async def take_snapshot(
     else:
         offsets, failed = {n: {} for n in queries}, {}
 
-    configs, config_errors = await configs_future
+    configs, config_errors, offsets_retention_ms = await configs_future
     for t, err in config_errors.items():
         if err.startswith("UNKNOWN_TOPIC_OR_PARTITION"):
             for tp in tps:
@@ -128,6 +128,7 @@ async def take_snapshot(
         dropped_partitions=tuple(dropped),
         issues=tuple(issues),
         unreadable_groups=tuple(unreadable),
+        offsets_retention_ms=offsets_retention_ms,
     )
 
 

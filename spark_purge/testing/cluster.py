@@ -436,8 +436,8 @@ class LocalKafka:
             n,
             "kafka.tools.StorageTool",
             "format",
-            "-t",
-            self._cluster_id,
+            # One token: a random id may start with "-", which argparse would take for an option.
+            f"--cluster-id={self._cluster_id}",
             "-c",
             str(n.directory / "server.properties"),
             "--ignore-formatted",

@@ -1,0 +1,79 @@
+"""The progress store (real Delta, local files): an incremental MERGE that remembers every
+position seen, never stores -1, never drops a key because its group disappeared, is harmless
+to re-run, and forgets only on an operator's request."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from spark_purge import schemas
+from spark_purge.audit import ProgressStore
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+T1 = T0 + timedelta(minutes=5)
+T2 = T0 + timedelta(minutes=10)
+
+
+def groups(spark: SparkSession, rows: list[tuple[str, str, int, int, str | None]]) -> Any:
+    """GROUP_OFFSETS rows from (group, topic, partition, committed_offset, group_type)."""
+    full = [("s", T0, g, "Empty", kind, 0, t, p, o, None) for g, t, p, o, kind in rows]
+    return spark.createDataFrame(full, schemas.GROUP_OFFSETS)
+
+
+def content(store: ProgressStore) -> dict[tuple[str, str, int], tuple[int, datetime, str | None]]:
+    return {
+        (r["group_id"], r["topic"], r["partition"]): (r["committed_offset"], r["last_progress_time"].replace(tzinfo=timezone.utc), r["group_type"])
+        for r in store.read().collect()
+    }
+
+
+def test_merge_remembers_every_position_and_keeps_unchanged_progress_times(spark: SparkSession, tmp_path: Path) -> None:
+    store = ProgressStore(spark, str(tmp_path / "progress"), app_id="q")
+    assert store.read().count() == 0 and not store.exists()
+
+    store.update(groups(spark, [("a", "t", 0, 10, "classic"), ("b", "t", 0, 5, "consumer"), ("c", "t", 1, -1, "consumer")]), T0, 0)
+    assert content(store) == {("a", "t", 0): (10, T0, "classic"), ("b", "t", 0): (5, T0, "consumer")}  # -1: no position
+
+    # a moves, b disappears from the snapshot (offsets expired): b is kept as it was.
+    store.update(groups(spark, [("a", "t", 0, 12, "classic")]), T1, 1)
+    assert content(store) == {("a", "t", 0): (12, T1, "classic"), ("b", "t", 0): (5, T0, "consumer")}
+
+    # Unchanged: the progress time stays; a re-run of the same batch changes nothing.
+    for _ in range(2):
+        store.update(groups(spark, [("a", "t", 0, 12, "classic")]), T2, 2)
+    assert content(store) == {("a", "t", 0): (12, T1, "classic"), ("b", "t", 0): (5, T0, "consumer")}
+
+    # b comes back lower (a reset): that is progress too.
+    store.update(groups(spark, [("b", "t", 0, 3, "consumer")]), T2, 3)
+    assert content(store)[("b", "t", 0)] == (3, T2, "consumer")
+
+
+def test_remembered_and_remove_for_forget_group(spark: SparkSession, tmp_path: Path) -> None:
+    store = ProgressStore(spark, str(tmp_path / "progress"), app_id="q")
+    assert store.remembered("gone") == []
+    store.update(
+        groups(spark, [("gone", "orders", 0, 30, "classic"), ("gone", "orders", 1, 31, "classic"), ("gone", "clicks", 0, 7, "classic"),
+                       ("other", "orders", 0, 99, "classic")]),
+        T0,
+        0,
+    )
+    assert [(r["topic"], r["partition"]) for r in store.remembered("gone", "ord.*")] == [("orders", 0), ("orders", 1)]
+    assert store.remembered("gone", "ord") == []  # full match, like the config's regexes
+
+    store.remove(store.remembered("gone", "orders"))
+    assert set(content(store)) == {("gone", "clicks", 0), ("other", "orders", 0)}
+    store.remove(store.remembered("gone"))
+    assert set(content(store)) == {("other", "orders", 0)}
+
+
+def test_a_table_written_before_group_type_is_migrated(spark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "progress")
+    spark.createDataFrame([("old", "t", 0, 4, T0)], schemas.GROUP_PROGRESS).write.format("delta").save(path)
+    store = ProgressStore(spark, path, app_id="q")
+    assert content(store) == {("old", "t", 0): (4, T0, None)}
+
+    store.update(groups(spark, [("new", "t", 0, 8, "share")]), T1, 0)
+    assert content(store) == {("old", "t", 0): (4, T0, None), ("new", "t", 0): (8, T1, "share")}
