@@ -39,8 +39,10 @@ whose product support exists, ``DEFAULT_KINDS``):
 
     ./dev.sh py -m spark_purge.testing.invariants --cycles 200 --seed 7          # its own 3 nodes
     ./dev.sh py -m spark_purge.testing.invariants --cycles 20 --seed 1 --nodes 1 # no node faults
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 5 --nodes 1 --faults group_expiry,share_consume
 
-It prints cycles, faults injected, records deleted, audit rows checked and violations, and exits
+It prints cycles, faults injected by kind, records produced, share records accepted, groups
+expired, records deleted, audit rows checked and violations, and exits
 0 only when there are no violations. ``tests/integration/faults/test_invariants.py`` runs a short
 version on the fault suite's cluster. Producing, commits, log start offsets and audit rows go
 through :mod:`spark_purge.testing.workload`, like every other harness.
@@ -431,7 +433,8 @@ class InvariantWorkload:
         deadline = time.monotonic() + EXPIRY_TIMEOUT_S
         refreshed = time.monotonic()
         while True:
-            offsets = workload.retry(lambda: self.admin.list_consumer_group_offsets(group), f"offsets of {group}")
+            found = workload.retry(lambda: self.admin.list_group_offsets({group: None}), f"offsets of {group}")
+            offsets = found.get(group) or {}
             if not offsets:
                 break
             if time.monotonic() > deadline:
