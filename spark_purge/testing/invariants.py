@@ -139,12 +139,13 @@ class InvariantReport:
     failed_cycles: set[int] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    interrupted: bool = False
 
     def summary(self) -> str:
         faults = ", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
         lines = [
             f"seed:               {self.seed}",
-            f"cycles:             {self.cycles}",
+            f"cycles:             {self.cycles}{' (interrupted: the cycle in progress is not counted)' if self.interrupted else ''}",
             f"faults injected:    {sum(self.faults.values())} ({faults})",
             f"records produced:   {self.records_produced}",
             f"share accepted:     {self.share_accepted} (failed share runs: {self.share_runs_failed})",
@@ -179,7 +180,9 @@ class InvariantWorkload:
         schedule: Optional[Sequence[Optional[str]]] = None,
         kinds: Sequence[str] = DEFAULT_KINDS,
         out: Callable[[str], None] = print,
+        progress_every: int = 10,
     ) -> None:
+        self.progress_every = max(1, progress_every)
         unknown = sorted({f for f in [*(schedule or ()), *kinds] if f is not None and f not in ALL_KINDS})
         if unknown:
             raise ValueError(f"schedule/kinds: unknown kind(s) {unknown}; expected None or one of {list(ALL_KINDS)}")
@@ -261,9 +264,13 @@ class InvariantWorkload:
         self._mid_cycle_kill = False
         try:
             for cycle in range(cycles):
-                self._cycle(pipeline, cycle)
+                try:
+                    self._cycle(pipeline, cycle)
+                except KeyboardInterrupt:  # Ctrl-C / SIGINT: stop, report the cycles checked so far
+                    self.report.interrupted = True
+                    break
                 self.report.cycles += 1
-                if cycle % 10 == 9 or cycle == cycles - 1:
+                if cycle % self.progress_every == self.progress_every - 1 or cycle == cycles - 1:
                     r = self.report
                     self.out(
                         f"cycle {cycle + 1}/{cycles}: faults {sum(r.faults.values())}, deleted {r.records_deleted}, "
@@ -572,6 +579,7 @@ def run_invariants(
     schedule: Optional[Sequence[Optional[str]]] = None,
     kinds: Sequence[str] = DEFAULT_KINDS,
     out: Callable[[str], None] = print,
+    progress_every: int = 10,
 ) -> InvariantReport:
     """Run the seeded workload for ``cycles`` purge cycles; returns the report (never raises
     for a violation: the caller decides). ``schedule`` fixes the fault of each cycle (cycled;
@@ -579,7 +587,7 @@ def run_invariants(
     (the share consumer then runs only where the schedule says ``share_consume``)."""
     workload = InvariantWorkload(
         spark, cluster, seed=seed, workdir=workdir, fault_rate=fault_rate, sabotage_cycle=sabotage_cycle,
-        schedule=schedule, kinds=kinds, out=out,
+        schedule=schedule, kinds=kinds, out=out, progress_every=progress_every,
     )
     return workload.run(cycles)
 
@@ -595,6 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--faults", default=",".join(DEFAULT_KINDS),
         help=f"comma-separated kinds to run, of {', '.join(ALL_KINDS)} (default: %(default)s)",
     )
+    parser.add_argument("--progress-every", type=int, default=10, help="print a progress line every N cycles")
     args = parser.parse_args(argv)
     if args.cycles < 1 or not 0 <= args.fault_rate <= 1:
         parser.error("--cycles must be >= 1 and --fault-rate within [0, 1]")
@@ -617,7 +626,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cluster {cluster.bootstrap_servers} ({args.nodes} node(s)); workdir {workdir}", flush=True)
         report = run_invariants(
             spark, cluster, cycles=args.cycles, seed=args.seed, workdir=workdir, fault_rate=args.fault_rate,
-            kinds=kinds, out=lambda s: print(s, flush=True),
+            kinds=kinds, out=lambda s: print(s, flush=True), progress_every=args.progress_every,
         )
     spark.stop()
     print(report.summary(), flush=True)
