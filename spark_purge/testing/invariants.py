@@ -8,6 +8,7 @@ it committed for each group and the timestamps of the records it produced:
 
     log_start_after(p) <= max(log_start_before(p), safe(p))
     safe(p) = min(min over p's required groups of their commit on p   (missing commit: blocks),
+                  the share group's position on p (topic B, once it consumed),
                   first offset of p produced at or after snapshot_time - min_retention,
                   high watermark)
 
@@ -16,10 +17,32 @@ preceded by an intent with the same cutoff, and no intent whose cutoff exceeds `
 Faults (a seeded choice per cycle): a node SIGKILLed before a cycle or between the intent write
 and DeleteRecords (restarted after the cycle), a group rewound to lower offsets, partitions added.
 
+Consumer kinds beyond committing groups (``--faults`` chooses the kinds; default: every kind
+whose product support exists, ``DEFAULT_KINDS``):
+
+- ``share_consume``: a share group (KIP-932) on topic B, a real Java ``KafkaShareConsumer``
+  (:mod:`spark_purge.testing.share`) that ACCEPTs a random number of records every
+  ``SHARE_EVERY`` cycles (and on a scheduled ``share_consume``). Its oracle position on p is the
+  first offset at or after p's log start when it first joined that none of its runs ACCEPTed;
+  it is required on B from its first run on. (Kafka persists the share-partition start offset one
+  acknowledgement round late: the purge sees less than the checker knows, the safe direction.)
+  Kafka archives a record delivered ``share.delivery.count.limit`` times, which would move the
+  start offset past records nobody accepted: the checker counts deliveries and stops running the
+  share consumer before any unaccepted record reaches the limit.
+- ``group_expiry`` (opt-in): a new group commits low on B once and never again; the next cycle
+  waits (polling, bounded) until Kafka expired its offsets (the cluster needs
+  ``offsets.retention.minutes=1``, ``offsets.retention.check.interval.ms=1000``; the other
+  groups re-commit meanwhile so only it expires). The oracle keeps holding its last commit, as
+  the purge must (vanished groups).
+- ``spark_stream`` (opt-in): a Spark Structured Streaming query as an ``external_consumers``
+  entry; refused with a clear message while the config does not accept that section.
+
     ./dev.sh py -m spark_purge.testing.invariants --cycles 200 --seed 7          # its own 3 nodes
     ./dev.sh py -m spark_purge.testing.invariants --cycles 20 --seed 1 --nodes 1 # no node faults
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 5 --nodes 1 --faults group_expiry,share_consume
 
-It prints cycles, faults injected, records deleted, audit rows checked and violations, and exits
+It prints cycles, faults injected by kind, records produced, share records accepted, groups
+expired, records deleted, audit rows checked and violations, and exits
 0 only when there are no violations. ``tests/integration/faults/test_invariants.py`` runs a short
 version on the fault suite's cluster. Producing, commits, log start offsets and audit rows go
 through :mod:`spark_purge.testing.workload`, like every other harness.
@@ -47,9 +70,9 @@ from kafka.structs import TopicPartition
 from pyspark.sql import SparkSession
 
 from spark_purge.config import PurgeConfig, from_dict
-from spark_purge.errors import from_spark_exception
+from spark_purge.errors import ConfigError, from_spark_exception
 from spark_purge.pipeline import PurgePipeline
-from spark_purge.testing import workload
+from spark_purge.testing import share, workload
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.errors import WorkloadError
 from spark_purge.testing.workload import TopicPartitionKey
@@ -62,6 +85,42 @@ FLOOR_MS = 3_000
 MAX_PARTITIONS = 6
 GROUP_SPEEDS = {"g0": 40, "g1": 20, "g2": 8}
 FAULTS = ("node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added")
+CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
+ALL_KINDS = FAULTS + CONSUMER_KINDS
+#: What runs unless ``--faults`` says otherwise: the kinds whose product support is in this build.
+DEFAULT_KINDS = FAULTS + ("share_consume",)
+NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle")
+SHARE_EVERY = 3  # the share consumer runs every SHARE_EVERY cycles (a JVM start costs seconds)
+SHARE_MAX_ACCEPT = 120
+SHARE_DELIVERY_LIMIT = 10  # share.delivery.count.limit asked of the share group (Kafka's maximum)
+EXPIRY_TIMEOUT_S = 180.0
+EXPIRY_BROKER_CONFIG = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    """``"node_kill,share_consume"`` -> the kinds, validated against ``ALL_KINDS``."""
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = sorted(set(kinds) - set(ALL_KINDS))
+    if unknown:
+        raise ValueError(f"unknown kind(s) {unknown}; expected some of {list(ALL_KINDS)}")
+    return kinds
+
+
+def spark_stream_refusal() -> Optional[str]:
+    """Why the ``spark_stream`` kind cannot run in this build (None: it can)."""
+    probe = {"kafka": {"bootstrap_servers": "localhost:9092"}, "rules": [{"name": "r", "topics": "t"}], "external_consumers": []}
+    try:
+        from_dict(probe)
+    except ConfigError as err:
+        return (
+            "spark_stream: a Spark Structured Streaming consumer is configured under `external_consumers`, "
+            f"which spark_purge.config.from_dict does not accept in this build ({err}); "
+            "leave spark_stream out of --faults until the external-consumers config section is merged"
+        )
+    return (
+        "spark_stream: `external_consumers` is accepted by this build, but the checker's Spark streaming "
+        "workload is not written yet; leave spark_stream out of --faults"
+    )
 
 
 @dataclass
@@ -70,26 +129,34 @@ class InvariantReport:
     cycles: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     records_produced: int = 0
+    share_accepted: int = 0
+    share_runs_failed: int = 0
+    groups_expired: int = 0
+    notes: list[str] = field(default_factory=list)
     records_deleted: int = 0
     audit_rows_checked: int = 0
     cycle_errors: list[str] = field(default_factory=list)
     failed_cycles: set[int] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    interrupted: bool = False
 
     def summary(self) -> str:
         faults = ", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
         lines = [
             f"seed:               {self.seed}",
-            f"cycles:             {self.cycles}",
+            f"cycles:             {self.cycles}{' (interrupted: the cycle in progress is not counted)' if self.interrupted else ''}",
             f"faults injected:    {sum(self.faults.values())} ({faults})",
             f"records produced:   {self.records_produced}",
+            f"share accepted:     {self.share_accepted} (failed share runs: {self.share_runs_failed})",
+            f"groups expired:     {self.groups_expired}",
             f"records deleted:    {self.records_deleted}",
             f"audit rows checked: {self.audit_rows_checked}",
             f"cycle errors:       {len(self.cycle_errors)}",
             f"violations:         {len(self.violations)}",
             f"seconds:            {self.seconds:.0f}",
         ]
+        lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  violation: {v}" for v in self.violations[:20]]
         lines += [f"  cycle error: {e}" for e in self.cycle_errors[:10]]
         if self.cycle_errors:
@@ -111,12 +178,24 @@ class InvariantWorkload:
         delete_timeout: str = "15s",
         sabotage_cycle: Optional[int] = None,
         schedule: Optional[Sequence[Optional[str]]] = None,
+        kinds: Sequence[str] = DEFAULT_KINDS,
         out: Callable[[str], None] = print,
+        progress_every: int = 10,
     ) -> None:
-        unknown = sorted({f for f in schedule or () if f is not None and f not in FAULTS})
+        self.progress_every = max(1, progress_every)
+        unknown = sorted({f for f in [*(schedule or ()), *kinds] if f is not None and f not in ALL_KINDS})
         if unknown:
-            raise ValueError(f"schedule: unknown fault(s) {unknown}; expected None or one of {list(FAULTS)}")
+            raise ValueError(f"schedule/kinds: unknown kind(s) {unknown}; expected None or one of {list(ALL_KINDS)}")
         self.schedule = list(schedule) if schedule else None  # fault per cycle (cycled), instead of random
+        self.kinds = tuple(kinds) + tuple(k for k in self.schedule or () if k is not None and k not in kinds)
+        if "spark_stream" in self.kinds:
+            raise ValueError(spark_stream_refusal())
+        if "group_expiry" in self.kinds:
+            missing = {k: v for k, v in EXPIRY_BROKER_CONFIG.items() if cluster.broker_config.get(k) != v}
+            if missing:
+                raise ValueError(f"group_expiry needs the cluster started with broker config {missing}")
+        # Drawn at random: the faults; the share consumer runs on its own rhythm instead.
+        self.drawn = tuple(k for k in self.kinds if k != "share_consume")
 
         self.spark = spark
         self.cluster = cluster
@@ -139,6 +218,15 @@ class InvariantWorkload:
         self.committers_b = ("g1", "g2")  # B's rule discovers its groups from commits
         self.down: list[int] = []
         self.config = self._config(delete_timeout)
+        # The share consumer on B: what the checker's own runs did.
+        self.share_group = f"inv-sq-{suffix}"
+        self.share_joined: Optional[dict[TopicPartitionKey, int]] = None  # log starts at its first run
+        self.share_accepted: dict[TopicPartitionKey, set[int]] = {}
+        self.share_deliveries: Counter[tuple[str, int, int]] = Counter()
+        self.share_limit = 5  # Kafka's default share.delivery.count.limit until the group config says more
+        self.share_stopped = False
+        # Expiring groups: the one committed last cycle, waiting for Kafka to forget it.
+        self.expiring: Optional[str] = None
 
     # ---- setup ------------------------------------------------------------------------------
     def _config(self, delete_timeout: str) -> PurgeConfig:
@@ -176,9 +264,13 @@ class InvariantWorkload:
         self._mid_cycle_kill = False
         try:
             for cycle in range(cycles):
-                self._cycle(pipeline, cycle)
+                try:
+                    self._cycle(pipeline, cycle)
+                except KeyboardInterrupt:  # Ctrl-C / SIGINT: stop, report the cycles checked so far
+                    self.report.interrupted = True
+                    break
                 self.report.cycles += 1
-                if cycle % 10 == 9 or cycle == cycles - 1:
+                if cycle % self.progress_every == self.progress_every - 1 or cycle == cycles - 1:
                     r = self.report
                     self.out(
                         f"cycle {cycle + 1}/{cycles}: faults {sum(r.faults.values())}, deleted {r.records_deleted}, "
@@ -194,15 +286,25 @@ class InvariantWorkload:
 
     def _cycle(self, pipeline: PurgePipeline, cycle: int) -> None:
         self._restart_down()
+        if self.expiring is not None:
+            self._wait_for_expiry(self.expiring)
         self._produce()
         self._consume()
         if self.schedule is not None:
             fault = self.schedule[cycle % len(self.schedule)]
         else:
-            fault = self.rng.choice(FAULTS) if self.rng.random() < self.fault_rate else None
-        if fault in ("node_kill", "leader_kill_mid_cycle") and len(self.cluster.node_ids) < 3:
-            fault = self.rng.choice(("group_rewind", "partitions_added"))  # one node: no node faults
-        if fault == "group_rewind":
+            fault = self.rng.choice(self.drawn) if self.drawn and self.rng.random() < self.fault_rate else None
+        if fault in NODE_FAULTS and len(self.cluster.node_ids) < 3:
+            others = [k for k in self.drawn if k not in NODE_FAULTS]  # one node: no node faults
+            fault = self.rng.choice(others) if others else None
+        share_due = "share_consume" in self.kinds and self.schedule is None and cycle % SHARE_EVERY == 0
+        if fault == "share_consume" or share_due:
+            if self._share_consume():
+                self.report.faults["share_consume"] += 1
+            fault = None if fault == "share_consume" else fault
+        if fault == "group_expiry":
+            self._start_expiring_group(cycle)
+        elif fault == "group_rewind":
             self._rewind()
         elif fault == "partitions_added":
             self._add_partition()
@@ -256,6 +358,8 @@ class InvariantWorkload:
         """Each group moves forward at its own speed (sometimes not at all) and commits."""
         for group, speed in GROUP_SPEEDS.items():
             if self.rng.random() < 0.2:
+                if "group_expiry" in self.kinds and self.commits[group]:
+                    self._commit(group, dict(self.commits[group]))  # unchanged, but not expired
                 continue
             topics = [t for t, groups in ((self.topic_a, self.required_a), (self.topic_b, self.committers_b)) if group in groups]
             wanted = {}
@@ -264,6 +368,92 @@ class InvariantWorkload:
                     old = self.commits[group].get(tp, 0)
                     wanted[tp] = min(self._high_watermark(tp), old + self.rng.randint(0, speed))
             self._commit(group, wanted)
+
+    # ---- the share consumer (KIP-932) on topic B ----------------------------------------------
+    def _share_position(self, tp: TopicPartitionKey) -> int:
+        """The first offset at or after where the share group joined p that no run ACCEPTed."""
+        assert self.share_joined is not None
+        pos = self.share_joined.get(tp, 0)
+        accepted = self.share_accepted.get(tp, set())
+        while pos in accepted:
+            pos += 1
+        return pos
+
+    def _share_consume(self) -> bool:
+        """One run of the real share consumer on B, ACCEPTing a random number of records; False
+        when it did not run (nothing to accept, or stopped before the delivery limit)."""
+        if self.share_stopped:
+            return False
+        tps = self._tps(self.topic_b)
+        if self.share_joined is None:
+            self.share_joined = workload.log_start_offsets(self.admin, tps)
+            try:
+                share.set_group_config(
+                    self.admin, self.share_group,
+                    {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": str(SHARE_DELIVERY_LIMIT)},
+                )
+                self.share_limit = SHARE_DELIVERY_LIMIT
+            except AssertionError as err:  # the broker caps the limit lower: keep its default
+                self.report.notes.append(f"share.delivery.count.limit {SHARE_DELIVERY_LIMIT} refused ({err}); limit 5")
+                share.set_group_config(self.admin, self.share_group, {"share.auto.offset.reset": "earliest"})
+        available = sum(
+            self._high_watermark(tp) - self.share_joined.get(tp, 0) - len(self.share_accepted.get(tp, ())) for tp in tps
+        )
+        if available <= 0:
+            return False
+        accept = self.rng.randint(1, min(available, SHARE_MAX_ACCEPT))
+        run = share.share_run(
+            self.cluster.bootstrap_servers, self.share_group, self.topic_b, accept, timeout_s=60.0, check=False
+        )
+        if run.returncode != 0:  # what it printed was still done (each poll's acknowledgements commit)
+            self.report.share_runs_failed += 1
+        for t, p, o in run.accepted:
+            self.share_accepted.setdefault((t, p), set()).add(o)
+        self.share_deliveries.update(run.delivered)
+        self.report.share_accepted += len(run.accepted)
+        worst = max(
+            (n for (t, p, o), n in self.share_deliveries.items() if o not in self.share_accepted.get((t, p), ())), default=0
+        )
+        if worst >= self.share_limit - 2:
+            self.share_stopped = True
+            self.report.notes.append(
+                f"share consumer stopped after an unaccepted record was delivered {worst} times "
+                f"(Kafka archives at {self.share_limit}, which would move the share group past it)"
+            )
+        return True
+
+    # ---- expiring groups ------------------------------------------------------------------
+    def _start_expiring_group(self, cycle: int) -> None:
+        """A new group commits low on B once; the next cycle waits until Kafka forgot it."""
+        if self.expiring is not None:
+            return
+        tps = self._tps(self.topic_b)
+        starts = workload.log_start_offsets(self.admin, tps)
+        group = f"inv-gx{cycle}"
+        self.commits[group] = {}
+        self._commit(group, {tp: min(self._high_watermark(tp), starts[tp] + self.rng.randint(0, 10)) for tp in tps})
+        self.expiring = group
+
+    def _wait_for_expiry(self, group: str) -> None:
+        """Poll until Kafka lists no offsets for ``group`` (bounded); the workload's other groups
+        re-commit meanwhile, so only this one expires."""
+        deadline = time.monotonic() + EXPIRY_TIMEOUT_S
+        refreshed = time.monotonic()
+        while True:
+            found = workload.retry(lambda: self.admin.list_group_offsets({group: None}), f"offsets of {group}")
+            offsets = found.get(group) or {}
+            if not offsets:
+                break
+            if time.monotonic() > deadline:
+                raise WorkloadError(f"{group}: offsets not expired after {EXPIRY_TIMEOUT_S:.0f}s: {offsets}")
+            if time.monotonic() - refreshed > 10:
+                for g in GROUP_SPEEDS:
+                    if self.commits[g]:
+                        self._commit(g, dict(self.commits[g]))
+                refreshed = time.monotonic()
+            time.sleep(1.0)
+        self.report.groups_expired += 1
+        self.expiring = None
 
     def _commit(self, group: str, offsets: dict[TopicPartitionKey, int]) -> None:
         workload.commit(self.admin, group, offsets)
@@ -318,11 +508,13 @@ class InvariantWorkload:
         if topic == self.topic_a:
             required = list(self.required_a)
         else:  # discovered: every group that has committed on the topic
-            required = [g for g in GROUP_SPEEDS if any(k[0] == topic for k in self.commits[g])]
+            required = [g for g in self.commits if any(k[0] == topic for k in self.commits[g])]
         hw = self._high_watermark(tp)
         if not required or any(tp not in self.commits[g] for g in required):
             return -1  # blocked: nothing may be deleted
         safe = min([self.commits[g][tp] for g in required] + [hw])
+        if topic == self.topic_b and self.share_joined is not None:
+            safe = min(safe, self._share_position(tp))  # required on B since its first run
         if topic == self.topic_b:
             # +1 ms of slack for the snapshot time's rounding; records stamped before the floor.
             floor_ms = snapshot_ms - FLOOR_MS + 1
@@ -385,14 +577,17 @@ def run_invariants(
     fault_rate: float = 0.35,
     sabotage_cycle: Optional[int] = None,
     schedule: Optional[Sequence[Optional[str]]] = None,
+    kinds: Sequence[str] = DEFAULT_KINDS,
     out: Callable[[str], None] = print,
+    progress_every: int = 10,
 ) -> InvariantReport:
     """Run the seeded workload for ``cycles`` purge cycles; returns the report (never raises
     for a violation: the caller decides). ``schedule`` fixes the fault of each cycle (cycled;
-    ``None`` entries are quiet cycles) instead of drawing it at ``fault_rate``."""
+    ``None`` entries are quiet cycles) instead of drawing it at ``fault_rate`` among ``kinds``
+    (the share consumer then runs only where the schedule says ``share_consume``)."""
     workload = InvariantWorkload(
         spark, cluster, seed=seed, workdir=workdir, fault_rate=fault_rate, sabotage_cycle=sabotage_cycle,
-        schedule=schedule, out=out,
+        schedule=schedule, kinds=kinds, out=out, progress_every=progress_every,
     )
     return workload.run(cycles)
 
@@ -404,9 +599,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=3, choices=(1, 3))
     parser.add_argument("--fault-rate", type=float, default=0.35, help="probability of a fault per cycle")
     parser.add_argument("--workdir", help="audit + checkpoint folder (default: a temporary one)")
+    parser.add_argument(
+        "--faults", default=",".join(DEFAULT_KINDS),
+        help=f"comma-separated kinds to run, of {', '.join(ALL_KINDS)} (default: %(default)s)",
+    )
+    parser.add_argument("--progress-every", type=int, default=10, help="print a progress line every N cycles")
     args = parser.parse_args(argv)
     if args.cycles < 1 or not 0 <= args.fault_rate <= 1:
         parser.error("--cycles must be >= 1 and --fault-rate within [0, 1]")
+    try:
+        kinds = parse_kinds(args.faults)
+    except ValueError as err:
+        parser.error(f"--faults: {err}")
+    if "spark_stream" in kinds:
+        parser.error(spark_stream_refusal() or "")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # node kills are expected here
 
@@ -415,11 +621,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="spark-purge-invariants-"))
     spark = get_spark("spark-purge-invariants", master="local[2]", conf={"spark.sql.shuffle.partitions": "1"})
     spark.sparkContext.setLogLevel("ERROR")
-    with LocalKafka(nodes=args.nodes, broker_config={"auto.leader.rebalance.enable": "false"}) as cluster:
+    broker_config = {"auto.leader.rebalance.enable": "false", **(EXPIRY_BROKER_CONFIG if "group_expiry" in kinds else {})}
+    with LocalKafka(nodes=args.nodes, broker_config=broker_config) as cluster:
         print(f"cluster {cluster.bootstrap_servers} ({args.nodes} node(s)); workdir {workdir}", flush=True)
         report = run_invariants(
             spark, cluster, cycles=args.cycles, seed=args.seed, workdir=workdir, fault_rate=args.fault_rate,
-            out=lambda s: print(s, flush=True),
+            kinds=kinds, out=lambda s: print(s, flush=True), progress_every=args.progress_every,
         )
     spark.stop()
     print(report.summary(), flush=True)

@@ -4,7 +4,8 @@
 //       Joins share group GROUP (KafkaShareConsumer, share.acknowledgement.mode=explicit),
 //       ACCEPTs exactly the first N records it receives, RELEASEs every other record delivered
 //       with them, commits the acknowledgements (commitSync) and exits 0.
-//       Prints "ACCEPTED <topic> <partition> <offset>" per accepted record, then "DONE <n>".
+//       Prints "ACCEPTED <topic> <partition> <offset>" per accepted record and "RELEASED ..." per
+//       released one (every delivery, so a caller can count deliveries), then "DONE <n>".
 //       SETTLE=1: then one more round, acknowledging nothing new: poll, RELEASE whatever is
 //       delivered, commitSync ("SETTLED <k>"). The share-partition leader persists its start
 //       offset (SPSO) with the *next* state write, so DescribeShareGroupOffsets trails the
@@ -96,6 +97,7 @@ public final class ShareConsume {
                         System.out.println("ACCEPTED " + r.topic() + " " + r.partition() + " " + r.offset());
                     } else {
                         c.acknowledge(r, AcknowledgeType.RELEASE);
+                        System.out.println("RELEASED " + r.topic() + " " + r.partition() + " " + r.offset());
                     }
                 }
                 if (!batch.isEmpty()) {
@@ -108,6 +110,7 @@ public final class ShareConsume {
                     ConsumerRecords<byte[], byte[]> records = c.poll(Duration.ofMillis(500));
                     for (ConsumerRecord<byte[], byte[]> r : records) {
                         c.acknowledge(r, AcknowledgeType.RELEASE);
+                        System.out.println("RELEASED " + r.topic() + " " + r.partition() + " " + r.offset());
                         released++;
                     }
                     if (released > 0) {

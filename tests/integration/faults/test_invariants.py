@@ -1,6 +1,8 @@
 """A short run of the seeded invariant workload (``spark_purge.testing.invariants``) with every fault kind
-once, on the fault suite's 3-node cluster, and a check that the checker does catch an unsafe
-delete."""
+once and a real share consumer (KIP-932) on the discovered topic, on the fault suite's 3-node
+cluster, and a check that the checker does catch an unsafe delete. (``group_expiry`` needs a
+cluster with a one-minute offsets retention and ``spark_stream`` the external-consumers config:
+both are opt-in kinds of the command-line checker.)"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_purge.testing.cluster import LocalKafka
-from spark_purge.testing.invariants import FAULTS, run_invariants
+from spark_purge.testing.invariants import DEFAULT_KINDS, FAULTS, run_invariants
 
 pytestmark = pytest.mark.faults
 
@@ -17,9 +19,11 @@ pytestmark = pytest.mark.faults
 def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
     spark: SparkSession, fault_cluster: LocalKafka, tmp_path: Path
 ) -> None:
-    # Each fault kind once, each followed by a quiet cycle that must still purge safely (a fault's
-    # after-effects — a new partition, a restarted node, a rewound group — show up there).
-    schedule = [f for kind in FAULTS for f in (kind, None)]
+    # The share consumer first (it then holds B from its first run on), each fault kind once, each
+    # followed by a quiet cycle that must still purge safely (a fault's after-effects — a new
+    # partition, a restarted node, a rewound group — show up there), and a second share run: its
+    # start offset moves (Kafka persists it one round late) and the purge follows it, never past.
+    schedule = ["share_consume", *(f for kind in FAULTS for f in (kind, None)), "share_consume", None]
     lines: list[str] = []
     report = run_invariants(
         spark, fault_cluster, cycles=len(schedule), seed=11, workdir=tmp_path, schedule=schedule, out=lines.append
@@ -28,7 +32,8 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
 
     assert report.violations == [], report.summary()
     assert report.cycles == len(schedule)
-    assert set(report.faults) == set(FAULTS), report.summary()
+    assert set(report.faults) == set(DEFAULT_KINDS), report.summary()
+    assert report.faults["share_consume"] == 2 and report.share_accepted > 0, report.summary()
     assert report.records_deleted > 0 and report.audit_rows_checked >= len(schedule) * 6, report.summary()
     assert len(report.cycle_errors) <= 2, report.summary()  # a cycle may fail under a fault, not most
 

@@ -1,0 +1,263 @@
+"""Real Kafka 4.4 consumers for the integration tests and the invariant checker: a share consumer
+(KIP-932) that acknowledges an exact number of records, and a KIP-848 consumer that holds an
+assignment without committing.
+
+Both are ``spark_purge/testing/java/ShareConsume.java``, compiled with ``javac`` on first use
+against the broker jars (``.cache/jars/kafka`` or ``SPARK_PURGE_KAFKA_JARS``) into a temp folder
+keyed by the source and jar list. Every JVM is stopped by its own PID (terminate, then kill).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from kafka import KafkaAdminClient
+from kafka.protocol.admin import IncrementalAlterConfigsRequest
+
+from spark_purge.testing.cluster import kafka_jars_dir
+
+JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "ShareConsume.java"
+GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP (KIP-848 / KIP-932 group configs)
+_SET = 0  # IncrementalAlterConfigs operation SET
+_compile_lock = threading.Lock()
+
+
+def _java_tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None and "JAVA_HOME" in os.environ:
+        candidate = Path(os.environ["JAVA_HOME"]) / "bin" / name
+        found = str(candidate) if candidate.exists() else None
+    if found is None:
+        raise RuntimeError(f"{name} not found on PATH (or in JAVA_HOME): the share-consumer helper needs a JDK 17+")
+    return found
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the JVM gets SIGKILL if the test process dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def compiled_classpath() -> str:
+    """Classpath with the compiled helper and the Kafka client jars (compiles once per source)."""
+    jars = kafka_jars_dir()
+    digest = hashlib.sha256(JAVA_SOURCE.read_bytes())
+    digest.update("\n".join(sorted(p.name for p in jars.glob("*.jar"))).encode())
+    out = Path(tempfile.gettempdir()) / f"spark-purge-java-{digest.hexdigest()[:16]}"
+    with _compile_lock:
+        if not (out / "ShareConsume.class").exists():
+            staging = Path(tempfile.mkdtemp(prefix="spark-purge-javac-"))
+            try:
+                result = subprocess.run(
+                    [_java_tool("javac"), "-d", str(staging), "-cp", str(jars / "*"), str(JAVA_SOURCE)],
+                    capture_output=True,
+                    text=True,
+                    timeout=180,
+                )
+                if result.returncode != 0:
+                    raise RuntimeError(f"javac ShareConsume.java failed:\n{result.stderr}")
+                out.mkdir(parents=True, exist_ok=True)
+                for cls in staging.glob("*.class"):
+                    os.replace(cls, out / cls.name)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    return f"{out}{os.pathsep}{jars / '*'}"
+
+
+def _java_cmd(*args: str) -> list[str]:
+    return [
+        _java_tool("java"),
+        "-Xmx256m",
+        "-XX:TieredStopAtLevel=1",
+        "-Djava.awt.headless=true",
+        "-cp",
+        compiled_classpath(),
+        "ShareConsume",
+        *args,
+    ]
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def set_group_config(admin: KafkaAdminClient, group: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs on a GROUP resource (e.g. share.auto.offset.reset=earliest)."""
+    _Res = IncrementalAlterConfigsRequest.AlterConfigsResource
+    _Cfg = _Res.AlterableConfig
+    request = IncrementalAlterConfigsRequest(
+        resources=[
+            _Res(
+                resource_type=GROUP_RESOURCE,
+                resource_name=group,
+                configs=[_Cfg(name=k, config_operation=_SET, value=v) for k, v in configs.items()],
+            )
+        ],
+        validate_only=False,
+    )
+
+    async def send() -> object:
+        return await admin._manager.send(request)
+
+    response = admin._manager.run(send)
+    for r in response.responses:
+        if r.error_code != 0:
+            raise AssertionError(f"IncrementalAlterConfigs on group {group!r} failed: {r.error_code} {r.error_message}")
+
+
+@dataclass(frozen=True)
+class ShareRun:
+    """What one share-consumer run did: the records it ACCEPTed and every record delivered to it
+    (accepted or released), each as (topic, partition, offset), in delivery order."""
+
+    accepted: list[tuple[str, int, int]]
+    delivered: list[tuple[str, int, int]]
+    returncode: int = 0
+
+
+def share_run(
+    bootstrap: str, group: str, topic: str, accept: int, settle: bool = False, timeout_s: float = 90.0, check: bool = True
+) -> ShareRun:
+    """Run the share consumer until it ACCEPTed ``accept`` records (committed); what it did.
+    ``check=False``: a non-zero exit (e.g. 3, fewer records than ``accept`` arrived in time) is
+    returned in ``returncode`` with what was printed, instead of raised.
+
+    ``settle``: one more round that only RELEASEs what it is given, so the broker persists the
+    share-partition start offset the accepted records moved (see ShareConsume.java).
+    """
+    proc = subprocess.Popen(
+        _java_cmd("share", bootstrap, group, topic, str(accept), str(int(timeout_s * 1000) - 5000), "1" if settle else "0"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=_die_with_parent,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    finally:
+        _stop(proc)
+    if proc.returncode != 0 and check:
+        raise AssertionError(f"share consumer exited {proc.returncode}:\n{out}\n{err[-4000:]}")
+    accepted: list[tuple[str, int, int]] = []
+    delivered: list[tuple[str, int, int]] = []
+    for line in out.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind in ("ACCEPTED", "RELEASED"):
+            t, p, o = rest.split()
+            record = (t, int(p), int(o))
+            delivered.append(record)
+            if kind == "ACCEPTED":
+                accepted.append(record)
+    return ShareRun(accepted, delivered, proc.returncode)
+
+
+def share_consume(
+    bootstrap: str, group: str, topic: str, accept: int, settle: bool = False, timeout_s: float = 90.0
+) -> list[tuple[str, int, int]]:
+    """:func:`share_run`, returning only the records it ACCEPTed."""
+    return share_run(bootstrap, group, topic, accept, settle, timeout_s).accepted
+
+
+class Kip848Consumer:
+    """A running KIP-848 consumer (``group.protocol=consumer``) that never commits."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.assigned: Optional[set[tuple[str, int]]] = None
+        self.lines: list[str] = []
+        self._event = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.rstrip("\n")
+            self.lines.append(line)
+            if line.startswith("ASSIGNED "):
+                parts = [x for x in line[len("ASSIGNED ") :].split(",") if x]
+                self.assigned = {(x.rpartition("-")[0], int(x.rpartition("-")[2])) for x in parts}
+                if self.assigned:
+                    self._event.set()
+
+    def wait_assigned(self, timeout_s: float = 60.0) -> set[tuple[str, int]]:
+        deadline = time.monotonic() + timeout_s
+        while not self._event.wait(0.2):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"KIP-848 consumer got no assignment (exit {self.proc.poll()}): {self.lines[-20:]}")
+        assert self.assigned is not None
+        return set(self.assigned)
+
+
+@contextmanager
+def kip848_consumer(bootstrap: str, group: str, topic: str) -> Iterator[Kip848Consumer]:
+    """A KIP-848 consumer subscribed to ``topic``; stopped (stdin closed, then by PID) on exit."""
+    proc = subprocess.Popen(
+        _java_cmd("consumer", bootstrap, group, topic),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
+        text=True,
+        preexec_fn=_die_with_parent,
+    )
+    try:
+        yield Kip848Consumer(proc)
+    finally:
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()  # the helper exits on stdin EOF
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            _stop(proc)
+
+
+@contextmanager
+def idle_share_member(bootstrap: str, group: str, topic: str, timeout_s: float = 60.0) -> Iterator[subprocess.Popen[str]]:
+    """A live share-group member subscribed to ``topic`` that acknowledges nothing; stopped on exit."""
+    proc = subprocess.Popen(
+        _java_cmd("share-idle", bootstrap, group, topic),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
+        text=True,
+        preexec_fn=_die_with_parent,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        line = ""
+        while line.strip() != "JOINED":
+            line = proc.stdout.readline()
+            if not line or time.monotonic() > deadline:
+                raise AssertionError(f"share member did not join (exit {proc.poll()})")
+        yield proc
+    finally:
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            _stop(proc)
