@@ -26,9 +26,9 @@ from pyspark.sql import functions as F
 
 from spark_purge._time import format_duration
 from spark_purge.config import PurgeConfig
-from spark_purge.schemas import GROUP_OFFSETS
+from spark_purge.schemas import GROUP_OFFSETS, VANISHED_STATE
 
-VANISHED = "Vanished"  # group_state of a remembered position the snapshot no longer shows
+VANISHED = VANISHED_STATE  # group_state of a remembered position the snapshot no longer shows
 KEY = ["group_id", "topic", "partition"]
 
 

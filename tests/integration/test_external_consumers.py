@@ -149,13 +149,9 @@ def test_static_hold_keeps_its_partition(
     starts = log_starts(admin, topic, 2)
     assert starts[0] == 25
     assert outcomes[0]["blocking_group"] == "flink-job" and outcomes[0]["binding_constraint"] == "external"
-    # Nothing holds partition 1 but the classic group, which read all of it: it should go to 100.
-    if starts[1] != 100:
-        # The policy (issue 10 contract) makes an external consumer required on *every* partition
-        # of a topic it has a row on, so a hold on partition 0 alone blocks partition 1 as a
-        # missing commit. Never unsafe (it only keeps more), but not what a one-partition hold says.
-        assert starts[1] == 0 and outcomes[1]["binding_constraint"] == "missing_commit", (starts, outcomes[1])
-        pytest.xfail("a static hold on one partition blocks the topic's other partitions (policy: required per topic)")
+    # Nothing holds partition 1 but the classic group, which read all of it: a hold on partition 0
+    # says nothing of partition 1.
+    assert starts[1] == 100, (starts, outcomes[1])
 
 
 def test_external_consumers_count_even_when_a_rule_lists_its_groups(

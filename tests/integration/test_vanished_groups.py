@@ -125,8 +125,7 @@ def test_expired_group_keeps_holding_until_forgotten(
         pipeline.close()
     finally:
         admin.close()
-    if bound_by != "vanished_group":
-        pytest.xfail(f"held at 30 by gone as {bound_by!r}: the policy does not name vanished_group yet (lead's change)")
+    assert bound_by == "vanished_group"
 
 
 def test_snapshot_reads_the_default_offsets_retention(kafka_cluster: LocalKafka) -> None:

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import pytest
 from pyspark.sql import SparkSession
 
 from spark_purge import schemas
@@ -103,9 +102,7 @@ def test_vanished_group_binds_as_vanished_group(spark: SparkSession) -> None:
     snapshot = [snapshot_row(0, [live("fast", 100)])]
     store = progress(spark, [("fast", "orders", 0, 100, NOW, "classic"), ("gone", "orders", 0, 30, NOW - timedelta(days=2), "consumer")])
     row = plan(spark, config(), snapshot, store)[0]
-    if row["binding_constraint"] != "vanished_group":
-        pytest.xfail(f"the policy does not name vanished groups yet (lead's change): {row['binding_constraint']}")
-    assert (row["cutoff"], row["blocking_group"]) == (30, "gone")
+    assert (row["binding_constraint"], row["cutoff"], row["blocking_group"]) == ("vanished_group", 30, "gone")
 
 
 def test_stale_vanished_group_is_released_with_ignore_and_blocks_with_block(spark: SparkSession) -> None:
