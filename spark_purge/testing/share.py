@@ -208,17 +208,22 @@ class Kip848Consumer:
         return set(self.assigned)
 
 
-@contextmanager
-def kip848_consumer(bootstrap: str, group: str, topic: str) -> Iterator[Kip848Consumer]:
-    """A KIP-848 consumer subscribed to ``topic``; stopped (stdin closed, then by PID) on exit."""
-    proc = subprocess.Popen(
-        _java_cmd("consumer", bootstrap, group, topic),
+def _spawn_member(mode: str, bootstrap: str, group: str, topic: str) -> subprocess.Popen[str]:
+    """A long-lived helper process (it exits when its stdin closes), stopped by the caller."""
+    return subprocess.Popen(
+        _java_cmd(mode, bootstrap, group, topic),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.PIPE,
         text=True,
         preexec_fn=_die_with_parent,
     )
+
+
+@contextmanager
+def kip848_consumer(bootstrap: str, group: str, topic: str) -> Iterator[Kip848Consumer]:
+    """A KIP-848 consumer subscribed to ``topic``; stopped (stdin closed, then by PID) on exit."""
+    proc = _spawn_member("consumer", bootstrap, group, topic)
     try:
         yield Kip848Consumer(proc)
     finally:
@@ -235,14 +240,7 @@ def kip848_consumer(bootstrap: str, group: str, topic: str) -> Iterator[Kip848Co
 @contextmanager
 def idle_share_member(bootstrap: str, group: str, topic: str, timeout_s: float = 60.0) -> Iterator[subprocess.Popen[str]]:
     """A live share-group member subscribed to ``topic`` that acknowledges nothing; stopped on exit."""
-    proc = subprocess.Popen(
-        _java_cmd("share-idle", bootstrap, group, topic),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.PIPE,
-        text=True,
-        preexec_fn=_die_with_parent,
-    )
+    proc = _spawn_member("share-idle", bootstrap, group, topic)
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout_s
