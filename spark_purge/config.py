@@ -248,6 +248,14 @@ def _check_rule_values(obj: RuleDefaults | TopicRule) -> None:
 
 _RULE_DEFAULTS = RuleDefaults()
 
+#: Why a discovering rule must state its ``min_retention`` (the loader's error, and the README's).
+DISCOVERY_NEEDS_MIN_RETENTION = (
+    "required for a rule that discovers groups (no required_groups), in the rule or in defaults:"
+    " discovery sees only consumers Kafka knows about, so a consumer keeping its position"
+    " elsewhere (Flink state, a Spark checkpoint not listed under external_consumers) is protected"
+    " only by this time floor; set e.g. '24h', or '0s' to accept that such consumers are unprotected"
+)
+
 
 @dataclass(frozen=True)
 class TopicRule:
@@ -734,13 +742,16 @@ def _group_ids(value: object, path: str) -> tuple[str, ...]:
     return _list(value, path, _str)
 
 
-def _rule(value: object, path: str, base: RuleDefaults) -> TopicRule:
+def _rule(value: object, path: str, base: RuleDefaults, base_sets_min_retention: bool) -> TopicRule:
     d = _section(value, path, _RULE_KEYS)
     # A rule's unset values come from the config's `defaults:` section, not the field defaults.
     values: dict[str, Any] = {key: getattr(base, key) for key in _RULE_VALUE_CHECKS}
     checks = {"name": _str, "topics": _regex, "required_groups": _group_ids, "exclude_groups": _regex_list}
     values.update(_given(d, path, TopicRule, {**checks, **_RULE_VALUE_CHECKS}))
-    return _build(TopicRule, path, **values)
+    rule = _build(TopicRule, path, **values)
+    if rule.discovers_groups and "min_retention" not in d and not base_sets_min_retention:
+        raise ConfigError(f"{_join(path, 'min_retention')}: {DISCOVERY_NEEDS_MIN_RETENTION}")
+    return rule
 
 
 def _manual(value: object, path: str) -> ManualEntry:
@@ -806,8 +817,9 @@ def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
     """Build and validate a ``PurgeConfig`` from parsed YAML/JSON; ``ConfigError`` on bad input."""
     d = _section(data, "", _ROOT_KEYS)
     defaults: RuleDefaults = _get(d, "defaults", "", _defaults, field_default(PurgeConfig, "defaults"))
+    base_sets_min_retention = isinstance(d.get("defaults"), Mapping) and "min_retention" in d["defaults"]
     checks: dict[str, Callable[[Any, str], Any]] = {
-        "rules": lambda v, p: _list(v, p, lambda r, rp: _rule(r, rp, defaults)),
+        "rules": lambda v, p: _list(v, p, lambda r, rp: _rule(r, rp, defaults, base_sets_min_retention)),
         "kafka": _kafka,
         "audit": _audit,
         "protected_topics": _regex_list,

@@ -108,7 +108,7 @@ def parse_kinds(text: str) -> tuple[str, ...]:
 
 def spark_stream_refusal() -> Optional[str]:
     """Why the ``spark_stream`` kind cannot run in this build (None: it can)."""
-    probe = {"kafka": {"bootstrap_servers": "localhost:9092"}, "rules": [{"name": "r", "topics": "t"}], "external_consumers": []}
+    probe = {"kafka": {"bootstrap_servers": "localhost:9092"}, "rules": [{"name": "r", "topics": "t", "min_retention": "0s"}], "external_consumers": []}
     try:
         from_dict(probe)
     except ConfigError as err:

@@ -210,7 +210,7 @@ def test_snapshot_and_delete_connections_share_every_setting(
         {
             "kafka": {"bootstrap_servers": kafka_cluster.bootstrap_servers, "client_id": "purger-7", "retries": 2,
                       "retry_backoff": "250ms"},
-            "rules": [{"name": "all", "topics": topic}],
+            "rules": [{"name": "all", "topics": topic, "min_retention": "0s"}],
             "audit": {"path": "/tmp/unused-audit"},
         }
     )

@@ -8,7 +8,7 @@ import pytest
 
 from spark_purge.cli import EXIT_USAGE, main
 
-BASE = {"kafka": {"bootstrap_servers": ["127.0.0.1:1"]}, "audit": {"path": "audit"}, "rules": [{"name": "r", "topics": "orders"}]}
+BASE = {"kafka": {"bootstrap_servers": ["127.0.0.1:1"]}, "audit": {"path": "audit"}, "rules": [{"name": "r", "topics": "orders", "min_retention": "0s"}]}
 
 
 def write(tmp_path: Path, data: dict[str, object]) -> str:

@@ -112,15 +112,21 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any]], None]], str, list[str]]] 
     ("no rules", [with_("rules", [])], "rules:", ["at least one topic rule"]),
     (
         "ambiguous literal rules",
-        [with_("rules", [{"name": "a", "topics": r"demo\.orders"}, {"name": "b", "topics": "demo.orders"}])],
+        [with_("rules", [{"name": "a", "topics": r"demo\.orders", "min_retention": "0s"}, {"name": "b", "topics": "demo.orders", "min_retention": "0s"}])],
         "rules[1].topics:",
         ["'demo.orders' would match both rules[0] ('a') and rules[1] ('b')", "exactly one rule"],
     ),
     (
         "literal shadowed by regex",
-        [with_("rules", [{"name": "wide", "topics": r"demo\..*"}, {"name": "narrow", "topics": r"demo\.orders"}])],
+        [with_("rules", [{"name": "wide", "topics": r"demo\..*", "min_retention": "0s"}, {"name": "narrow", "topics": r"demo\.orders", "min_retention": "0s"}])],
         "rules[1].topics:",
         ["would match both rules[0] ('wide') and rules[1] ('narrow')"],
+    ),
+    (
+        "discovering rule without min_retention",
+        [with_("rules[1]", {"name": "clicks", "topics": r"demo\.clicks\..*"})],
+        "rules[1].min_retention:",
+        ["required for a rule that discovers groups", "protected only by this time floor", "'0s'"],
     ),
     ("negative manual offset", [with_("manual", [{"topic": "demo.orders", "partition": 0, "offset": -5}])], "manual[0].offset:", ["expected an offset >= 0, 'end' (-1)", "-5"]),
     ("manual offset type", [with_("manual", [{"topic": "demo.orders", "offset": "latest"}])], "manual[0].offset:", ["'end'", "'latest'"]),
@@ -186,7 +192,7 @@ def test_literal_password_is_never_echoed() -> None:
 
 def test_rule_for_detects_ambiguity_per_actual_topic() -> None:
     # Neither pattern is a literal name, so only a real topic reveals the overlap.
-    cfg = build(with_("rules", [{"name": "a", "topics": r"demo\..*"}, {"name": "b", "topics": r".*\.orders"}]))
+    cfg = build(with_("rules", [{"name": "a", "topics": r"demo\..*", "min_retention": "0s"}, {"name": "b", "topics": r".*\.orders", "min_retention": "0s"}]))
     assert cfg.rule_for("demo.clicks").name == "a"  # type: ignore[union-attr]
     assert cfg.rule_for("prod.orders").name == "b"  # type: ignore[union-attr]
     assert cfg.rule_for("other") is None
@@ -372,3 +378,10 @@ def test_load_json_and_file_errors(tmp_path: Path) -> None:
         c.load(empty)
     with pytest.raises(ConfigError, match=r"missing\.yaml: cannot read config file"):
         c.load(tmp_path / "missing.yaml")
+
+
+def test_min_retention_for_discovery_may_come_from_defaults_and_listed_rules_need_none() -> None:
+    cfg = build(with_("rules[1]", {"name": "clicks", "topics": r"demo\.clicks\..*"}), with_("defaults.min_retention", "2h"))
+    assert cfg.rules[1].min_retention == 2 * 3600 * 1000
+    listed_only = build(with_("rules", base()["rules"][:1]))  # listed groups, no min_retention anywhere
+    assert listed_only.rules[0].min_retention == 0

@@ -21,8 +21,8 @@ CONFIG = from_dict(
         "audit": {"path": "a"},
         "rules": [
             {"name": "orders", "topics": "orders", "required_groups": ["billing", "analytics"], "min_retention": "1h"},
-            {"name": "clicks", "topics": "clicks", "min_step": 100},  # groups discovered
-            {"name": "pay", "topics": "pay"},
+            {"name": "clicks", "topics": "clicks", "min_step": 100, "min_retention": "0s"},  # groups discovered
+            {"name": "pay", "topics": "pay", "min_retention": "0s"},
         ],
         "protected_topics": ["pay"],
         "manual": [{"topic": "orders", "partition": 1, "offset": "@2024-05-01T10:00:00Z"}],

@@ -19,6 +19,8 @@ CLICKS = {"name": "clicks", "topics": r"clicks\..*"}  # discovered groups
 
 
 def config(*rules: dict[str, Any], **extra: Any) -> PurgeConfig:
+    # Discovering rules must state min_retention (the loader's rule); these tests mean 0s.
+    extra.setdefault("defaults", {"min_retention": "0s"})
     return from_dict({"kafka": {"bootstrap_servers": ["k:9092"]}, "audit": {"path": "a"}, "rules": list(rules), **extra})
 
 

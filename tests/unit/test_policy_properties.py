@@ -131,7 +131,7 @@ def stale_groups(case: Case) -> set[str]:
 @given(case=cases())
 def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> None:
     cfg = from_dict(
-        {"kafka": {"bootstrap_servers": ["k:9092"]}, "audit": {"path": "a"}, "rules": case.rules, "protected_topics": ["prot"], "manual": case.manual}
+        {"kafka": {"bootstrap_servers": ["k:9092"]}, "audit": {"path": "a"}, "defaults": {"min_retention": "0s"}, "rules": case.rules, "protected_topics": ["prot"], "manual": case.manual}
     )
     plan = policy.compute_plan(
         spark.createDataFrame(case.parts, schemas.PARTITION_STATE),

@@ -152,7 +152,7 @@ def test_pipeline_options_carry_the_connection_the_deletes_use() -> None:
     cfg = c.from_dict(
         {
             "kafka": {"bootstrap_servers": "k1:9092", "client_id": "purger-7", "retries": 5, "retry_backoff": "750ms"},
-            "rules": [{"name": "all", "topics": "orders"}],
+            "rules": [{"name": "all", "topics": "orders", "min_retention": "0s"}],
             "audit": {"path": "/tmp/audit"},
         }
     )
