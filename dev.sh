@@ -8,13 +8,14 @@
 #   ./dev.sh py ARGS   run the project's Python (e.g. ./dev.sh py -m spark_purge.cli plan ...)
 #
 # Caches (ignored by git): .venv/ (Python packages), .cache/m2 (Maven repository),
-# .cache/jars/{kafka,delta} (the jars the launcher and Spark use), .cache/jars/tools (kafka-tools
+# .cache/jars/{kafka,delta,spark-kafka} (the jars the launcher and Spark use), .cache/jars/kafka-streams
+# (Kafka Streams 4.3.1, the streams-group member helper's classpath), .cache/jars/tools (kafka-tools
 # 4.3.1 for the benchmarks' kafka-delete-records.sh baseline; only `bench` resolves it). A second
 # run downloads nothing: each step is skipped while the stamp of its inputs (setup.py, the poms)
 # is unchanged. The package itself never looks for this checkout: every command below exports
 # SPARK_PURGE_KAFKA_JARS (the test cluster launcher's broker jars), SPARK_PURGE_DELTA_JARS
 # (Delta's jars for a local SparkSession) and SPARK_PURGE_SPARK_KAFKA_JARS (Spark's Kafka
-# connector, which the tests' session adds) pointing into .cache/jars.
+# connector, which the tests' session adds) and SPARK_PURGE_KAFKA_STREAMS_JARS pointing into .cache/jars.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -58,6 +59,8 @@ setup() {
   # Spark's Kafka connector, for tests that run a real Structured Streaming consumer.
   setup_jars spark-kafka -DexcludeGroupIds=org.scala-lang,org.apache.logging.log4j,org.slf4j,org.apache.hadoop \
       -DexcludeArtifactIds=lz4-java,snappy-java,jsr305,spark-tags_2.13
+  # Kafka Streams (own kafka-clients), for tests that run a real streams-group member.
+  setup_jars kafka-streams
 }
 
 export SPARK_LOCAL_IP=127.0.0.1
@@ -66,6 +69,8 @@ export SPARK_PURGE_KAFKA_JARS=$ROOT/.cache/jars/kafka
 export SPARK_PURGE_DELTA_JARS=$ROOT/.cache/jars/delta
 # Spark's Kafka connector: the tests' session adds it, to run a real Structured Streaming consumer.
 export SPARK_PURGE_SPARK_KAFKA_JARS=$ROOT/.cache/jars/spark-kafka
+# Kafka Streams' jars: the streams-group member helper's classpath (spark_purge/testing/streams.py).
+export SPARK_PURGE_KAFKA_STREAMS_JARS=$ROOT/.cache/jars/kafka-streams
 cmd=${1:-help}; [[ $# -gt 0 ]] && shift
 case $cmd in
   setup) setup ;;

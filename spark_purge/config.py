@@ -50,6 +50,7 @@ import yaml
 from spark_purge._time import DURATION_HINT, as_utc, format_duration, parse_duration, parse_timestamp
 from spark_purge.errors import ConfigError
 from spark_purge.kafka.settings import SECRET_FIELDS, ClientKwargs, ConnectionSettings
+from spark_purge.schemas import EXTERNAL_SPARK_CHECKPOINT, EXTERNAL_STATIC_HOLD
 
 END = -1  # manual offset sentinel for the high watermark, as in kafka-delete-records.sh
 GROUP_POLICIES = ("block", "ignore")
@@ -368,11 +369,6 @@ class StreamConfig:
             raise _FieldError("checkpoint_location", f"expected a non-empty path or URI, got {self.checkpoint_location!r}")
         if self.trigger_interval <= 0:
             raise _FieldError("trigger_interval", f"expected a positive duration, got {self.trigger_interval}ms")
-
-
-EXTERNAL_SPARK_CHECKPOINT = "spark_checkpoint"  # group_type of a Spark query's checkpoint position
-EXTERNAL_STATIC_HOLD = "static_hold"  # group_type of a configured hold
-EXTERNAL_GROUP_TYPES = (EXTERNAL_SPARK_CHECKPOINT, EXTERNAL_STATIC_HOLD)
 
 
 @dataclass(frozen=True)
@@ -929,7 +925,6 @@ def kafka_client_kwargs(
 __all__ = [
     "DURATION_HINT",
     "END",
-    "EXTERNAL_GROUP_TYPES",
     "EXTERNAL_SPARK_CHECKPOINT",
     "EXTERNAL_STATIC_HOLD",
     "AuditConfig",

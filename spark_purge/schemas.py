@@ -177,8 +177,11 @@ BINDING_CONSTRAINTS = (
 )
 
 # Values of GROUP_OFFSETS.group_type for consumers whose positions the purge reads outside Kafka
-# (configured under external_consumers): required wherever they have a row, in every rule.
-EXTERNAL_CONSUMER_TYPES = ("spark_checkpoint", "static_hold")
+# (configured under external_consumers, whose ``type`` names them): required wherever they have
+# a row, in every rule.
+EXTERNAL_SPARK_CHECKPOINT = "spark_checkpoint"  # a Spark query's checkpoint position
+EXTERNAL_STATIC_HOLD = "static_hold"  # a configured hold
+EXTERNAL_CONSUMER_TYPES = (EXTERNAL_SPARK_CHECKPOINT, EXTERNAL_STATIC_HOLD)
 # GROUP_OFFSETS.group_state of a group Kafka no longer knows (offsets expired, group deleted):
 # its last position seen by the purge, remembered in the progress store.
 VANISHED_STATE = "Vanished"

@@ -5,8 +5,9 @@
 - FindCoordinator: 1 batched request (v4; one per group before);
 - per coordinator, in parallel, one request per API: OffsetFetch v8 (classic, consumer and
   streams groups), DescribeGroups (classic), ConsumerGroupDescribe (KIP-848 consumer groups),
-  DescribeShareGroupOffsets and ShareGroupDescribe (KIP-932 share groups); which group needs
-  which read, the requests, the answers and the rows they make are in ``members``.
+  StreamsGroupDescribe (KIP-1071 streams groups), DescribeShareGroupOffsets and
+  ShareGroupDescribe (KIP-932 share groups); which group needs which read, the requests, the
+  answers and the rows they make are in ``members``.
   NOT_COORDINATOR drops our coordinator entry (and kafka-python's, which it never invalidates)
   and looks it up again, until the deadline.
 """

@@ -8,7 +8,8 @@ classic     OffsetFetch (commits) + DescribeGroups (state, members, ConsumerProt
 consumer    OffsetFetch (commits) + ConsumerGroupDescribe (KIP-848 state, members, assignments)
 share       DescribeShareGroupOffsets (the share-partition start offset, SPSO) +
             ShareGroupDescribe (state, members, assignments); share groups never commit
-streams     OffsetFetch only (StreamsGroupDescribe is not read yet: tasks, not partitions)
+streams     OffsetFetch (commits) + StreamsGroupDescribe (KIP-1071 state, topology, members'
+            active tasks: a task (subtopology, p) holds partition p of the subtopology's sources)
 ==========  ===============================================================================
 
 ``assemble_groups`` turns what was read into the snapshot contract:
@@ -37,10 +38,12 @@ from spark_purge.kafka.messages import (
     build_consumer_group_describe,
     build_describe_share_group_offsets,
     build_share_group_describe,
+    build_streams_group_describe,
     parse_classic_group_assignments,
     parse_consumer_group_describe,
     parse_describe_share_group_offsets,
     parse_share_group_describe,
+    parse_streams_group_describe,
 )
 from spark_purge.kafka.model import GroupInfo, SnapshotIssue, TopicPartitionKey
 from spark_purge.kafka.wire import AUTH_ERRORS, error_name
@@ -51,6 +54,7 @@ DESCRIBE_GROUPS = "DescribeGroups"
 CONSUMER_DESCRIBE = "ConsumerGroupDescribe"
 SHARE_OFFSETS = "DescribeShareGroupOffsets"
 SHARE_DESCRIBE = "ShareGroupDescribe"
+STREAMS_DESCRIBE = "StreamsGroupDescribe"
 
 NO_POSITION = -1  # committed_offset of a partition a group needs but has no position on
 # Classic group states in which members may have no assignment yet (the coordinator clears them
@@ -71,9 +75,11 @@ def reads_for(group_type: Optional[str]) -> tuple[str, ...]:
         return (SHARE_OFFSETS, SHARE_DESCRIBE)
     if group_type == "consumer":
         return (OFFSET_FETCH, CONSUMER_DESCRIBE)
+    if group_type == "streams":
+        return (OFFSET_FETCH, STREAMS_DESCRIBE)
     if group_type in (None, "", "classic"):
         return (OFFSET_FETCH, DESCRIBE_GROUPS)
-    return (OFFSET_FETCH,)  # streams (KIP-1071) and types this version does not know
+    return (OFFSET_FETCH,)  # types this version does not know
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,8 @@ def build_requests(read: str, groups: Sequence[str], offset_fetch_v8: bool) -> l
         return [(gs, build_consumer_group_describe(gs))]
     if read == SHARE_DESCRIBE:
         return [(gs, build_share_group_describe(gs))]
+    if read == STREAMS_DESCRIBE:
+        return [(gs, build_streams_group_describe(gs))]
     if read == SHARE_OFFSETS:
         # Every share-partition the group has state for: asking for the snapshot's topics would
         # list (with -1) partitions of topics the group never subscribed to.
@@ -151,6 +159,8 @@ def parse_answer(
             parsed = parse_share_group_describe(answer, topic_names)
         elif read == CONSUMER_DESCRIBE:
             parsed = parse_consumer_group_describe(answer, topic_names)
+        elif read == STREAMS_DESCRIBE:
+            parsed = parse_streams_group_describe(answer)
         else:
             parsed = parse_classic_group_assignments(answer)
         for g in groups:
@@ -257,6 +267,7 @@ __all__ = [
     "REBALANCING",
     "SHARE_DESCRIBE",
     "SHARE_OFFSETS",
+    "STREAMS_DESCRIBE",
     "Commits",
     "GroupReads",
     "Outcome",

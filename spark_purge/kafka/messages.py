@@ -10,6 +10,7 @@ API                             key      versions (4.4)      what spark-purge re
 DescribeShareGroupOffsets       90       0-1 (v1 adds Lag)   share-partition start offset (SPSO)
 ShareGroupDescribe              77       1 (v0 removed 4.1)  state, members, member assignments
 ConsumerGroupDescribe           69       0-1 (v1 MemberType) KIP-848 state, members, assignments
+StreamsGroupDescribe            89       0 (v1: KIP-1331)    KIP-1071 state, topology, members' tasks
 ==============================  =======  ==================  ======================================
 
 ListGroups with ``TypesFilter`` (v5, KIP-848) is already in kafka-python 3.0.12: the builder below
@@ -63,11 +64,20 @@ class ConsumerGroupDescribeResponse(ApiMessage, load_json=SCHEMA_PACKAGE):  # ty
     pass
 
 
+class StreamsGroupDescribeRequest(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
+    pass
+
+
+class StreamsGroupDescribeResponse(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
+    pass
+
+
 # Versions the builders pin: the ones a Kafka 4.4 broker answers (ApiVersions) and these schemas
 # define. kafka-python picks the highest version both sides support within [min, max].
 SHARE_OFFSETS_VERSIONS = (0, 1)
 SHARE_DESCRIBE_VERSIONS = (1, 1)
 CONSUMER_DESCRIBE_VERSIONS = (0, 1)
+STREAMS_DESCRIBE_VERSIONS = (0, 0)
 LIST_GROUPS_TYPES_MIN_VERSION = 5
 
 
@@ -118,11 +128,11 @@ class ShareGroupOffsets:
 
 @dataclass(frozen=True)
 class GroupDescription:
-    """A share or KIP-848 consumer group (ShareGroupDescribe / ConsumerGroupDescribe), or a classic
-    group (DescribeGroups)."""
+    """A share, KIP-848 consumer or KIP-1071 streams group (ShareGroupDescribe /
+    ConsumerGroupDescribe / StreamsGroupDescribe), or a classic group (DescribeGroups)."""
 
     group_id: str
-    group_type: str  # "share", "consumer" or "classic"
+    group_type: str  # "share", "consumer", "streams" or "classic"
     state: Optional[str]
     member_count: int
     # Partitions members hold now, and (consumer groups) the ones they are about to get.
@@ -201,6 +211,15 @@ def build_consumer_group_describe(groups: Iterable[str]) -> Any:
     )
 
 
+def build_streams_group_describe(groups: Iterable[str]) -> Any:
+    return StreamsGroupDescribeRequest(
+        group_ids=sorted(set(groups)),
+        include_authorized_operations=False,
+        min_version=STREAMS_DESCRIBE_VERSIONS[0],
+        max_version=STREAMS_DESCRIBE_VERSIONS[1],
+    )
+
+
 def build_list_groups(types: Collection[str] = (), states: Collection[str] = ()) -> Any:
     """ListGroups v5+ (the first with TypesFilter); empty filters list every group."""
     return ListGroupsRequest(
@@ -253,6 +272,49 @@ def parse_share_group_describe(response: Any, topic_names: Mapping[uuid.UUID, st
 def parse_consumer_group_describe(response: Any, topic_names: Mapping[uuid.UUID, str]) -> dict[str, GroupDescription]:
     """group id -> description of a KIP-848 consumer group (``topic_names`` as above)."""
     return _parse_describe(response, "consumer", topic_names)
+
+
+def parse_streams_group_describe(response: Any) -> dict[str, GroupDescription]:
+    """group id -> description of a KIP-1071 streams group.
+
+    A member's active task ``(subtopology, p)`` reads partition ``p`` of every source topic of
+    that subtopology (its user topics and the repartition topics it reads): those partitions are
+    what it holds (``assigned`` from ``Assignment``, ``target_assigned`` from
+    ``TargetAssignment``). Standby and warm-up tasks restore state stores from changelogs and read
+    no source topic. An active task whose subtopology the group's topology does not list (the
+    topology is null while the group is not initialised) makes the group's ``error``
+    ``UNKNOWN_SUBTOPOLOGY``: the caller must not read that as "holds nothing".
+    """
+    out: dict[str, GroupDescription] = {}
+    for g in response.groups:
+        err = error_name(g.error_code)
+        if err is not None:
+            out[g.group_id] = GroupDescription(
+                g.group_id, "streams", g.group_state or None, 0, error=err, error_message=g.error_message
+            )
+            continue
+        sources = _subtopology_sources(g.topology)
+        unknown: set[str] = set()
+        assigned: set[TopicPartitionKey] = set()
+        target: set[TopicPartitionKey] = set()
+        for m in g.members or ():
+            assigned |= _active_task_partitions(m.assignment, sources, unknown)
+            target |= _active_task_partitions(m.target_assignment, sources, unknown)
+        problem = f"active tasks of subtopologies {sorted(unknown)} the group's topology does not list" if unknown else None
+        out[g.group_id] = GroupDescription(
+            group_id=g.group_id,
+            group_type="streams",
+            state=g.group_state or None,
+            member_count=len(g.members or ()),
+            assigned=frozenset(assigned),
+            target_assigned=frozenset(target),
+            subscribed_topics=frozenset(t for ts in sources.values() for t in ts),
+            group_epoch=int(g.group_epoch),
+            assignment_epoch=int(g.assignment_epoch),
+            error="UNKNOWN_SUBTOPOLOGY" if problem else None,
+            error_message=problem,
+        )
+    return out
 
 
 def parse_list_groups(response: Any) -> ListedGroups:
@@ -382,6 +444,33 @@ def _assignment(
     return out
 
 
+def _subtopology_sources(topology: Any) -> dict[str, frozenset[str]]:
+    """subtopology id -> the topics its tasks read (source and repartition-source topics)."""
+    if topology is None:
+        return {}
+    return {
+        st.subtopology_id: frozenset(st.source_topics or ()) | {t.name for t in st.repartition_source_topics or ()}
+        for st in topology.subtopologies or ()
+    }
+
+
+def _active_task_partitions(
+    assignment: Any, sources: Mapping[str, frozenset[str]], unknown: set[str]
+) -> set[TopicPartitionKey]:
+    """(topic, partition) pairs the active tasks of one streams assignment read; subtopologies
+    ``sources`` does not list go to ``unknown``."""
+    out: set[TopicPartitionKey] = set()
+    if assignment is None:
+        return out
+    for task in assignment.active_tasks or ():
+        topics = sources.get(task.subtopology_id)
+        if topics is None:
+            unknown.add(task.subtopology_id)
+            continue
+        out.update((t, int(p)) for t in topics for p in task.partitions or ())
+    return out
+
+
 def _uuid_or_none(value: Any) -> Optional[uuid.UUID]:
     if value is None:
         return None
@@ -393,6 +482,7 @@ __all__ = [
     "CONSUMER_DESCRIBE_VERSIONS",
     "SHARE_DESCRIBE_VERSIONS",
     "SHARE_OFFSETS_VERSIONS",
+    "STREAMS_DESCRIBE_VERSIONS",
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupDescribeResponse",
     "DescribeShareGroupOffsetsRequest",
@@ -405,14 +495,18 @@ __all__ = [
     "ShareGroupDescribeResponse",
     "ShareGroupOffsets",
     "SharePartitionOffset",
+    "StreamsGroupDescribeRequest",
+    "StreamsGroupDescribeResponse",
     "build_consumer_group_describe",
     "build_describe_share_group_offsets",
     "build_list_groups",
     "build_share_group_describe",
+    "build_streams_group_describe",
     "error_name",
     "parse_classic_group_assignments",
     "parse_consumer_group_describe",
     "parse_describe_share_group_offsets",
     "parse_list_groups",
     "parse_share_group_describe",
+    "parse_streams_group_describe",
 ]

@@ -47,12 +47,15 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
     """Per selected partition: missing groups, stale groups, the lowest counted commit.
 
     ``selected`` has the partition keys plus ``TOPIC_RULES`` columns. Output columns:
-    ``missing``, ``missing_external``, ``stale``, ``gmin`` (struct offset, stale, group_id, group_type, vanished),
+    ``missing`` (and ``missing_typed``: structs group_id, group_type), ``missing_external``, ``stale``,
+    ``gmin`` (struct offset, stale, group_id, group_type, vanished),
     ``n_commits``. A row with ``committed_offset`` -1 (members hold the partition, no position)
     is no commit: the group is missing there.
     """
-    commits = groups.where(F.col("committed_offset") >= 0).select(
-        "snapshot_id", "topic", "partition", "group_id", "committed_offset", "group_type",
+    # Every group row, its offset null when it is no commit (-1): a missing group keeps its type.
+    commits = groups.select(
+        "snapshot_id", "topic", "partition", "group_id",
+        F.when(F.col("committed_offset") >= 0, F.col("committed_offset")).alias("committed_offset"), "group_type",
         F.coalesce(F.lower(F.col("group_state")) == VANISHED_STATE.lower(), F.lit(False)).alias("vanished"),
     )
     keys = ["snapshot_id", "topic", "partition"]
@@ -80,6 +83,15 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
     counted = F.col("committed_offset").isNotNull() & ~(F.col("is_stale") & F.col("ignore_stale"))
     return rows.groupBy("snapshot_id", "topic", "partition").agg(
         F.array_sort(F.collect_list(F.when(F.col("committed_offset").isNull(), F.col("group_id")))).alias("missing"),
+        # The same, with each group's type (null: no row at all), in the same order.
+        F.array_sort(
+            F.collect_list(
+                F.when(
+                    F.col("committed_offset").isNull(),
+                    F.struct(F.col("group_id").alias("group_id"), F.col("group_type").alias("group_type")),
+                )
+            )
+        ).alias("missing_typed"),
         # An external consumer without a position on a partition it reads blocks it, whatever
         # on_missing_commit says (it was configured because it needs the topic).
         F.array_sort(

@@ -293,7 +293,11 @@ _GROUP_BOUNDS = ("group", "stale_group", "vanished_group", "external")
 
 
 def _blocking_group_type() -> Column:
-    return F.when(~F.col("blocked") & F.col("c_bound").isin(*_GROUP_BOUNDS), F.col("gmin.group_type"))
+    """The type of ``_blocking_group``: the first missing group's under missing_commit."""
+    first_missing = F.try_element_at(F.col("missing_typed"), F.lit(1))  # null array or [] -> null
+    return F.when(F.col("binding_constraint") == "missing_commit", first_missing.getField("group_type")).when(
+        ~F.col("blocked") & F.col("c_bound").isin(*_GROUP_BOUNDS), F.col("gmin.group_type")
+    )
 
 
 def _why_bound() -> Column:

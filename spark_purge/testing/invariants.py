@@ -34,15 +34,22 @@ whose product support exists, ``DEFAULT_KINDS``):
   ``offsets.retention.minutes=1``, ``offsets.retention.check.interval.ms=1000``; the other
   groups re-commit meanwhile so only it expires). The oracle keeps holding its last commit, as
   the purge must (vanished groups).
-- ``spark_stream`` (opt-in): a Spark Structured Streaming query as an ``external_consumers``
-  entry; refused with a clear message while the config does not accept that section.
+- ``spark_stream``: a real Spark Structured Streaming query (Spark's Kafka connector, Kafka ->
+  Delta) on topics A and B, configured as an ``external_consumers`` ``spark_checkpoint`` entry.
+  It runs (``availableNow``, a random ``maxOffsetsPerTrigger``, so a few micro-batches, then it
+  stops) before the first cycle and every ``STREAM_EVERY`` cycles. Its oracle position on p is
+  computed from what the query wrote, never from its checkpoint: the highest offset in its Delta
+  sink + 1; where it wrote nothing, the log start when it first saw p (0 for a partition added
+  after its last run: it will read that one from the start). A query run that fails (e.g. Kafka's
+  data loss, had the purge deleted records it still needed) is a violation.
 
     ./dev.sh py -m spark_purge.testing.invariants --cycles 200 --seed 7          # its own 3 nodes
     ./dev.sh py -m spark_purge.testing.invariants --cycles 20 --seed 1 --nodes 1 # no node faults
     ./dev.sh py -m spark_purge.testing.invariants --cycles 5 --nodes 1 --faults group_expiry,share_consume
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults spark_stream
 
 It prints cycles, faults injected by kind, records produced, share records accepted, groups
-expired, records deleted, audit rows checked and violations, and exits
+expired, Spark query runs and records read, records deleted, audit rows checked and violations, and exits
 0 only when there are no violations. ``tests/integration/faults/test_invariants.py`` runs a short
 version on the fault suite's cluster. Producing, commits, log start offsets and audit rows go
 through :mod:`spark_purge.testing.workload`, like every other harness.
@@ -51,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
 import sys
 import tempfile
@@ -70,7 +78,7 @@ from kafka.structs import TopicPartition
 from pyspark.sql import SparkSession
 
 from spark_purge.config import PurgeConfig, from_dict
-from spark_purge.errors import ConfigError, from_spark_exception
+from spark_purge.errors import from_spark_exception
 from spark_purge.pipeline import PurgePipeline
 from spark_purge.testing import share, workload
 from spark_purge.testing.cluster import LocalKafka
@@ -88,12 +96,16 @@ FAULTS = ("node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_adde
 CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
 ALL_KINDS = FAULTS + CONSUMER_KINDS
 #: What runs unless ``--faults`` says otherwise: the kinds whose product support is in this build.
-DEFAULT_KINDS = FAULTS + ("share_consume",)
+DEFAULT_KINDS = FAULTS + ("share_consume", "spark_stream")
 NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle")
 SHARE_EVERY = 3  # the share consumer runs every SHARE_EVERY cycles (a JVM start costs seconds)
 SHARE_MAX_ACCEPT = 120
 SHARE_DELIVERY_LIMIT = 10  # share.delivery.count.limit asked of the share group (Kafka's maximum)
 EXPIRY_TIMEOUT_S = 180.0
+STREAM_EVERY = 2  # the Spark query runs every STREAM_EVERY cycles (a few micro-batches each)
+STREAM_MAX_PER_BATCH = (60, 200)  # its maxOffsetsPerTrigger, drawn per run: 1-3 micro-batches
+STREAM_TIMEOUT_S = 600.0  # one run; a run cut short is a note (the purge then holds more), not a violation
+STREAM_NAME = "inv-query"  # its name under external_consumers
 EXPIRY_BROKER_CONFIG = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
 
 
@@ -107,19 +119,13 @@ def parse_kinds(text: str) -> tuple[str, ...]:
 
 
 def spark_stream_refusal() -> Optional[str]:
-    """Why the ``spark_stream`` kind cannot run in this build (None: it can)."""
-    probe = {"kafka": {"bootstrap_servers": "localhost:9092"}, "rules": [{"name": "r", "topics": "t", "min_retention": "0s"}], "external_consumers": []}
-    try:
-        from_dict(probe)
-    except ConfigError as err:
-        return (
-            "spark_stream: a Spark Structured Streaming consumer is configured under `external_consumers`, "
-            f"which spark_purge.config.from_dict does not accept in this build ({err}); "
-            "leave spark_stream out of --faults until the external-consumers config section is merged"
-        )
+    """Why the ``spark_stream`` kind cannot run here (None: it can): it needs Spark's Kafka
+    connector."""
+    if workload.spark_kafka_jars():
+        return None
     return (
-        "spark_stream: `external_consumers` is accepted by this build, but the checker's Spark streaming "
-        "workload is not written yet; leave spark_stream out of --faults"
+        f"spark_stream: Spark's Kafka connector is not in {workload.SPARK_KAFKA_JARS_ENV} "
+        f"({os.environ.get(workload.SPARK_KAFKA_JARS_ENV)!r}): run `./dev.sh setup`, or leave spark_stream out of --faults"
     )
 
 
@@ -132,6 +138,9 @@ class InvariantReport:
     share_accepted: int = 0
     share_runs_failed: int = 0
     groups_expired: int = 0
+    stream_runs: int = 0
+    stream_runs_failed: int = 0
+    stream_records: int = 0
     notes: list[str] = field(default_factory=list)
     records_deleted: int = 0
     audit_rows_checked: int = 0
@@ -150,6 +159,7 @@ class InvariantReport:
             f"records produced:   {self.records_produced}",
             f"share accepted:     {self.share_accepted} (failed share runs: {self.share_runs_failed})",
             f"groups expired:     {self.groups_expired}",
+            f"spark query:        {self.stream_runs} runs ({self.stream_runs_failed} failed), {self.stream_records} records read",
             f"records deleted:    {self.records_deleted}",
             f"audit rows checked: {self.audit_rows_checked}",
             f"cycle errors:       {len(self.cycle_errors)}",
@@ -188,14 +198,15 @@ class InvariantWorkload:
             raise ValueError(f"schedule/kinds: unknown kind(s) {unknown}; expected None or one of {list(ALL_KINDS)}")
         self.schedule = list(schedule) if schedule else None  # fault per cycle (cycled), instead of random
         self.kinds = tuple(kinds) + tuple(k for k in self.schedule or () if k is not None and k not in kinds)
-        if "spark_stream" in self.kinds:
-            raise ValueError(spark_stream_refusal())
+        refusal = spark_stream_refusal() if "spark_stream" in self.kinds else None
+        if refusal:
+            raise ValueError(refusal)
         if "group_expiry" in self.kinds:
             missing = {k: v for k, v in EXPIRY_BROKER_CONFIG.items() if cluster.broker_config.get(k) != v}
             if missing:
                 raise ValueError(f"group_expiry needs the cluster started with broker config {missing}")
-        # Drawn at random: the faults; the share consumer runs on its own rhythm instead.
-        self.drawn = tuple(k for k in self.kinds if k != "share_consume")
+        # Drawn at random: the faults; the share consumer and the Spark query run on their own rhythm.
+        self.drawn = tuple(k for k in self.kinds if k not in ("share_consume", "spark_stream"))
 
         self.spark = spark
         self.cluster = cluster
@@ -227,6 +238,10 @@ class InvariantWorkload:
         self.share_stopped = False
         # Expiring groups: the one committed last cycle, waiting for Kafka to forget it.
         self.expiring: Optional[str] = None
+        # The Spark query on A and B: its oracle position per partition (see _stream_position).
+        self.stream_sink = self.workdir / "stream-sink"
+        self.stream_read: dict[TopicPartitionKey, int] = {}  # sink max offset + 1
+        self.stream_first_seen: dict[TopicPartitionKey, int] = {}  # log start when it first saw p
 
     # ---- setup ------------------------------------------------------------------------------
     def _config(self, delete_timeout: str) -> PurgeConfig:
@@ -244,8 +259,15 @@ class InvariantWorkload:
                 ],
                 "audit": {"path": str(self.workdir / "audit")},
                 "stream": {"checkpoint_location": str(self.workdir / "checkpoint"), "trigger_interval": "1s"},
+                "external_consumers": self._external_consumers(),
             }
         )
+
+    def _external_consumers(self) -> list[dict[str, str]]:
+        if "spark_stream" not in self.kinds:
+            return []
+        topics = f"{self.topic_a}|{self.topic_b}"
+        return [{"name": STREAM_NAME, "spark_checkpoint": (self.workdir / "stream-checkpoint").as_uri(), "topics": topics}]
 
     def _new_producer(self) -> KafkaProducer:
         return KafkaProducer(
@@ -297,6 +319,11 @@ class InvariantWorkload:
         if fault in NODE_FAULTS and len(self.cluster.node_ids) < 3:
             others = [k for k in self.drawn if k not in NODE_FAULTS]  # one node: no node faults
             fault = self.rng.choice(others) if others else None
+        stream_due = "spark_stream" in self.kinds and (cycle % STREAM_EVERY == 0 or fault == "spark_stream")
+        if stream_due:
+            self._stream_run()
+            self.report.faults["spark_stream"] += 1
+            fault = None if fault == "spark_stream" else fault
         share_due = "share_consume" in self.kinds and self.schedule is None and cycle % SHARE_EVERY == 0
         if fault == "share_consume" or share_due:
             if self._share_consume():
@@ -422,6 +449,37 @@ class InvariantWorkload:
             )
         return True
 
+    # ---- the Spark Structured Streaming query on A and B --------------------------------------
+    def _stream_run(self) -> None:
+        """One availableNow run of the real query (a few micro-batches); then the checker reads
+        what it wrote. A failed run (data loss: records it needed were deleted) is a violation."""
+        tps = [tp for topic in self.partitions for tp in self._tps(topic)]
+        if not self.stream_first_seen:  # its first run starts from the earliest offsets: p's log start
+            self.stream_first_seen = workload.log_start_offsets(self.admin, tps)
+        # A partition added later it reads from offset 0 (Spark reports data loss otherwise).
+        self.stream_first_seen.update({tp: 0 for tp in tps if tp not in self.stream_first_seen})
+        try:
+            workload.run_stream_query(
+                self.spark, self.cluster.bootstrap_servers, [self.topic_a, self.topic_b],
+                self.workdir / "stream-checkpoint", self.stream_sink, self.rng.randint(*STREAM_MAX_PER_BATCH),
+                timeout_s=STREAM_TIMEOUT_S,
+            )
+        except WorkloadError as err:
+            self.report.stream_runs_failed += 1
+            if any(word in str(err).lower() for word in ("data loss", "lost", "out of range", "outofrange")):
+                self.report.violations.append(f"spark query run {self.report.stream_runs}: {err}")
+            else:
+                self.report.notes.append(f"spark query run {self.report.stream_runs} failed: {err}")
+        self.report.stream_runs += 1
+        self.stream_read = workload.sink_positions(self.spark, self.stream_sink)
+        self.report.stream_records = sum(self.stream_read.get(tp, start) - start for tp, start in self.stream_first_seen.items())
+
+    def _stream_position(self, tp: TopicPartitionKey) -> Optional[int]:
+        """The query's position on ``tp`` as the checker knows it (None: it has not run yet)."""
+        if not self.report.stream_runs:
+            return None
+        return self.stream_read.get(tp, self.stream_first_seen.get(tp, 0))
+
     # ---- expiring groups ------------------------------------------------------------------
     def _start_expiring_group(self, cycle: int) -> None:
         """A new group commits low on B once; the next cycle waits until Kafka forgot it."""
@@ -515,6 +573,9 @@ class InvariantWorkload:
         safe = min([self.commits[g][tp] for g in required] + [hw])
         if topic == self.topic_b and self.share_joined is not None:
             safe = min(safe, self._share_position(tp))  # required on B since its first run
+        stream = self._stream_position(tp) if "spark_stream" in self.kinds else None
+        if stream is not None:
+            safe = min(safe, stream)  # the Spark query reads A and B
         if topic == self.topic_b:
             # +1 ms of slack for the snapshot time's rounding; records stamped before the floor.
             floor_ms = snapshot_ms - FLOOR_MS + 1
@@ -611,15 +672,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         kinds = parse_kinds(args.faults)
     except ValueError as err:
         parser.error(f"--faults: {err}")
-    if "spark_stream" in kinds:
-        parser.error(spark_stream_refusal() or "")
+    refusal = spark_stream_refusal() if "spark_stream" in kinds else None
+    if refusal:
+        parser.error(refusal)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # node kills are expected here
 
     from spark_purge.session import get_spark
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="spark-purge-invariants-"))
-    spark = get_spark("spark-purge-invariants", master="local[2]", conf={"spark.sql.shuffle.partitions": "1"})
+    spark = get_spark(
+        "spark-purge-invariants", master="local[2]", conf={"spark.sql.shuffle.partitions": "1"}, extra=workload.spark_kafka_jars()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     broker_config = {"auto.leader.rebalance.enable": "false", **(EXPIRY_BROKER_CONFIG if "group_expiry" in kinds else {})}
     with LocalKafka(nodes=args.nodes, broker_config=broker_config) as cluster:

@@ -1,10 +1,14 @@
-"""Real Kafka 4.4 consumers for the integration tests and the invariant checker: a share consumer
-(KIP-932) that acknowledges an exact number of records, and a KIP-848 consumer that holds an
-assignment without committing.
+"""Real Kafka consumers for the integration tests and the invariant checker: a share consumer
+(KIP-932) that acknowledges an exact number of records, a KIP-848 consumer that holds an
+assignment without committing, and a Kafka Streams application in a streams group (KIP-1071)
+that holds its tasks without committing.
 
-Both are ``spark_purge/testing/java/ShareConsume.java``, compiled with ``javac`` on first use
-against the broker jars (``.cache/jars/kafka`` or ``SPARK_PURGE_KAFKA_JARS``) into a temp folder
-keyed by the source and jar list. Every JVM is stopped by its own PID (terminate, then kill).
+The first two are ``spark_purge/testing/java/ShareConsume.java``, compiled with ``javac`` on first
+use against the broker jars (``.cache/jars/kafka`` or ``SPARK_PURGE_KAFKA_JARS``); the streams
+member is ``java/StreamsHold.java``, compiled against Kafka Streams' jars
+(``.cache/jars/kafka-streams`` or ``SPARK_PURGE_KAFKA_STREAMS_JARS``: Kafka Streams 4.3.1 with its
+own kafka-clients, the newest on Maven Central). Each compiles into a temp folder keyed by the
+source and jar list. Every JVM is stopped by its own PID (terminate, then kill).
 """
 from __future__ import annotations
 
@@ -29,6 +33,8 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest
 from spark_purge.testing.cluster import kafka_jars_dir
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "ShareConsume.java"
+STREAMS_SOURCE = Path(__file__).resolve().parent / "java" / "StreamsHold.java"
+STREAMS_JARS_ENV = "SPARK_PURGE_KAFKA_STREAMS_JARS"
 GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP (KIP-848 / KIP-932 group configs)
 _SET = 0  # IncrementalAlterConfigs operation SET
 _compile_lock = threading.Lock()
@@ -50,24 +56,36 @@ def _die_with_parent() -> None:
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-def compiled_classpath() -> str:
-    """Classpath with the compiled helper and the Kafka client jars (compiles once per source)."""
-    jars = kafka_jars_dir()
-    digest = hashlib.sha256(JAVA_SOURCE.read_bytes())
+def streams_jars_dir() -> Path:
+    """The folder with Kafka Streams' jars (``$SPARK_PURGE_KAFKA_STREAMS_JARS``)."""
+    named = os.environ.get(STREAMS_JARS_ENV)
+    folder = Path(named) if named else None
+    if folder is None or not any(folder.glob("kafka-streams-*.jar")):
+        raise RuntimeError(
+            f"no Kafka Streams jars (kafka-streams-*.jar) in {STREAMS_JARS_ENV}={named!r}: run "
+            "`./dev.sh setup`, which resolves them from Maven Central into .cache/jars/kafka-streams"
+        )
+    return folder
+
+
+def _compiled(source: Path, jars: Path) -> str:
+    """Classpath with ``source`` compiled against ``jars`` and the jars (compiles once per source
+    and jar list)."""
+    digest = hashlib.sha256(source.read_bytes())
     digest.update("\n".join(sorted(p.name for p in jars.glob("*.jar"))).encode())
     out = Path(tempfile.gettempdir()) / f"spark-purge-java-{digest.hexdigest()[:16]}"
     with _compile_lock:
-        if not (out / "ShareConsume.class").exists():
+        if not (out / f"{source.stem}.class").exists():
             staging = Path(tempfile.mkdtemp(prefix="spark-purge-javac-"))
             try:
                 result = subprocess.run(
-                    [_java_tool("javac"), "-d", str(staging), "-cp", str(jars / "*"), str(JAVA_SOURCE)],
+                    [_java_tool("javac"), "-d", str(staging), "-cp", str(jars / "*"), str(source)],
                     capture_output=True,
                     text=True,
                     timeout=180,
                 )
                 if result.returncode != 0:
-                    raise RuntimeError(f"javac ShareConsume.java failed:\n{result.stderr}")
+                    raise RuntimeError(f"javac {source.name} failed:\n{result.stderr}")
                 out.mkdir(parents=True, exist_ok=True)
                 for cls in staging.glob("*.class"):
                     os.replace(cls, out / cls.name)
@@ -76,15 +94,20 @@ def compiled_classpath() -> str:
     return f"{out}{os.pathsep}{jars / '*'}"
 
 
-def _java_cmd(*args: str) -> list[str]:
+def compiled_classpath() -> str:
+    """Classpath with the compiled ShareConsume helper and the Kafka client jars."""
+    return _compiled(JAVA_SOURCE, kafka_jars_dir())
+
+
+def _java_cmd(*args: str, classpath: Optional[str] = None, main: str = "ShareConsume") -> list[str]:
     return [
         _java_tool("java"),
         "-Xmx256m",
         "-XX:TieredStopAtLevel=1",
         "-Djava.awt.headless=true",
         "-cp",
-        compiled_classpath(),
-        "ShareConsume",
+        classpath or compiled_classpath(),
+        main,
         *args,
     ]
 
@@ -177,8 +200,10 @@ def share_consume(
     return share_run(bootstrap, group, topic, accept, settle, timeout_s).accepted
 
 
-class Kip848Consumer:
-    """A running KIP-848 consumer (``group.protocol=consumer``) that never commits."""
+class HoldingMember:
+    """A running group member that holds an assignment and never commits: a KIP-848 consumer
+    (``group.protocol=consumer``) or a Kafka Streams application (``group.protocol=streams``).
+    Both helpers print ``ASSIGNED <topic>-<partition>,...`` when what they hold changes."""
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.proc = proc
@@ -203,15 +228,18 @@ class Kip848Consumer:
         deadline = time.monotonic() + timeout_s
         while not self._event.wait(0.2):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"KIP-848 consumer got no assignment (exit {self.proc.poll()}): {self.lines[-20:]}")
+                raise AssertionError(f"group member got no assignment (exit {self.proc.poll()}): {self.lines[-20:]}")
         assert self.assigned is not None
         return set(self.assigned)
 
 
-def _spawn_member(mode: str, bootstrap: str, group: str, topic: str) -> subprocess.Popen[str]:
+Kip848Consumer = HoldingMember  # the name the KIP-848 tests know it by
+
+
+def _spawn(cmd: list[str]) -> subprocess.Popen[str]:
     """A long-lived helper process (it exits when its stdin closes), stopped by the caller."""
     return subprocess.Popen(
-        _java_cmd(mode, bootstrap, group, topic),
+        cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.PIPE,
@@ -221,34 +249,9 @@ def _spawn_member(mode: str, bootstrap: str, group: str, topic: str) -> subproce
 
 
 @contextmanager
-def kip848_consumer(bootstrap: str, group: str, topic: str) -> Iterator[Kip848Consumer]:
-    """A KIP-848 consumer subscribed to ``topic``; stopped (stdin closed, then by PID) on exit."""
-    proc = _spawn_member("consumer", bootstrap, group, topic)
+def _running(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """Yields ``proc``; on exit closes its stdin (the helpers exit on EOF), then stops it by PID."""
     try:
-        yield Kip848Consumer(proc)
-    finally:
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()  # the helper exits on stdin EOF
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-        finally:
-            _stop(proc)
-
-
-@contextmanager
-def idle_share_member(bootstrap: str, group: str, topic: str, timeout_s: float = 60.0) -> Iterator[subprocess.Popen[str]]:
-    """A live share-group member subscribed to ``topic`` that acknowledges nothing; stopped on exit."""
-    proc = _spawn_member("share-idle", bootstrap, group, topic)
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        line = ""
-        while line.strip() != "JOINED":
-            line = proc.stdout.readline()
-            if not line or time.monotonic() > deadline:
-                raise AssertionError(f"share member did not join (exit {proc.poll()})")
         yield proc
     finally:
         try:
@@ -259,3 +262,38 @@ def idle_share_member(bootstrap: str, group: str, topic: str, timeout_s: float =
             pass
         finally:
             _stop(proc)
+
+
+@contextmanager
+def kip848_consumer(bootstrap: str, group: str, topic: str) -> Iterator[HoldingMember]:
+    """A KIP-848 consumer subscribed to ``topic``; stopped (stdin closed, then by PID) on exit."""
+    with _running(_spawn(_java_cmd("consumer", bootstrap, group, topic))) as proc:
+        yield HoldingMember(proc)
+
+
+@contextmanager
+def streams_member(bootstrap: str, group: str, topic: str) -> Iterator[HoldingMember]:
+    """A Kafka Streams application (application.id ``group``, ``group.protocol=streams``) reading
+    ``topic`` that never commits (java/StreamsHold.java); stopped (stdin closed: it halts without
+    the commit a clean close makes, then by PID) on exit. Its state dir is removed after."""
+    state_dir = tempfile.mkdtemp(prefix="spark-purge-streams-")
+    classpath = _compiled(STREAMS_SOURCE, streams_jars_dir())
+    try:
+        with _running(_spawn(_java_cmd(bootstrap, group, topic, state_dir, classpath=classpath, main="StreamsHold"))) as proc:
+            yield HoldingMember(proc)
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@contextmanager
+def idle_share_member(bootstrap: str, group: str, topic: str, timeout_s: float = 60.0) -> Iterator[subprocess.Popen[str]]:
+    """A live share-group member subscribed to ``topic`` that acknowledges nothing; stopped on exit."""
+    with _running(_spawn(_java_cmd("share-idle", bootstrap, group, topic))) as proc:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        line = ""
+        while line.strip() != "JOINED":
+            line = proc.stdout.readline()
+            if not line or time.monotonic() > deadline:
+                raise AssertionError(f"share member did not join (exit {proc.poll()})")
+        yield proc

@@ -15,6 +15,7 @@ again until a deadline, then reported as ``WorkloadError`` naming the step.
 """
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -351,3 +352,60 @@ def audit_commit_versions(spark: SparkSession, source: AuditSource) -> dict[str,
     """Delta commit version per ``userMetadata`` (``intent:<batch>`` / ``outcome:<batch>``)."""
     history = spark.sql(f"DESCRIBE HISTORY delta.`{_audit_path(source)}`").collect()
     return {h["userMetadata"]: h["version"] for h in history if h["userMetadata"]}
+
+
+# ---- a real Spark Structured Streaming consumer ----------------------------------------------
+
+SPARK_KAFKA_JARS_ENV = "SPARK_PURGE_SPARK_KAFKA_JARS"
+
+
+def spark_kafka_jars() -> list[str]:
+    """Spark's Kafka connector folder (``$SPARK_PURGE_SPARK_KAFKA_JARS``), when it holds jars
+    (``./dev.sh setup`` fills it): what ``get_spark(extra=...)`` needs to run a Kafka query."""
+    named = os.environ.get(SPARK_KAFKA_JARS_ENV)
+    folder = Path(named) if named else None
+    return [str(folder)] if folder is not None and folder.is_dir() and any(folder.glob("*.jar")) else []
+
+
+def run_stream_query(
+    spark: SparkSession,
+    bootstrap: str,
+    topics: Sequence[str],
+    checkpoint: Union[str, Path],
+    sink: Union[str, Path],
+    max_per_batch: int = 30,
+    timeout_s: float = 180.0,
+) -> None:
+    """A real Structured Streaming consumer (Spark's Kafka connector): Kafka -> Delta (topic,
+    partition, offset, value), from the earliest offsets, at most ``max_per_batch`` records per
+    micro-batch, until what is available now has been read (``availableNow``); then it stops.
+    Its position is in ``checkpoint``. Raises ``WorkloadError`` naming the query's error (e.g.
+    the data loss Kafka reports when records it still needed were deleted)."""
+    frames = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", ",".join(topics))
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", max_per_batch)
+        .load()
+        .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value")
+    )
+    query = frames.writeStream.format("delta").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start(str(sink))
+    try:
+        if not query.awaitTermination(int(timeout_s)):
+            raise WorkloadError(f"the Spark query on {list(topics)} did not finish in {timeout_s:.0f}s")
+    except WorkloadError:
+        raise
+    except Exception as exc:  # StreamingQueryException: name the query's own error
+        raise WorkloadError(f"the Spark query on {list(topics)} failed: {str(exc).splitlines()[0][:300]}") from exc
+    finally:
+        query.stop()
+
+
+def sink_positions(spark: SparkSession, sink: Union[str, Path]) -> dict[TopicPartitionKey, int]:
+    """(topic, partition) -> the highest offset a query wrote to its Delta ``sink``, plus 1 (the
+    next record it will read), for every partition it wrote a record of; {} before its first."""
+    if not DeltaTable.isDeltaTable(spark, str(sink)):
+        return {}
+    rows = spark.read.format("delta").load(str(sink)).groupBy("topic", "partition").max("offset").collect()
+    return {(r[0], int(r[1])): int(r[2]) + 1 for r in rows}

@@ -1,4 +1,4 @@
-"""The real Kafka 4.4 consumers the integration tests use; they live in
+"""The real Kafka consumers the integration tests use; they live in
 :mod:`spark_purge.testing.share` (the invariant checker runs them too)."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from spark_purge.testing.share import (
     set_group_config,
     share_consume,
     share_run,
+    streams_member,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "set_group_config",
     "share_consume",
     "share_run",
+    "streams_member",
 ]

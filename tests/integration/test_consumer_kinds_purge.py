@@ -1,6 +1,6 @@
 """End to end on a real Kafka 4.4 broker with real Spark + Delta: a purge never cuts past a share
-group's acknowledged position, nor past partitions a KIP-848 group's members hold without a
-commit. (Before the snapshot read these, the share group's 90 unacknowledged records were
+group's acknowledged position, nor past partitions a KIP-848 group's members or a streams
+group's (KIP-1071) tasks hold without a commit. (Before the snapshot read these, the share group's 90 unacknowledged records were
 deleted under discovery; the KIP-848 group's were too.)"""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from spark_purge.testing.workload import (
     purge_config,
     run_cycle,
 )
-from tests.integration.share_helpers import kip848_consumer, set_group_config, share_consume
+from tests.integration.share_helpers import kip848_consumer, set_group_config, share_consume, streams_member
 
 
 def _wait_for_row(cluster: LocalKafka, topic: str, group: str, want: Callable[[int], bool], timeout_s: float = 30.0) -> None:
@@ -89,4 +89,31 @@ def test_kip848_members_without_a_commit_block_the_purge(
     assert [(r["partition"], r["status"], r["binding_constraint"], r["blocking_group"]) for r in rows] == [
         (0, "skipped", "missing_commit", group),
         (1, "skipped", "missing_commit", group),
+    ]
+
+
+def test_streams_group_tasks_without_a_commit_block_the_purge(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """A real Kafka Streams application (group.protocol=streams) whose active tasks read both
+    partitions and that never commits: StreamsGroupDescribe's tasks hold them as missing commits."""
+    topic = new_topic("clicks", partitions=2)
+    produce(kafka_cluster.bootstrap_servers, topic, {0: 40, 1: 40})
+    app, fast = f"streams-{uuid.uuid4().hex[:6]}", f"fast-{uuid.uuid4().hex[:6]}"
+    commit_topic(admin, fast, topic, [40, 40])
+    with streams_member(kafka_cluster.bootstrap_servers, app, topic) as member:
+        assert member.wait_assigned(timeout_s=90) == {(topic, 0), (topic, 1)}
+        _wait_for_row(kafka_cluster, topic, app, lambda o: o == -1)
+        cfg = purge_config(tmp_path, kafka_cluster.bootstrap_servers, re.escape(topic), None)
+        pipeline = new_pipeline(spark, cfg)
+        try:
+            run_cycle(pipeline, 0)
+        finally:
+            pipeline.close()
+
+    assert log_starts(admin, topic, 2) == [0, 0]  # the application may still read from the start
+    rows = audit_rows(spark, cfg)
+    assert [(r["partition"], r["status"], r["binding_constraint"], r["blocking_group"], r["blocking_group_type"]) for r in rows] == [
+        (0, "skipped", "missing_commit", app, "streams"),
+        (1, "skipped", "missing_commit", app, "streams"),
     ]

@@ -26,8 +26,9 @@ from spark_purge.testing.workload import (
     produce,
     purge_config,
     run_cycle,
+    run_stream_query,
+    spark_kafka_jars,
 )
-from tests.conftest import spark_kafka_jars
 
 needs_connector = pytest.mark.skipif(not spark_kafka_jars(), reason="Spark's Kafka connector not resolved (./dev.sh setup)")
 
@@ -35,26 +36,7 @@ needs_connector = pytest.mark.skipif(not spark_kafka_jars(), reason="Spark's Kaf
 def run_spark_query(spark: SparkSession, bootstrap: str, topic: str, checkpoint: Path, sink: Path) -> None:
     """A real Structured Streaming consumer: Kafka -> Delta, from the earliest offsets, at most
     30 records per micro-batch, until what is available now has been read; then it stops."""
-    frames = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", 30)
-        .load()
-        .selectExpr("CAST(value AS STRING) AS value", "partition", "offset")
-    )
-    query = (
-        frames.writeStream.format("delta")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start(str(sink))
-    )
-    try:
-        assert query.awaitTermination(180), "the Spark query did not finish in 180s"
-        assert query.exception() is None, query.exception()
-    finally:
-        query.stop()
+    run_stream_query(spark, bootstrap, [topic], checkpoint, sink, max_per_batch=30)
 
 
 def external_config(tmp: Path, bootstrap: str, topic: str, consumers: list[dict[str, Any]], groups: list[str] | None = None) -> PurgeConfig:

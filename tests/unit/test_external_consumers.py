@@ -167,9 +167,3 @@ def test_snapshot_gains_the_rows_and_the_unreadable_consumer(spark: SparkSession
     assert all(unreadable_groups_of(r) == {"lost": f"{CHECKPOINT_UNREADABLE}: nowhere: checkpoint not found"} for r in rows)
     # Nothing configured (or nothing covering the snapshot): the very same DataFrame.
     assert with_external_consumers(snapshot, [], MemoryFiles({})) is snapshot
-
-
-def test_config_kinds_are_the_policys_external_types() -> None:
-    from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
-
-    assert set(c.EXTERNAL_GROUP_TYPES) == set(EXTERNAL_CONSUMER_TYPES)

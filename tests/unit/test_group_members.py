@@ -71,6 +71,20 @@ def described(*groups: tuple[str, int, list[tuple[str, int]]], target: Optional[
     return NS(groups=out)
 
 
+def streams_described(group: str, active: list[tuple[str, list[int]]], sources: dict[str, list[str]]) -> NS:
+    """StreamsGroupDescribe: one member with active tasks [(subtopology, partitions)] and the
+    topology's subtopology -> source topics."""
+    topology = NS(
+        epoch=1,
+        subtopologies=[NS(subtopology_id=st, source_topics=ts, repartition_source_topics=[]) for st, ts in sources.items()],
+    )
+    tasks = [NS(subtopology_id=st, partitions=ps) for st, ps in active]
+    member = NS(assignment=NS(active_tasks=tasks), target_assignment=NS(active_tasks=[]))
+    answer = NS(group_id=group, error_code=0, error_message=None, group_state="Stable", group_epoch=1, assignment_epoch=1)
+    answer.topology, answer.members = topology, [member]
+    return NS(groups=[answer])
+
+
 def offset_fetch(*groups: tuple[str, int, list[tuple[str, int, int]]]) -> NS:
     """OffsetFetch v8: (group, error, [(topic, partition, committed)])."""
     out = []
@@ -164,7 +178,7 @@ def test_reads_by_group_type() -> None:
     assert reads_for("share") == ("DescribeShareGroupOffsets", "ShareGroupDescribe")
     assert reads_for("consumer") == ("OffsetFetch", "ConsumerGroupDescribe")
     assert reads_for("classic") == ("OffsetFetch", "DescribeGroups")
-    assert reads_for("streams") == ("OffsetFetch",)
+    assert reads_for("streams") == ("OffsetFetch", "StreamsGroupDescribe")
 
 
 def test_one_request_per_api_and_coordinator_and_the_rows_they_make() -> None:
@@ -177,6 +191,7 @@ def test_one_request_per_api_and_coordinator_and_the_rows_they_make() -> None:
             ("ShareGroupDescribeRequest", 2): [described(("b", 0, []))],
             ("ConsumerGroupDescribeRequest", 1): [described(("k", 0, [("orders", 1)]), target=[("orders", 2)])],
             ("OffsetFetchRequest", 1): [offset_fetch(("k", 0, [("orders", 0, 5)]), ("s", 0, [("orders", 0, 3), ("other", 0, 9)]))],
+            ("StreamsGroupDescribeRequest", 1): [streams_described("s", [("0", [0, 1])], {"0": ["orders"]})],
             ("OffsetFetchRequest", 2): [offset_fetch(("c", 0, [("other", 0, 1)]))],
             ("DescribeGroupsRequest", 2): [classic(("c", [("orders", 0), ("orders", 1), ("other", 1)]))],
         }
@@ -190,6 +205,7 @@ def test_one_request_per_api_and_coordinator_and_the_rows_they_make() -> None:
             ("ShareGroupDescribeRequest", 1, ["a"]),
             ("ConsumerGroupDescribeRequest", 1, ["k"]),
             ("OffsetFetchRequest", 1, ["k", "s"]),
+            ("StreamsGroupDescribeRequest", 1, ["s"]),
             ("DescribeShareGroupOffsetsRequest", 2, ["b"]),
             ("ShareGroupDescribeRequest", 2, ["b"]),
             ("OffsetFetchRequest", 2, ["c"]),
@@ -197,7 +213,7 @@ def test_one_request_per_api_and_coordinator_and_the_rows_they_make() -> None:
         ]
     )
     counted = wire.requests.snapshot()
-    assert sum(counted.values()) == len(manager.sent) == 9
+    assert sum(counted.values()) == len(manager.sent) == 10
     assert counted["OffsetFetchRequest"] == 2 and counted["DescribeShareGroupOffsetsRequest"] == 2
     assert rows_of(rows) == {
         ("a", "orders", 0, 10),  # the share-partition start offset
@@ -206,7 +222,8 @@ def test_one_request_per_api_and_coordinator_and_the_rows_they_make() -> None:
         ("k", "orders", 0, 5),  # a commit nobody holds still counts
         ("k", "orders", 1, -1),  # assigned, no commit
         ("k", "orders", 2, -1),  # target-assigned, no commit
-        ("s", "orders", 0, 3),  # streams: commits only
+        ("s", "orders", 0, 3),  # streams: the commit of a task's partition
+        ("s", "orders", 1, -1),  # an active task (subtopology 0 reads orders) without a commit
         ("c", "orders", 0, -1),  # classic member assignment, no commit
         ("c", "orders", 1, -1),
     }
@@ -215,7 +232,7 @@ def test_one_request_per_api_and_coordinator_and_the_rows_they_make() -> None:
     assert by_id["a"] == GroupInfo("a", "Stable", "share", 1)
     assert by_id["k"] == GroupInfo("k", "Stable", "consumer", 1)  # from ConsumerGroupDescribe, not "Dead"
     assert by_id["c"] == GroupInfo("c", "Stable", "classic", 1)
-    assert by_id["s"] == GroupInfo("s", "Stable", "streams", None)
+    assert by_id["s"] == GroupInfo("s", "Stable", "streams", 1)
 
 
 def test_a_moved_coordinator_is_looked_up_again_and_only_the_missing_read_is_resent() -> None:

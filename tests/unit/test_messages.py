@@ -45,6 +45,19 @@ GOLDEN = {
     "CGD_RESP_V1": "0000000002000000026b0c5265636f6e63696c696e67000000070000000708756e69666f726d02036d31000000000006026303"
     "2f6802076576656e7473000200000000000000000000000000000001076576656e74730200000000000002000000000000000000000000"
     "00000001076576656e747303000000000000000100000100800000000000",
+    # group ids app, bad; include_authorized_operations false
+    "STGD_REQ_V0": "0304617070046261640000",
+    # app Stable epoch 4/4, topology epoch 1: subtopology 0 reads clicks (sinks to app-rep);
+    #   subtopology 1 reads repartition topic app-rep (3 partitions) and has a changelog.
+    #   m1 (endpoint h:8080, tag k=v): active 0:[0, 1], standby 1:[0]; target active 0:[0, 1], 1:[2].
+    # uninit NotReady, topology null: m2 active 0:[0].  bad: error 69 "gone".
+    "STGD_RESP_V0": "00000000040000000461707007537461626c65000000040000000401000000010302300207636c69636b7302086170702d"
+    "7265700101000231010102146170702d73746f72652d6368616e67656c6f67000000000001010002086170702d7265700000000300"
+    "01020f636c65616e75702e706f6c6963790764656c6574650000000002036d310000000400000363310b2f3132372e302e302e3100"
+    "0000010370310102681f900002026b0276000202300000000000000000000000050001020230030000000000000001000202310200"
+    "0000000001000302300300000000000000010002310200000002000101000000800000000000000007756e696e6974094e6f745265"
+    "6164790000000100000001ff02036d320000000100000363320b2f3132372e302e302e3100000000037032ff010101020230020000"
+    "0000000101000101010000008000000000004505676f6e6504626164010000000000000000ff01800000000000",
     "LG_REQ_V5": "010309636f6e73756d657206736861726500",
     # sq share/Empty/share, k consumer/Stable/consumer
     "LG_RESP_V5": "0000000000000303737106736861726506456d70747906736861726500026b09636f6e73756d657207537461626c6509636f6e"
@@ -94,6 +107,7 @@ def test_describe_requests_match_kafka() -> None:
     assert m.build_share_group_describe(["sq2", "sq"]).encode(version=1) == golden("SGD_REQ_V1")
     assert m.build_consumer_group_describe(["k"]).encode(version=1) == golden("CGD_REQ_V1")
     assert m.build_consumer_group_describe(["k"]).encode(version=0) == golden("CGD_REQ_V1")
+    assert m.build_streams_group_describe(["bad", "app"]).encode(version=0) == golden("STGD_REQ_V0")
 
 
 def test_list_groups_types_filter_matches_kafka() -> None:
@@ -105,6 +119,7 @@ def test_builders_pin_the_versions_a_4_4_broker_speaks() -> None:
     assert (m.build_describe_share_group_offsets(["g"])._min_version, m.build_describe_share_group_offsets(["g"])._max_version) == (0, 1)
     assert (m.build_share_group_describe(["g"])._min_version, m.build_share_group_describe(["g"])._max_version) == (1, 1)
     assert (m.build_consumer_group_describe(["g"])._min_version, m.build_consumer_group_describe(["g"])._max_version) == (0, 1)
+    assert (m.build_streams_group_describe(["g"])._min_version, m.build_streams_group_describe(["g"])._max_version) == (0, 0)
     assert m.build_list_groups()._min_version == 5
 
 
@@ -208,6 +223,26 @@ def test_parse_consumer_group_describe(version: int) -> None:
     assert k.held == {("events", 0), ("events", 1)}  # the partition on its way to m1 is held too
 
 
+def test_parse_streams_group_describe_maps_active_tasks_to_source_partitions() -> None:
+    response = m.StreamsGroupDescribeResponse.decode(golden("STGD_RESP_V0"), version=0)
+    assert reencode(m.StreamsGroupDescribeResponse.decode(golden("STGD_RESP_V0"), version=0), 0) == golden("STGD_RESP_V0")
+    parsed = m.parse_streams_group_describe(response)
+
+    app = parsed["app"]
+    assert (app.group_type, app.state, app.member_count, app.error) == ("streams", "Stable", 1, None)
+    assert app.assigned == {("clicks", 0), ("clicks", 1)}  # the standby task 1:[0] reads no source topic
+    assert app.target_assigned == {("clicks", 0), ("clicks", 1), ("app-rep", 2)}  # task 1:2 reads app-rep
+    assert app.held == {("clicks", 0), ("clicks", 1), ("app-rep", 2)}
+    assert app.subscribed_topics == {"clicks", "app-rep"}
+
+    uninit = parsed["uninit"]  # tasks it cannot map must not read as "holds nothing"
+    assert (uninit.error, uninit.held) == ("UNKNOWN_SUBTOPOLOGY", frozenset())
+    assert uninit.error_message == "active tasks of subtopologies ['0'] the group's topology does not list"
+
+    bad = parsed["bad"]
+    assert (bad.error, bad.error_message, bad.member_count) == ("GROUP_ID_NOT_FOUND", "gone", 0)
+
+
 def test_parse_list_groups() -> None:
     from kafka.protocol.admin import ListGroupsResponse  # kafka-python's own: v5 has GroupType
 
@@ -232,7 +267,12 @@ def test_responses_register_for_decoding() -> None:
     from kafka.protocol.api_header import ResponseClassRegistry
 
     registry = ResponseClassRegistry._response_class_registry
-    for key, cls in {90: m.DescribeShareGroupOffsetsResponse, 77: m.ShareGroupDescribeResponse, 69: m.ConsumerGroupDescribeResponse}.items():
+    for key, cls in {
+        90: m.DescribeShareGroupOffsetsResponse,
+        77: m.ShareGroupDescribeResponse,
+        69: m.ConsumerGroupDescribeResponse,
+        89: m.StreamsGroupDescribeResponse,
+    }.items():
         assert registry[key].name == cls.name
 
 

@@ -213,11 +213,13 @@ def test_zero_min_retention_needs_no_floor(spark: SparkSession) -> None:
 
 def test_missing_commit_blocks_or_is_ignored(spark: SparkSession) -> None:
     parts = [part("orders", 0, hw=500), part("orders", 1, hw=500)]
-    groups = [grp("billing", "orders", 0, 300), grp("billing", "orders", 1, 300), grp("analytics", "orders", 1, -1)]
+    groups = [grp("billing", "orders", 0, 300), grp("billing", "orders", 1, 300), grp("analytics", "orders", 1, -1, kind="streams")]
     blocked = rows(run(spark, config(ORDERS), parts, groups))
     for p in (0, 1):  # a -1 commit is no commit
         assert brief(blocked[("orders", p)]) == ("missing_commit", None, 0, False, "analytics")
         assert blocked[("orders", p)].detail == "required group analytics has no commit on this partition"
+    # The missing group's type where a row says it (members hold the partition), none where not.
+    assert [blocked[("orders", p)].blocking_group_type for p in (0, 1)] == [None, "streams"]
     ignored = rows(run(spark, config({**ORDERS, "on_missing_commit": "ignore"}), parts, groups))
     assert brief(ignored[("orders", 0)]) == ("group", 300, 300, True, "billing")
 

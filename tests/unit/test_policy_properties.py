@@ -1,7 +1,8 @@
 """Property test: over random snapshots, compute_plan never plans a cut past a safe bound.
 
-Every consumer kind is drawn: classic, KIP-848 and share groups (commits / share-partition start
-offsets, or members holding a partition without a position: -1 rows), vanished groups (Kafka
+Every consumer kind is drawn: classic, KIP-848 consumer, KIP-1071 streams and share groups
+(commits / share-partition start offsets, or members holding a partition without a position: -1
+rows), groups of a type this version does not know, vanished groups (Kafka
 forgot them; the purge remembers their last position), unreadable groups, and external
 consumers (a Spark checkpoint, a static hold), which count in every rule."""
 from __future__ import annotations
@@ -71,7 +72,7 @@ def cases(draw: st.DrawFn) -> Case:
     attrs = {
         g: (
             draw(st.sampled_from(["Stable", "Empty", "Dead", "Vanished"])),
-            draw(st.sampled_from(["classic", "consumer", "share", "unknown"])),
+            draw(st.sampled_from(["classic", "consumer", "streams", "share", "unknown"])),
             draw(st.integers(0, 2)),
         )
         for g in GROUPS
@@ -148,6 +149,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
     rows_on = {(r[2], r[6]) for r in case.groups}  # (group, topic) with any row, -1 included
     rows_at = {(r[2], r[6], r[7]) for r in case.groups}  # (group, topic, partition), -1 included
     state_of = {r[2]: r[3] for r in case.groups}
+    kind_at = {(r[2], r[6], r[7]): r[4] for r in case.groups}
     parts = {(r[2], r[3]): r for r in case.parts}
     rules = {r["topics"]: r for r in case.rules}
     manual = {m["topic"]: m["offset"] for m in case.manual}
@@ -201,6 +203,10 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             assert row.cutoff is None and not row.actionable, row
             if blind:
                 assert row.binding_constraint == "group_unreadable" and row.blocking_group in blind, row
+            if row.binding_constraint == "missing_commit" and row.blocking_group is not None:
+                # The missing group's type where it has a row (members hold the partition), else none.
+                assert row.blocking_group in missing, row
+                assert row.blocking_group_type == kind_at.get((row.blocking_group, topic, p)), row
             continue
         counted = [o for g, o in have.items() if g not in ignored]
         safe = min(counted + ([floor_offset] if needs_floor else []) + [hw, last_stable])

@@ -1,8 +1,8 @@
 """A short run of the seeded invariant workload (``spark_purge.testing.invariants``) with every fault kind
-once and a real share consumer (KIP-932) on the discovered topic, on the fault suite's 3-node
-cluster, and a check that the checker does catch an unsafe delete. (``group_expiry`` needs a
-cluster with a one-minute offsets retention and ``spark_stream`` the external-consumers config:
-both are opt-in kinds of the command-line checker.)"""
+once, a real share consumer (KIP-932) on the discovered topic and a real Spark Structured
+Streaming query on both topics (every other cycle), on the fault suite's 3-node cluster, and a
+check that the checker does catch an unsafe delete. (``group_expiry`` needs a cluster with a
+one-minute offsets retention: an opt-in kind of the command-line checker.)"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,6 +34,7 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
     assert report.cycles == len(schedule)
     assert set(report.faults) == set(DEFAULT_KINDS), report.summary()
     assert report.faults["share_consume"] == 2 and report.share_accepted > 0, report.summary()
+    assert report.stream_runs == (len(schedule) + 1) // 2 and report.stream_records > 0, report.summary()
     assert report.records_deleted > 0 and report.audit_rows_checked >= len(schedule) * 6, report.summary()
     assert len(report.cycle_errors) <= 2, report.summary()  # a cycle may fail under a fault, not most
 
