@@ -46,7 +46,7 @@ LOG4J2_OPTION = "-Dlog4j2.configurationFile"
 
 def delta_jars(jars_dir: str | os.PathLike[str] | None = None) -> list[str] | None:
     """Jar paths for Delta in local mode, from ``jars_dir`` or ``$SPARK_PURGE_DELTA_JARS``;
-    None when neither is set (the caller falls back to ``configure_spark_with_delta_pip``).
+    None when neither is set (the caller then resolves ``DELTA_PACKAGE``).
 
     Raises ConfigError when the folder named holds no jar: a wrong path must not silently turn
     into a download.
