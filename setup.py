@@ -12,7 +12,7 @@ setup(
     ),
     python_requires=">=3.10",
     packages=find_packages(include=["spark_purge", "spark_purge.*"]),
-    package_data={"spark_purge": ["py.typed", "kafka/message_schemas/*.json", "testing/java/*.java"]},
+    package_data={"spark_purge": ["py.typed", "log4j2.properties", "kafka/message_schemas/*.json", "testing/java/*.java"]},
     install_requires=[
         # 4.2.0 is the newest PySpark that delta-spark 4.4.1 accepts.
         "pyspark==4.2.0",

@@ -17,4 +17,4 @@ import sys
 from spark_purge.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(["run", *sys.argv[1:]]))
+    sys.exit(main(["run", "--once", *sys.argv[1:]]))

@@ -1,10 +1,14 @@
 """``spark-purge`` — the operator's command line.
 
     spark-purge plan  -c conf/prod.yaml              # what would be deleted, and why not more
-    spark-purge run   -c conf/prod.yaml [--dry-run]  # one purge cycle (Trigger.AvailableNow)
+    spark-purge run   -c conf/prod.yaml [--once] [--dry-run]  # one purge cycle (Trigger.AvailableNow)
     spark-purge run   -c conf/prod.yaml --follow     # keep purging every stream.trigger_interval
     spark-purge audit -c conf/prod.yaml [--report deleted|blocked|errors|all] [--days N]
     spark-purge forget-group GROUP -c conf/prod.yaml [--topic REGEX]  # a vanished group stops holding
+
+stdout carries the command's output only; log lines go to stderr: ours at INFO, Spark's at WARN
+with its start-up noise silenced (``-q``: warnings and errors only; ``-v``: debug, Spark at INFO;
+see ``spark_purge.logs``).
 
 Exit codes (like ``rpk``: non-zero when anything failed):
 
@@ -27,6 +31,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, NoReturn
 
 from spark_purge.errors import AuditError, ConfigError, KafkaError, SparkPurgeError, from_spark_exception
+from spark_purge.logs import NORMAL, QUIET, VERBOSE, Verbosity, configure_logging
 
 if TYPE_CHECKING:  # the CLI imports Spark only once a command needs it
     from pyspark.sql import SparkSession
@@ -60,7 +65,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="spark-purge", description="Consumer-aware Kafka purging on Spark with a Delta audit.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    loudness = parser.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="store_true", help="debug logging; Spark's at INFO")
+    loudness.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -76,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one purge cycle (or keep running with --follow)")
     common(run)
     run.add_argument("--dry-run", action="store_true", help="plan and audit, delete nothing")
-    run.add_argument("--follow", action="store_true", help="keep running every stream.trigger_interval")
+    cycles = run.add_mutually_exclusive_group()
+    cycles.add_argument("--once", action="store_true", help="one cycle, then exit (the default; for schedulers' command lines)")
+    cycles.add_argument("--follow", action="store_true", help="keep running every stream.trigger_interval")
     run.add_argument("--checkpoint", help="override stream.checkpoint_location")
 
     audit = sub.add_parser("audit", help="report from the Delta audit table")
@@ -113,15 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("kafka", "py4j"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    # py4j logs every exception raised in foreachBatch with its whole traceback; we report it.
-    logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+    configure_logging(verbosity_of(args))
     try:
         cfg = load_config(args.config, args.bootstrap_servers)
         if args.command == "plan":
@@ -148,18 +149,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _spark(master: str | None) -> SparkSession:
+def verbosity_of(args: argparse.Namespace) -> Verbosity:
+    return VERBOSE if args.verbose else QUIET if args.quiet else NORMAL
+
+
+def _spark(args: argparse.Namespace) -> SparkSession:
     from spark_purge.session import get_spark
 
-    spark = get_spark("spark-purge", master=master)
-    spark.sparkContext.setLogLevel("WARN")
+    spark = get_spark("spark-purge", master=args.master)
+    spark.sparkContext.setLogLevel(verbosity_of(args).spark)
     return spark
 
 
 def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
     from spark_purge.pipeline import check_offsets_retention, plan_snapshot
 
-    spark = _spark(args.master)
+    spark = _spark(args)
     warning = check_offsets_retention(cfg)  # logged too
     try:
         plan = plan_snapshot(spark, cfg)
@@ -189,7 +194,7 @@ def cmd_run(cfg: PurgeConfig, args: argparse.Namespace) -> int:
     from spark_purge.pipeline import check_offsets_retention, run_continuous, start_stream
     from spark_purge.runner import BatchResult
 
-    spark = _spark(args.master)
+    spark = _spark(args)
     check_offsets_retention(cfg)  # once per run: logs a warning if Kafka forgets groups first
 
     def progress(result: BatchResult) -> None:
@@ -234,7 +239,7 @@ def cmd_audit(cfg: PurgeConfig, args: argparse.Namespace) -> int:
 
     from spark_purge.audit import blocked_now, deleted_per_topic_per_day, errors
 
-    spark = _spark(args.master)
+    spark = _spark(args)
     path = cfg.audit.path
     if not DeltaTable.isDeltaTable(spark, path):
         raise AuditError(f"audit.path: no Delta audit table at {path} yet (run `spark-purge run` first)")
@@ -277,7 +282,7 @@ def cmd_forget_group(cfg: PurgeConfig, args: argparse.Namespace) -> int:
         except re.error as exc:
             raise ConfigError(f"forget-group --topic: expected a regular expression, got {args.topic!r} ({exc})") from None
     checkpoint = absolute_location(checkpoint)
-    spark = _spark(args.master)
+    spark = _spark(args)
     store = ProgressStore(spark, progress_location(checkpoint), app_id="forget-group")
     try:
         positions = store.remembered(args.group, args.topic)

@@ -2,7 +2,9 @@
 
 ``load(path)`` and ``from_dict(data)`` return a ``PurgeConfig``. Every bad input raises
 ``ConfigError`` whose message starts with the key path at fault (``rules[1].min_retention``)
-and says what was expected; unknown keys get a did-you-mean.
+and says what was expected; unknown keys get a did-you-mean. A file with several problems
+raises ``ConfigProblems`` listing every one (each key of a section, each item of a list is
+checked even after one failed; an object's own cross-field check runs once its keys are valid).
 
 Secrets are stored as references, never values: ``{env: NAME}``, ``{spark_conf: key}`` or
 ``{file: path}``. A literal password is rejected. ``connection_settings`` resolves them at the
@@ -39,7 +41,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -48,7 +50,7 @@ from typing import Any, Protocol, TypeVar, cast
 import yaml
 
 from spark_purge._time import DURATION_HINT, as_utc, format_duration, parse_duration, parse_timestamp
-from spark_purge.errors import ConfigError
+from spark_purge.errors import ConfigError, ConfigProblems
 from spark_purge.kafka.settings import SECRET_FIELDS, ClientKwargs, ConnectionSettings
 from spark_purge.schemas import EXTERNAL_SPARK_CHECKPOINT, EXTERNAL_STATIC_HOLD
 
@@ -551,15 +553,41 @@ def _type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _section(value: object, path: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+def _collect(problems: list[str], check: Callable[[Any, str], _T], value: Any, path: str) -> _T:
+    """``check(value, path)``; on ``ConfigError`` its problems go to ``problems`` and ``_MISSING``
+    is returned, so the caller goes on checking its other keys and reports them all at once."""
+    try:
+        return check(value, path)
+    except ConfigError as err:
+        problems.extend(err.problems)
+        return cast(_T, _MISSING)
+
+
+def _raise_all(problems: Sequence[str]) -> None:
+    """Raise the problems found, if any: one as a plain ``ConfigError``, several together."""
+    if len(problems) == 1:
+        raise ConfigError(problems[0])
+    if problems:
+        raise ConfigProblems(problems)
+
+
+def _known(value: object, path: str, allowed: tuple[str, ...], problems: list[str]) -> dict[str, Any]:
+    """The keys of mapping ``value`` in ``allowed``; each unknown key is a problem (did-you-mean)."""
     if not isinstance(value, Mapping):
         raise ConfigError(f"{path or '<root>'}: expected a mapping with keys {', '.join(allowed)}, got {_type_name(value)}")
     for key in value:
         if not isinstance(key, str) or key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{_join(path, str(key))}: unknown key{hint} (expected one of: {', '.join(allowed)})")
-    return dict(value)
+            problems.append(f"{_join(path, str(key))}: unknown key{hint} (expected one of: {', '.join(allowed)})")
+    return {k: v for k, v in value.items() if isinstance(k, str) and k in allowed}
+
+
+def _section(value: object, path: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    problems: list[str] = []
+    known = _known(value, path, allowed, problems)
+    _raise_all(problems)
+    return known
 
 
 def _get(d: Mapping[str, Any], key: str, path: str, check: Callable[[Any, str], _T], default: Any = _MISSING) -> _T:
@@ -610,7 +638,10 @@ def _regex(value: object, path: str) -> str:
 def _list(value: object, path: str, item: Callable[[Any, str], _T]) -> tuple[_T, ...]:
     if not isinstance(value, (list, tuple)):
         raise ConfigError(f"{path}: expected a list, got {_type_name(value)} {value!r}")
-    return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+    problems: list[str] = []
+    items = tuple(_collect(problems, item, v, f"{path}[{i}]") for i, v in enumerate(value))
+    _raise_all(problems)
+    return items
 
 
 def _regex_list(value: object, path: str) -> tuple[str, ...]:
@@ -658,19 +689,29 @@ def field_default(cls: type, name: str) -> Any:
     raise TypeError(f"{cls.__name__} has no field {name!r}")
 
 
-def _given(d: Mapping[str, Any], path: str, cls: type, checks: Mapping[str, Callable[[Any, str], Any]]) -> dict[str, Any]:
+def _given(
+    d: Mapping[str, Any],
+    path: str,
+    cls: type,
+    checks: Mapping[str, Callable[[Any, str], Any]],
+    problems: Sequence[str] = (),
+) -> dict[str, Any]:
     """The checked values of the keys ``d`` sets (null counts as unset), in ``checks`` order.
 
     Unset keys are left out, so ``cls`` applies its own field default: each default is declared
-    once. An unset key whose field has no default is a "required key is missing" error.
+    once. An unset key whose field has no default is a "required key is missing" error. Every
+    key is checked; the problems found (after ``problems``, those the caller found already) are
+    raised together.
     """
     required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    found = list(problems)
     values: dict[str, Any] = {}
     for key, check in checks.items():
         if d.get(key) is not None:
-            values[key] = check(d[key], _join(path, key))
+            values[key] = _collect(found, check, d[key], _join(path, key))
         elif key in required:
-            raise ConfigError(f"{_join(path, key)}: required key is missing")
+            found.append(f"{_join(path, key)}: required key is missing")
+    _raise_all(found)
     return values
 
 
@@ -705,17 +746,16 @@ def _security(value: object, path: str) -> SecurityConfig:
 
 def _kafka(value: object, path: str) -> KafkaConfig:
     d = _section(value, path, _KAFKA_KEYS)
-    return _build(
-        KafkaConfig,
-        path,
-        bootstrap_servers=_get(d, "bootstrap_servers", path, _servers),
-        client_id=_get(d, "client_id", path, _str, "spark-purge"),
-        request_timeout=_get(d, "request_timeout", path, _duration, 30_000),
-        delete_timeout=_get(d, "delete_timeout", path, _duration, 30_000),
-        retries=_get(d, "retries", path, _int, 3),
-        retry_backoff=_get(d, "retry_backoff", path, _duration, 500),
-        security=_get(d, "security", path, _security, SecurityConfig()),
-    )
+    checks: dict[str, Callable[[Any, str], Any]] = {
+        "bootstrap_servers": _servers,
+        "client_id": _str,
+        "request_timeout": _duration,
+        "delete_timeout": _duration,
+        "retries": _int,
+        "retry_backoff": _duration,
+        "security": _security,
+    }
+    return _build(KafkaConfig, path, **_given(d, path, KafkaConfig, checks))
 
 
 _RULE_VALUE_CHECKS: dict[str, Callable[[Any, str], Any]] = {
@@ -750,22 +790,30 @@ def _rule(value: object, path: str, base: RuleDefaults, base_sets_min_retention:
     return rule
 
 
+def _manual_offset(raw: object, path: str) -> tuple[int | None, datetime | None]:
+    """A manual entry's ``offset``: (an offset or ``END``, None) or (None, the timestamp)."""
+    if isinstance(raw, str) and raw.strip().lower() == "end":
+        return END, None
+    if isinstance(raw, str) and raw.strip().startswith("@"):
+        return None, parse_timestamp(raw.strip()[1:], path)
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw, None
+    raise ConfigError(f"{path}: expected an offset >= 0, 'end' (-1) or '@<ISO timestamp or epoch ms>', got {raw!r}")
+
+
 def _manual(value: object, path: str) -> ManualEntry:
     d = _section(value, path, _MANUAL_KEYS)
+    problems: list[str] = []
     raw_partition = d.get("partition", "all")
-    partition = None if raw_partition is None or raw_partition == "all" else _int(raw_partition, f"{path}.partition")
-    raw = _get(d, "offset", path, lambda v, p: v)
-    offset: int | None = None
-    timestamp: datetime | None = None
-    if isinstance(raw, str) and raw.strip().lower() == "end":
-        offset = END
-    elif isinstance(raw, str) and raw.strip().startswith("@"):
-        timestamp = parse_timestamp(raw.strip()[1:], f"{path}.offset")
-    elif isinstance(raw, int) and not isinstance(raw, bool):
-        offset = raw
+    partition = None if raw_partition is None or raw_partition == "all" else _collect(problems, _int, raw_partition, f"{path}.partition")
+    where = _join(path, "offset")
+    parsed: tuple[int | None, datetime | None] = (None, None)
+    if d.get("offset") is None:
+        problems.append(f"{where}: required key is missing")
     else:
-        raise ConfigError(f"{path}.offset: expected an offset >= 0, 'end' (-1) or '@<ISO timestamp or epoch ms>', got {raw!r}")
-    given = _given(d, path, ManualEntry, {"topic": _str, "force": _bool})
+        parsed = _collect(problems, _manual_offset, d["offset"], where)
+    given = _given(d, path, ManualEntry, {"topic": _str, "force": _bool}, problems)  # raises any problem
+    offset, timestamp = parsed
     return _build(ManualEntry, path, partition=partition, offset=offset, timestamp=timestamp, **given)
 
 
@@ -811,8 +859,13 @@ def _external(value: object, path: str) -> ExternalConsumer:
 
 def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
     """Build and validate a ``PurgeConfig`` from parsed YAML/JSON; ``ConfigError`` on bad input."""
-    d = _section(data, "", _ROOT_KEYS)
-    defaults: RuleDefaults = _get(d, "defaults", "", _defaults, field_default(PurgeConfig, "defaults"))
+    problems: list[str] = []
+    d = _known(data, "", _ROOT_KEYS, problems)
+    defaults: RuleDefaults = field_default(PurgeConfig, "defaults")
+    if d.get("defaults") is not None:
+        checked = _collect(problems, _defaults, d["defaults"], "defaults")
+        # A bad `defaults:` is reported; the rules are checked against the field defaults meanwhile.
+        defaults = defaults if checked is _MISSING else checked
     base_sets_min_retention = isinstance(d.get("defaults"), Mapping) and "min_retention" in d["defaults"]
     checks: dict[str, Callable[[Any, str], Any]] = {
         "rules": lambda v, p: _list(v, p, lambda r, rp: _rule(r, rp, defaults, base_sets_min_retention)),
@@ -825,7 +878,7 @@ def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
         "external_consumers": lambda v, p: _list(v, p, _external),
         "dry_run": _bool,
     }
-    return _build(PurgeConfig, "", defaults=defaults, **_given(d, "", PurgeConfig, checks))
+    return _build(PurgeConfig, "", defaults=defaults, **_given(d, "", PurgeConfig, checks, problems))
 
 
 def load(path: str | os.PathLike[str]) -> PurgeConfig:

@@ -2,6 +2,7 @@
 
     SparkPurgeError
     ├── ConfigError            bad configuration or options; names the key at fault
+    │   └── ConfigProblems     several at once (a config file with more than one problem)
     ├── KafkaError             the cluster could not be read or written
     │   ├── ClusterUnreachable bootstrap servers did not answer within the timeout
     │   ├── GroupsUnsettled    the consumer-group list could not be proven complete in time
@@ -15,6 +16,8 @@ own errors, in ``spark_purge.testing.errors``.)
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class SparkPurgeError(Exception):
     """Raised for any failure spark-purge itself reports."""
@@ -24,6 +27,23 @@ class SparkPurgeError(Exception):
 
 class ConfigError(SparkPurgeError, ValueError):
     """Raised when configuration, options or arguments are invalid; the message names the key."""
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Each problem on its own, key path first: this one (``ConfigProblems`` has several)."""
+        return (str(self),)
+
+
+class ConfigProblems(ConfigError):
+    """Raised when a configuration has several problems; ``problems`` lists every one."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self._problems = tuple(problems)
+        super().__init__(f"{len(self._problems)} problems:\n" + "\n".join(f"  {p}" for p in self._problems))
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return self._problems
 
 
 class KafkaError(SparkPurgeError):

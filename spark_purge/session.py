@@ -5,10 +5,17 @@ Where Delta's jars come from in local mode (the package never looks for a source
 1. ``jars_dir``, the argument, else ``SPARK_PURGE_DELTA_JARS``: a folder of jars put on
    ``spark.jars`` (``./dev.sh`` exports it as the checkout's ``.cache/jars/delta``, which
    ``./dev.sh setup`` fills from Maven Central: no download at run time);
-2. neither set: delta-spark's own ``configure_spark_with_delta_pip``, which has Spark resolve the
-   Delta artifact matching the installed ``delta-spark`` through ``spark.jars.packages`` (what a
-   pip-installed wheel without a checkout uses).
+2. neither set: ``DELTA_PACKAGE`` on ``spark.jars.packages``, which Spark resolves (with its
+   dependencies) from Maven Central through Ivy into ``~/.ivy2.5.2`` on first use: what a
+   pip-installed wheel without a checkout uses. (delta-spark's ``configure_spark_with_delta_pip``
+   would ask for the jar of the installed Python package's version, 4.4.1, which Maven Central
+   does not have; the 4.4.0 jars are the newest and run under delta-spark 4.4.1.)
 On a cluster (``spark-submit``, Databricks) nothing is added: Delta is already on the classpath.
+
+Logging in local mode: the driver JVM reads the package's ``log4j2.properties`` (Spark at WARN,
+its known start-up noise at ERROR, on stderr) unless ``spark.driver.extraJavaOptions`` (in
+``conf``) or ``SPARK_SUBMIT_OPTS`` / ``JAVA_TOOL_OPTIONS`` already name a
+``-Dlog4j2.configurationFile``; on a cluster the cluster's own logging applies.
 
 Extra jars (local mode too), e.g. Spark's Kafka connector for a test that runs a real Structured
 Streaming consumer: ``extra_jars``, the argument, plus ``SPARK_PURGE_EXTRA_JARS`` (entries
@@ -20,6 +27,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -30,11 +38,15 @@ DELTA_JARS_ENV = "SPARK_PURGE_DELTA_JARS"
 EXTRA_JARS_ENV = "SPARK_PURGE_EXTRA_JARS"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+# The Delta artifact a local session resolves when no jar folder is set; the same version as
+# build/jvm/delta/pom.xml and the README's `spark-submit --packages` lines (a unit test checks).
+DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+LOG4J2_OPTION = "-Dlog4j2.configurationFile"
 
 
 def delta_jars(jars_dir: str | os.PathLike[str] | None = None) -> list[str] | None:
     """Jar paths for Delta in local mode, from ``jars_dir`` or ``$SPARK_PURGE_DELTA_JARS``;
-    None when neither is set (the caller falls back to ``configure_spark_with_delta_pip``).
+    None when neither is set (the caller then resolves ``DELTA_PACKAGE``).
 
     Raises ConfigError when the folder named holds no jar: a wrong path must not silently turn
     into a download.
@@ -65,6 +77,31 @@ def extra_jars(named: Sequence[str | os.PathLike[str]] | None = None) -> list[st
     return jars
 
 
+def log4j2_config() -> Path:
+    """The package's own log4j2 configuration (package data)."""
+    return Path(str(resources.files("spark_purge") / "log4j2.properties"))
+
+
+def driver_java_options(conf: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> str | None:
+    """``spark.driver.extraJavaOptions`` for a local session: the user's, plus our log4j2 file
+    unless a log4j2 configuration is named already (there, or in the JVM options the launcher
+    reads from the environment). None when there is nothing to set."""
+    given = conf.get("spark.driver.extraJavaOptions", "")
+    named = (given, environ.get("SPARK_SUBMIT_OPTS", ""), environ.get("JAVA_TOOL_OPTIONS", ""))
+    if any(LOG4J2_OPTION in options for options in named):
+        return given or None
+    ours = f"{LOG4J2_OPTION}={log4j2_config().as_uri()}"
+    return f"{given} {ours}".strip()
+
+
+def jars_packages(conf: Mapping[str, str]) -> str:
+    """``spark.jars.packages`` with ``DELTA_PACKAGE`` added, unless the user names a Delta artifact."""
+    given = [p.strip() for p in conf.get("spark.jars.packages", "").split(",") if p.strip()]
+    if not any(p.startswith("io.delta:delta-spark_") for p in given):
+        given.append(DELTA_PACKAGE)
+    return ",".join(given)
+
+
 def get_spark(
     app_name: str = "spark-purge",
     master: str | None = None,
@@ -82,6 +119,7 @@ def get_spark(
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    conf = dict(conf or {})
     # Python workers must run this interpreter (it has pyarrow), not whatever is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
@@ -106,13 +144,14 @@ def get_spark(
         if jars is not None or more:
             builder = builder.config("spark.jars", ",".join((jars or []) + more))
         if jars is None:
-            from delta import configure_spark_with_delta_pip
-
-            builder = configure_spark_with_delta_pip(builder)
+            conf["spark.jars.packages"] = jars_packages(conf)
+        java_options = driver_java_options(conf)
+        if java_options is not None:
+            conf["spark.driver.extraJavaOptions"] = java_options
     builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config(
         "spark.sql.catalog.spark_catalog", DELTA_CATALOG
     )
-    for key, value in (conf or {}).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

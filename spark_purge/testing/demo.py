@@ -14,7 +14,6 @@ folders, or ``python -m spark_purge.testing.demo`` with ``SPARK_PURGE_KAFKA_JARS
 """
 from __future__ import annotations
 
-import logging
 import shutil
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from kafka.admin import OffsetSpec
 
 from spark_purge.cli import format_table
 from spark_purge.cli import main as cli_main
+from spark_purge.logs import NORMAL, configure_logging
 from spark_purge.testing import workload
 from spark_purge.testing.cluster import LocalKafka
 
@@ -89,7 +89,7 @@ def show_log_start(bootstrap: str) -> None:
 
 
 def run_demo() -> int:
-    logging.basicConfig(level=logging.WARNING)
+    configure_logging(NORMAL)  # as the CLI's: our lines on stderr, Spark's and kafka-python's noise off
     shutil.rmtree("var/demo", ignore_errors=True)
     Path("var/demo").mkdir(parents=True)
     banner("starting a local Apache Kafka broker (KRaft)")

@@ -11,7 +11,7 @@ from spark_purge.testing.cluster import KAFKA_JARS_ENV, kafka_jars_dir
 from spark_purge.testing.errors import LocalStackError
 
 
-def test_delta_jars_unset_means_the_delta_pip_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_delta_jars_unset_means_the_maven_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DELTA_JARS_ENV, raising=False)
     assert delta_jars() is None
 

@@ -1,0 +1,73 @@
+"""A local session's Delta artifact and log4j2 configuration: declared once, the user's own wins."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from spark_purge.cli import EXIT_USAGE, build_parser, main, verbosity_of
+from spark_purge.logs import NORMAL, QUIET, VERBOSE
+from spark_purge.session import DELTA_PACKAGE, driver_java_options, jars_packages, log4j2_config
+
+REPO = Path(__file__).resolve().parents[2]
+OURS = f"-Dlog4j2.configurationFile={log4j2_config().as_uri()}"
+
+
+def test_delta_package_matches_the_pom_and_every_documented_spark_submit_line() -> None:
+    pom = (REPO / "build" / "jvm" / "delta" / "pom.xml").read_text()
+    version = re.search(r"<delta\.version>([^<]+)</delta\.version>", pom)
+    assert version and f"io.delta:delta-spark_4.2_2.13:{version.group(1)}" == DELTA_PACKAGE
+    documented = [
+        (path.name, found)
+        for path in [REPO / "README.md", *sorted((REPO / "jobs").rglob("*.py"))]
+        for found in re.findall(r"io\.delta:delta-spark_[\w.]+:[\w.]+", path.read_text())
+    ]
+    assert documented and all(found == DELTA_PACKAGE for _, found in documented), documented
+
+
+def test_the_log4j2_file_ships_with_the_package() -> None:
+    assert log4j2_config().is_file()
+    assert '"log4j2.properties"' in (REPO / "setup.py").read_text()  # package_data: in the wheel too
+    text = log4j2_config().read_text()
+    for noisy in ("org.apache.hadoop.util.NativeCodeLoader", "org.apache.spark.util.SparkStringUtils",
+                  "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream"):
+        name = re.search(rf"logger\.(\w+)\.name = {re.escape(noisy)}\n", text)
+        assert name and f"logger.{name.group(1)}.level = error" in text, noisy
+
+
+@pytest.mark.parametrize(
+    "given,environ,expected",
+    [
+        ({}, {}, OURS),
+        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {}, f"-Xss4m {OURS}"),
+        ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/mine.xml"}, {}, "-Dlog4j2.configurationFile=/etc/mine.xml"),
+        ({}, {"SPARK_SUBMIT_OPTS": "-Dlog4j2.configurationFile=/etc/mine.xml"}, None),
+        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}, "-Xss4m"),
+    ],
+    ids=["ours", "added to the user's options", "the user's file wins", "named in SPARK_SUBMIT_OPTS", "named in JAVA_TOOL_OPTIONS"],
+)
+def test_driver_java_options(given: dict[str, str], environ: dict[str, str], expected: str | None) -> None:
+    assert driver_java_options(given, environ) == expected
+
+
+def test_jars_packages_adds_delta_unless_named() -> None:
+    assert jars_packages({}) == DELTA_PACKAGE
+    assert jars_packages({"spark.jars.packages": "org.x:y:1"}) == f"org.x:y:1,{DELTA_PACKAGE}"
+    mine = "io.delta:delta-spark_4.2_2.13:9.9.9"
+    assert jars_packages({"spark.jars.packages": mine}) == mine
+
+
+def test_verbosity_flags() -> None:
+    parse = build_parser().parse_args
+    assert verbosity_of(parse(["plan", "-c", "x.yaml"])) == NORMAL
+    assert verbosity_of(parse(["-q", "plan", "-c", "x.yaml"])) == QUIET
+    assert verbosity_of(parse(["--verbose", "plan", "-c", "x.yaml"])) == VERBOSE
+    assert (NORMAL.spark, QUIET.spark, VERBOSE.spark) == ("WARN", "ERROR", "INFO")
+
+
+def test_conflicting_flags_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-q", "-v", "plan", "-c", "x.yaml"]) == EXIT_USAGE
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert main(["run", "--once", "--follow", "-c", "x.yaml"]) == EXIT_USAGE
+    assert "--follow: not allowed with argument --once" in capsys.readouterr().err
