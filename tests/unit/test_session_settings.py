@@ -31,7 +31,7 @@ def test_the_log4j2_file_ships_with_the_package() -> None:
     assert '"log4j2.properties"' in (REPO / "setup.py").read_text()  # package_data: in the wheel too
     text = log4j2_config().read_text()
     for noisy in ("org.apache.hadoop.util.NativeCodeLoader", "org.apache.spark.util.SparkStringUtils",
-                  "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream"):
+                  "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream", "org.apache.spark.rdd.MapPartitionsRDD"):
         name = re.search(rf"logger\.(\w+)\.name = {re.escape(noisy)}\n", text)
         assert name and f"logger.{name.group(1)}.level = error" in text, noisy
 
