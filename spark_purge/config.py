@@ -13,7 +13,7 @@ masks the values; ``kafka_client_kwargs`` gives the same as kafka-python keyword
 Top-level YAML keys (see ``conf/example.yaml`` for every option)::
 
     kafka:            bootstrap_servers, client_id, request_timeout, delete_timeout, retries,
-                      retry_backoff, security{protocol, sasl_mechanism, sasl_username,
+                      retry_backoff, clock_probe_topic, security{protocol, sasl_mechanism, sasl_username,
                       sasl_password, ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password,
                       ssl_check_hostname}
     defaults:         min_retention, min_step, stale_after, on_missing_commit, on_stale_group
@@ -205,6 +205,9 @@ class KafkaConfig:
     delete_timeout: int = 30_000  # DeleteRecords timeout_ms: how long a leader waits for followers
     retries: int = 3
     retry_backoff: int = 500
+    # A LogAppendTime topic the purge appends one empty record to per batch, to measure the
+    # broker's clock (kafka/clock.py; created on first use). None: the skew is not measured.
+    clock_probe_topic: str | None = None
     security: SecurityConfig = field(default_factory=SecurityConfig)
 
     def __post_init__(self) -> None:
@@ -219,6 +222,8 @@ class KafkaConfig:
                 raise _FieldError(key, f"expected a positive duration, got {getattr(self, key)}ms")
         if self.retries < 0:
             raise _FieldError("retries", f"expected a non-negative integer, got {self.retries}")
+        if self.clock_probe_topic is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", self.clock_probe_topic):
+            raise _FieldError("clock_probe_topic", f"expected a Kafka topic name ([A-Za-z0-9._-], 1-249 chars), got {self.clock_probe_topic!r}")
 
 
 @dataclass(frozen=True)
@@ -710,6 +715,7 @@ def _kafka(value: object, path: str) -> KafkaConfig:
         delete_timeout=_get(d, "delete_timeout", path, _duration, 30_000),
         retries=_get(d, "retries", path, _int, 3),
         retry_backoff=_get(d, "retry_backoff", path, _duration, 500),
+        clock_probe_topic=_get(d, "clock_probe_topic", path, _str, None),
         security=_get(d, "security", path, _security, SecurityConfig()),
     )
 
