@@ -372,3 +372,14 @@ def test_load_json_and_file_errors(tmp_path: Path) -> None:
         c.load(empty)
     with pytest.raises(ConfigError, match=r"missing\.yaml: cannot read config file"):
         c.load(tmp_path / "missing.yaml")
+
+
+def test_clock_probe_topic_is_optional_and_must_be_a_topic_name() -> None:
+    assert c.from_dict(base()).kafka.clock_probe_topic is None  # not measured unless asked
+    ok = base()
+    ok["kafka"]["clock_probe_topic"] = "spark-purge.clock_1"
+    assert c.from_dict(ok).kafka.clock_probe_topic == "spark-purge.clock_1"
+    bad = base()
+    bad["kafka"]["clock_probe_topic"] = "no spaces"
+    with pytest.raises(ConfigError, match=r"^kafka\.clock_probe_topic: expected a Kafka topic name .*'no spaces'"):
+        c.from_dict(bad)
