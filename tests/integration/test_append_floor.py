@@ -65,12 +65,11 @@ def test_backdated_records_appended_within_min_retention_are_kept(
 
 
 def test_broker_clock_from_a_log_append_time_probe(kafka_cluster: LocalKafka, new_topic: Callable[..., str]) -> None:
-    from spark_purge.config import connection_settings, from_dict
     from spark_purge.errors import ConfigError
     from spark_purge.kafka.clock import BrokerClock, ClockReading, describe_skew
+    from spark_purge.kafka.settings import ConnectionSettings
 
-    cfg = from_dict({"kafka": {"bootstrap_servers": kafka_cluster.bootstrap_servers}, "rules": [{"name": "r", "topics": "x"}]})
-    settings = connection_settings(cfg)
+    settings = ConnectionSettings(kafka_cluster.bootstrap_servers)
     probe = f"clock-probe-{time.monotonic_ns()}"  # created by the probe itself, LogAppendTime
     with BrokerClock(settings, probe) as clock:
         first, second = clock.read(), clock.read()
