@@ -121,6 +121,7 @@ def _audit_row(
         remote_storage_enable=plan["remote_storage_enable"],
         config_fingerprint=ctx.config_fingerprint,
         operator=None,
+        time_floor_source=plan["time_floor_source"],
         event_date=ctx.planned_at.strftime("%Y-%m-%d"),
     )
     return Row(**{f.name: values[f.name] for f in AUDIT.fields})
@@ -496,14 +497,20 @@ class ProgressStore:
         )
 
     def _retry(self, what: str, action: Callable[[], object]) -> None:
-        backoff = Backoff(first=0.2, cap=2.0)
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            try:
-                action()
-                return
-            except DELTA_CONFLICTS as exc:  # the stream and forget-group wrote at the same time
-                if attempt >= CONFLICT_ATTEMPTS:
-                    raise AuditError(f"{what} on {self.path} kept conflicting: {exc}") from exc
-                pause = backoff.next()
-                log.warning("%s conflicted (%s); retrying in %.1fs", what, exc, pause)
-                self.sleep(pause)
+        retry_conflicts(f"{what} on {self.path}", action, self.sleep)
+
+
+def retry_conflicts(what: str, action: Callable[[], object], sleep: Callable[[float], None] = time.sleep) -> None:
+    """Run a Delta write, retrying a conflicting commit (another writer, e.g. forget-group next
+    to the stream) up to ``CONFLICT_ATTEMPTS`` times with a pause; then ``AuditError``."""
+    backoff = Backoff(first=0.2, cap=2.0)
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            action()
+            return
+        except DELTA_CONFLICTS as exc:
+            if attempt >= CONFLICT_ATTEMPTS:
+                raise AuditError(f"{what} kept conflicting: {exc}") from exc
+            pause = backoff.next()
+            log.warning("%s conflicted (%s); retrying in %.1fs", what, exc, pause)
+            sleep(pause)

@@ -162,6 +162,7 @@ def _spark(args: argparse.Namespace) -> SparkSession:
 
 
 def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    from spark_purge.kafka.clock import describe_skew
     from spark_purge.pipeline import check_offsets_retention, plan_snapshot
 
     spark = _spark(args)
@@ -172,11 +173,13 @@ def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
     except Exception as exc:
         raise _translate(exc) from exc
     shown = rows if args.all else [r for r in rows if r["binding_constraint"] != "nothing_to_do"]
+    skew = describe_skew(plan.clock if plan else None)
     if args.json:
         for r in shown:
             print(json.dumps(r, default=str))
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
+        for line in (warning, skew):
+            if line:
+                print(f"warning: {line}", file=sys.stderr)
     else:
         print(format_table(shown, PLAN_COLUMNS))
         total = sum(r["records_to_delete"] for r in rows if r["actionable"])
@@ -187,6 +190,8 @@ def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
         )
         if warning:
             print(f"\nwarning: {warning}")
+        if skew:
+            print(f"\nwarning: {skew}")
     return EXIT_OK
 
 

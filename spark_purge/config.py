@@ -15,7 +15,7 @@ masks the values; ``kafka_client_kwargs`` gives the same as kafka-python keyword
 Top-level YAML keys (see ``conf/example.yaml`` for every option)::
 
     kafka:            bootstrap_servers, client_id, request_timeout, delete_timeout, retries,
-                      retry_backoff, security{protocol, sasl_mechanism, sasl_username,
+                      retry_backoff, clock_probe_topic, security{protocol, sasl_mechanism, sasl_username,
                       sasl_password, ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password,
                       ssl_check_hostname}
     defaults:         min_retention, min_step, stale_after, on_missing_commit, on_stale_group
@@ -208,6 +208,9 @@ class KafkaConfig:
     delete_timeout: int = 30_000  # DeleteRecords timeout_ms: how long a leader waits for followers
     retries: int = 3
     retry_backoff: int = 500
+    # A LogAppendTime topic the purge appends one empty record to per batch, to measure the
+    # broker's clock (kafka/clock.py; created on first use). None: the skew is not measured.
+    clock_probe_topic: str | None = None
     security: SecurityConfig = field(default_factory=SecurityConfig)
 
     def __post_init__(self) -> None:
@@ -222,6 +225,8 @@ class KafkaConfig:
                 raise _FieldError(key, f"expected a positive duration, got {getattr(self, key)}ms")
         if self.retries < 0:
             raise _FieldError("retries", f"expected a non-negative integer, got {self.retries}")
+        if self.clock_probe_topic is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", self.clock_probe_topic):
+            raise _FieldError("clock_probe_topic", f"expected a Kafka topic name ([A-Za-z0-9._-], 1-249 chars), got {self.clock_probe_topic!r}")
 
 
 @dataclass(frozen=True)
@@ -753,6 +758,7 @@ def _kafka(value: object, path: str) -> KafkaConfig:
         "delete_timeout": _duration,
         "retries": _int,
         "retry_backoff": _duration,
+        "clock_probe_topic": _str,
         "security": _security,
     }
     return _build(KafkaConfig, path, **_given(d, path, KafkaConfig, checks))

@@ -13,7 +13,11 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
    DeleteRecords batched per leader, one outcome row per planned partition (exactly once);
 3. remembers every group position it saw and when it last moved (``audit.ProgressStore``,
    a MERGE: stale-group detection, and vanished groups — a position Kafka forgot keeps holding,
-   see ``spark_purge.vanished``).
+   see ``spark_purge.vanished``);
+4. when some rule has a ``min_retention``, records the partitions' high watermarks
+   (``history.AppendHistory``), so later time floors hold records by append time; with
+   ``kafka.clock_probe_topic`` set, measures the broker's clock (``kafka.clock``) and warns when
+   it is more than a second off the driver's.
 
 Streaming: :func:`start_stream` (processingTime trigger, or ``available_now`` for one-shot runs
 under Airflow / Databricks Jobs). Both keep their state in the configured checkpoint.
@@ -21,6 +25,7 @@ under Airflow / Databricks Jobs). Both keep their state in the configured checkp
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -29,6 +34,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -40,6 +46,8 @@ from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, co
 from spark_purge.errors import ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.external_snapshot import with_external_consumers
 from spark_purge.fs import Files, HadoopFiles
+from spark_purge.history import AppendHistory
+from spark_purge.kafka.clock import BrokerClock, ClockReading, describe_skew
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.planner import Plan, Planner
 from spark_purge.policy import retention_floors, split_snapshot
@@ -139,6 +147,7 @@ class PurgePipeline:
         self._fingerprint = config_fingerprint(self.config)
         self._client: PurgeClient | None = None
         self._query_id: str | None = None
+        self._clock: BrokerClock | None = broker_clock(self.config)
 
     # The query id lives in the checkpoint's metadata file: stable across restarts, so it is
     # the key Delta uses to make each batch's audit commits exactly-once.
@@ -157,8 +166,17 @@ class PurgePipeline:
         return ProgressStore(self.spark, progress_location(self.checkpoint_location), app_id=self.query_id)
 
     @property
+    def history(self) -> AppendHistory:
+        return AppendHistory(self.spark, history_location(self.checkpoint_location))
+
+    @property
     def planner(self) -> Planner:
-        return Planner(self.config, lambda timestamps: self.client().offsets_for_times(timestamps), self.progress.read_if_exists)
+        return Planner(
+            self.config,
+            lambda timestamps: self.client().offsets_for_times(timestamps),
+            self.progress.read_if_exists,
+            self.history.read_if_exists,
+        )
 
     @property
     def runner(self) -> BatchRunner:
@@ -173,6 +191,8 @@ class PurgePipeline:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._clock is not None:
+            self._clock.close()
 
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
         base = snapshot.persist()
@@ -181,18 +201,30 @@ class PurgePipeline:
             plan = self.planner.plan(snapshot)
             if plan is None:
                 return self._done(BatchResult(batch_id))
+            read_clock(self._clock)
             plan_rows = plan.rows.collect()  # one row per partition: small, and used twice
             ctx = BatchContext(self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint)
             result = self.runner.run(plan_rows, ctx)
             # Every position seen, for stale and vanished groups in later batches (a MERGE of the
             # snapshot's group rows, still cached: nothing per commit reaches the driver).
             # External consumers are configured, not remembered: leave them out.
-            _partitions, groups = split_snapshot(snapshot)
+            partitions, groups = split_snapshot(snapshot)
             kafka_groups = groups.where(~F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)))
             self.progress.update(kafka_groups, plan.planned_at, batch_id)
+            self._record_history(partitions, batch_id)
         finally:
             base.unpersist()
         return self._done(result)
+
+    def _record_history(self, partitions: DataFrame, batch_id: int) -> None:
+        """Add the snapshot's high watermarks to the append history, when a time floor needs it.
+
+        Stamped with the clock now, after the batch, not the snapshot's time (taken before the
+        high watermarks were read): a row then claims only "every offset at or above it was
+        appended after this time", which is true; the snapshot's earlier time would not be."""
+        keep_ms = max((f.min_retention_ms for f in retention_floors(self.config)), default=0)
+        if keep_ms:
+            self.history.update(partitions, datetime.now(timezone.utc), keep_ms, batch_id)
 
     def _done(self, result: BatchResult) -> BatchResult:
         self.results.append(result)
@@ -217,11 +249,39 @@ def progress_location(checkpoint_location: str) -> str:
     return str(Path(checkpoint_location) / "group_progress")
 
 
+def history_location(checkpoint_location: str) -> str:
+    """Where the append history table lives: beside the stream's checkpoint."""
+    return str(Path(checkpoint_location) / "append_history")
+
+
+def broker_clock(config: PurgeConfig) -> BrokerClock | None:
+    """The broker-clock probe of ``kafka.clock_probe_topic``, or None when it is not set."""
+    topic = config.kafka.clock_probe_topic
+    return BrokerClock(connection_settings(config), topic) if topic else None
+
+
+def read_clock(clock: BrokerClock | None) -> ClockReading | None:
+    """One reading (None: no probe, or it failed: logged, never fatal); warns on a skew > 1 s."""
+    if clock is None:
+        return None
+    try:
+        reading = clock.read()
+    except KafkaError as exc:
+        log.warning("broker clock not measured: %s", exc)
+        return None
+    line = describe_skew(reading)
+    if line:
+        log.warning("%s", line)
+    return reading
+
+
 def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Callable[[], PurgeClient] | None = None) -> Plan | None:
     """Read one snapshot and plan it, changing nothing (``spark-purge plan``).
 
-    Group progress comes from the configured stream checkpoint, if any (so stale groups show
-    as the running job sees them); the Kafka client is opened only for ``@timestamp`` entries.
+    Group progress and the append history come from the configured stream checkpoint, if any
+    (so stale groups and time floors show as the running job sees them; without one, time
+    floors have no history: ``no_history``, the log start). The Kafka client is opened only for
+    ``@timestamp`` entries.
     """
     factory = client_factory or default_client_factory(config)
     opened: list[PurgeClient] = []
@@ -232,13 +292,20 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
         return opened[0].offsets_for_times(timestamps)
 
     progress: Callable[[], DataFrame | None] = lambda: None  # noqa: E731
+    history: Callable[[], DataFrame | None] = lambda: None  # noqa: E731  no checkpoint: no history
     if config.stream is not None:
-        progress = ProgressStore(spark, progress_location(config.stream.checkpoint_location), app_id="plan").read_if_exists
+        checkpoint = config.stream.checkpoint_location
+        progress = ProgressStore(spark, progress_location(checkpoint), app_id="plan").read_if_exists
+        history = AppendHistory(spark, history_location(checkpoint)).read_if_exists
+    clock = broker_clock(config)
     try:
-        return Planner(config, lookup, progress).plan(with_external(spark, config, read_snapshot(spark, config)))
+        plan = Planner(config, lookup, progress, history).plan(with_external(spark, config, read_snapshot(spark, config)))
+        return None if plan is None else dataclasses.replace(plan, clock=read_clock(clock))
     finally:
         for client in opened:
             client.close()
+        if clock is not None:
+            clock.close()
 
 
 def check_offsets_retention(config: PurgeConfig) -> str | None:
@@ -370,11 +437,14 @@ __all__ = [
     "PurgeClient",
     "PurgePipeline",
     "RunTotals",
+    "broker_clock",
     "check_offsets_retention",
     "default_client_factory",
+    "history_location",
     "plan_snapshot",
     "progress_location",
     "query_id_of",
+    "read_clock",
     "read_snapshot",
     "run_continuous",
     "source_options",

@@ -3,8 +3,10 @@
 It wires the pure policy to the inputs a snapshot does not carry: group progress (when each
 commit last moved, for stale groups, and every position seen: a remembered position the
 snapshot no longer shows is added as a ``Vanished`` group row, see ``spark_purge.vanished``)
-and the answers to the config's ``@timestamp`` manual
-entries (ListOffsets by timestamp). The plan is made as of the snapshot's own time, so a
+the answers to the config's ``@timestamp`` manual
+entries (ListOffsets by timestamp), and the append history (``spark_purge.history``: the high
+watermarks past snapshots saw, so the time floor holds records by append time, whatever their
+CreateTime). The plan is made as of the snapshot's own time, so a
 replayed batch plans exactly what it planned the first time.
 
     planner = Planner(config, lookup_offsets=client.offsets_for_times)
@@ -17,14 +19,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_purge._time import as_utc
 from spark_purge.config import PurgeConfig
+from spark_purge.kafka.clock import ClockReading
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.policy import compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
-from spark_purge.schemas import MANUAL_OFFSETS
+from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS
 from spark_purge.vanished import with_vanished_groups
 
 # (topic, partition) -> epoch ms  ->  (topic, partition) -> first offset at/after it (Kafka I/O).
@@ -33,21 +36,27 @@ OffsetLookup = Callable[[Mapping[TopicPartitionKey, int]], Mapping[TopicPartitio
 
 @dataclass(frozen=True)
 class Plan:
-    """A snapshot's plan (``schemas.PLAN`` rows) and the time it was planned as of."""
+    """A snapshot's plan (``schemas.PLAN`` rows), the time it was planned as of, and the
+    broker clock measured with it (None: not measured, see ``kafka.clock``)."""
 
     rows: DataFrame
     planned_at: datetime
+    clock: ClockReading | None = None
 
 
 @dataclass(frozen=True)
 class Planner:
     """Snapshot -> plan. ``progress`` reads the group progress table (None: no group is stale,
     none vanished);
-    ``lookup_offsets`` answers ``@timestamp`` manual entries and is only called when some exist."""
+    ``lookup_offsets`` answers ``@timestamp`` manual entries and is only called when some exist;
+    ``append_history`` reads the append history (``APPEND_HISTORY``; None from it: no history
+    yet, so time floors fall to the log start). Left unset, no history is kept and time floors
+    are the timestamp lookup alone (record time): the pipeline always sets it."""
 
     config: PurgeConfig
     lookup_offsets: OffsetLookup
     progress: Callable[[], DataFrame | None] = lambda: None
+    append_history: Callable[[], DataFrame | None] | None = None
 
     def plan(self, snapshot: DataFrame) -> Plan | None:
         """The plan for a snapshot, or None when the snapshot has no rows."""
@@ -66,8 +75,16 @@ class Planner:
             progress=progress,
             manual_offsets=self.manual_offsets(partitions),
             unreadable_groups=unreadable,
+            append_history=self.history(snapshot.sparkSession),
         )
         return Plan(rows, now)
+
+    def history(self, spark: SparkSession) -> DataFrame | None:
+        """The append history to plan with: None when none is kept, empty before the first row."""
+        if self.append_history is None:
+            return None
+        found = self.append_history()
+        return found if found is not None else spark.createDataFrame([], APPEND_HISTORY)
 
     def manual_offsets(self, partitions: DataFrame) -> DataFrame | None:
         """``MANUAL_OFFSETS`` answering the config's ``offset: '@timestamp'`` entries, or None."""

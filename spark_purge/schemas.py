@@ -7,6 +7,7 @@
   snapshot per micro-batch).
 - ``GROUP_PROGRESS``: when each group's commit on a partition last moved (for staleness);
   ``PROGRESS_STORE``: the same plus ``group_type``, as the checkpoint keeps it.
+- ``APPEND_HISTORY``: (snapshot time, high watermark) per partition, for the append-time floor.
 - ``TOPIC_RULES``, ``MANUAL_RULES``, ``MANUAL_OFFSETS``: the policy's inputs besides a snapshot
   (rules resolved per topic, manual entries, answers to ``@timestamp`` lookups).
 - ``PLAN``: the purge plan, one row per selected partition.
@@ -116,6 +117,24 @@ PROGRESS_STORE = StructType(
     list(GROUP_PROGRESS.fields) + [StructField("group_type", StringType(), True)]
 )
 
+# The append history (``spark_purge.history``): a partition's high watermark as a snapshot saw
+# it at snapshot_time. Every offset at or above it was appended after snapshot_time, whatever
+# the records' timestamps say.
+APPEND_HISTORY = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("snapshot_time", TimestampType(), False),
+        StructField("high_watermark", LongType(), False),
+    ]
+)
+
+# Values of PLAN.time_floor_source: which lookup set a rule's time floor (null: no floor needed).
+# timestamp_index: ListOffsets by timestamp (record time); append_history: the high watermark of
+# the newest snapshot at or before now - min_retention (append time); no_history: no snapshot
+# that old (or the high watermark went down since), so the floor is the log start.
+TIME_FLOOR_SOURCES = ("timestamp_index", "append_history", "no_history")
+
 # Answers to timestamp_lookups(config): first offset at/after `timestamp` (high watermark if none).
 MANUAL_OFFSETS = StructType(
     [
@@ -205,6 +224,7 @@ PLAN = StructType(
         StructField("actionable", BooleanType(), False),
         StructField("remote_storage_enable", BooleanType(), True),
         StructField("detail", StringType(), True),  # human-readable why, for plan output
+        StructField("time_floor_source", StringType(), True),  # TIME_FLOOR_SOURCES; null: no floor
     ]
 )
 
@@ -238,6 +258,7 @@ AUDIT = StructType(
         StructField("config_fingerprint", StringType(), False),
         # forget rows: who forgot the group (user@host); null on purge decisions
         StructField("operator", StringType(), True),
+        StructField("time_floor_source", StringType(), True),  # as in PLAN (null on forget rows)
         StructField("event_date", StringType(), False),  # yyyy-MM-dd (UTC), the partition column
     ]
 )

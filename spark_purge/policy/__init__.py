@@ -2,7 +2,8 @@
 
 No Kafka, no Delta, no clock: ``now`` is passed in. The main entry point is ``compute_plan``;
 its output has exactly the schema ``schemas.PLAN``, one row per partition selected by a rule.
-It runs in three steps: ``with_bounds`` (the cutoff the bounds allow, and which bound sets it)
+It runs in three steps (after ``with_append_floor``, which lowers the time floor to append
+time): ``with_bounds`` (the cutoff the bounds allow, and which bound sets it)
 -> ``with_binding_constraint`` (what blocks or binds the partition; whether to act) ->
 ``with_explanation`` (the blocking group and the human-readable ``detail``).
 
@@ -35,6 +36,10 @@ Inputs the data source must provide (the pipeline asks for them up front):
   answer it (offset of the first record at/after the floor time; the high watermark when every
   record is older). A partition whose floor is needed but null, or was looked up for a *later*
   time than required, is not purged (binding ``time_floor``).
+- ``append_history`` (``APPEND_HISTORY``, kept by the pipeline in the checkpoint): the floor is
+  lowered to the high watermark of the newest history row at or before the floor time, so
+  records *appended* within ``min_retention`` are kept whatever their CreateTime; with no such
+  row the floor is the log start (``with_append_floor``; ``time_floor_source`` says which bound).
 - ``timestamp_lookups(config)``: the ``@timestamp`` manual entries as (topic, partition or None
   for every partition, timestamp). The pipeline answers them with ListOffsets by timestamp and
   passes a ``manual_offsets`` DataFrame of schema ``MANUAL_OFFSETS`` (topic, partition,
@@ -59,7 +64,8 @@ Decisions (binding_constraint, first match wins):
    transaction keeps it below the high watermark). Among groups: lowest offset, an active group before a stale one,
    then group id. A manual offset binds (``manual``) when it is <= the safe cutoff.
    Then: cutoff <= log start -> ``nothing_to_do`` (but a binding ``stale_group``,
-   ``vanished_group`` or ``external`` keeps its name);
+   ``vanished_group`` or ``external`` keeps its name, and so does a ``time_floor`` with no
+   append history yet);
    cutoff - log start < min_step -> ``below_min_step`` (manual entries skip min_step);
    else actionable.
 
@@ -91,7 +97,13 @@ from spark_purge.policy.inputs import (
     unreadable_groups_of,
     unreadable_required,
 )
-from spark_purge.policy.plan import compute_plan, with_binding_constraint, with_bounds, with_explanation
+from spark_purge.policy.plan import (
+    compute_plan,
+    with_append_floor,
+    with_binding_constraint,
+    with_bounds,
+    with_explanation,
+)
 
 __all__ = [
     "RetentionFloor",
@@ -109,6 +121,7 @@ __all__ = [
     "timestamp_lookups",
     "unreadable_groups_of",
     "unreadable_required",
+    "with_append_floor",
     "with_binding_constraint",
     "with_bounds",
     "with_explanation",

@@ -94,6 +94,7 @@ def compute_plan(
     progress: DataFrame | None = None,
     manual_offsets: DataFrame | None = None,
     unreadable_groups: Mapping[str, str] | None = None,
+    append_history: DataFrame | None = None,
 ) -> DataFrame:
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
@@ -101,7 +102,9 @@ def compute_plan(
     means no commit); ``progress``: ``GROUP_PROGRESS`` or None (then no group is stale);
     ``manual_offsets``: ``MANUAL_OFFSETS`` answering ``timestamp_lookups(config)``;
     ``unreadable_groups``: group -> error for groups whose commits the snapshot could not read
-    (``unreadable_groups_of(row)``).
+    (``unreadable_groups_of(row)``); ``append_history``: ``APPEND_HISTORY`` rows (see
+    ``with_append_floor``; an empty one means no history yet). None means the caller keeps no
+    history and the time floor is the timestamp lookup alone (the ``Planner`` always passes one).
 
     Collects the distinct topics and their committing groups to the driver (small) to resolve
     rules with Python regexes; raises ``ConfigError`` when a topic matches two rules.
@@ -116,6 +119,7 @@ def compute_plan(
     base = partitions.join(F.broadcast(topic_rules), "topic", "inner")
     df = base.join(group_status(base, groups, progress), ["snapshot_id", "topic", "partition"], "left")
     df = _with_manual(df, config, manual_offsets)
+    df = with_append_floor(df, append_history)
     df = with_explanation(with_binding_constraint(with_bounds(df)))
     return _widen(df.select(*PLAN.fieldNames()), PLAN)
 
@@ -180,6 +184,56 @@ def _n_commits() -> Column:
 
 def _stale() -> Column:
     return F.coalesce(F.col("stale"), F.array().cast("array<string>"))
+
+
+# ---- 0. the time floor in append time ----------------------------------------------------------
+
+
+def with_append_floor(df: DataFrame, history: DataFrame | None) -> DataFrame:
+    """Lowers ``time_floor_offset`` to what the append history can prove, and adds
+    ``time_floor_source`` (``schemas.TIME_FLOOR_SOURCES``; null where no floor is needed or
+    the timestamp lookup is unknown, which blocks anyway).
+
+    The timestamp index answers in record time (a producer's CreateTime may be days old on a
+    record appended a second ago). The high watermark h of the newest history row at or before
+    ``floor_time`` proves every offset >= h was appended after ``floor_time``, so the floor is
+    min(timestamp lookup, h) (``append_history`` when h is lower). It counts only while no later
+    row and not the current high watermark is below h (a lower high watermark means the offsets
+    now name other records: a recreated topic, an unclean election). Without such a row
+    (``no_history``) nothing older is proven and the floor is the log start: a new purge deletes
+    nothing under ``min_retention`` until its history is that old. ``history`` None: timestamp
+    index only.
+    """
+    needs, ts_floor = F.col("floor_time").isNotNull(), F.col("time_floor_offset")
+    if history is None:
+        return df.select("*", F.when(needs & ts_floor.isNotNull(), F.lit("timestamp_index")).alias("time_floor_source"))
+    keys = df.where(needs).select("topic", "partition", "floor_time").distinct()
+    before = F.col("snapshot_time") <= F.col("floor_time")
+    facts = (
+        history.join(keys, ["topic", "partition"])
+        .groupBy("topic", "partition")
+        .agg(
+            F.max(F.when(before, F.struct("snapshot_time", "high_watermark"))).alias("h_at"),
+            F.min(F.when(~before, F.col("high_watermark"))).alias("h_later_min"),
+        )
+    )
+    df = df.join(facts, ["topic", "partition"], "left")
+    h_hw, current = F.col("h_at.high_watermark"), F.col("high_watermark")
+    proven = h_hw.isNotNull() & (h_hw <= F.least(current, F.coalesce(F.col("h_later_min"), current)))
+    append_floor = F.when(proven, h_hw).otherwise(F.col("log_start_offset"))
+    known = needs & ts_floor.isNotNull()
+    source = (
+        F.when(~known, F.lit(None).cast(StringType()))
+        .when(~proven, F.lit("no_history"))
+        .when(append_floor < ts_floor, F.lit("append_history"))
+        .otherwise(F.lit("timestamp_index"))
+    )
+    floor = F.when(known, F.least(ts_floor, append_floor)).otherwise(ts_floor)
+    return df.select(
+        *[c for c in df.columns if c not in ("time_floor_offset", "h_at", "h_later_min")],
+        floor.alias("time_floor_offset"),
+        source.alias("time_floor_source"),
+    )
 
 
 # ---- 1. bounds -------------------------------------------------------------------------------
@@ -266,8 +320,9 @@ def with_binding_constraint(df: DataFrame) -> DataFrame:
     for condition, name in blockers[1:]:
         binding = binding.when(condition, F.lit(name))
     step, bound = _step(), F.col("c_bound")
+    no_history = (bound == "time_floor") & (F.col("time_floor_source") == "no_history")
     binding = (
-        binding.when((step <= 0) & bound.isin(*_NAMED_AT_LOG_START), bound)
+        binding.when((step <= 0) & (bound.isin(*_NAMED_AT_LOG_START) | no_history), bound)
         .when(step <= 0, F.lit("nothing_to_do"))
         .when(~_manual() & (step < F.col("min_step")), F.lit("below_min_step"))
         .otherwise(bound)
@@ -322,16 +377,31 @@ def _why_bound() -> Column:
                 "stale group %s (no members, no progress for over %s) at %d", F.col("gmin.group_id"), F.col("stale_after"), cutoff
             ),
         )
-        .when(
-            bound == "time_floor",
-            F.format_string("time floor (records since %s) at %d", F.date_format("floor_time", "yyyy-MM-dd HH:mm:ss"), cutoff),
-        )
+        .when(bound == "time_floor", _why_time_floor())
         .when(bound == "last_stable_offset", F.format_string("open transaction: last stable offset %d", cutoff))
         .when(bound == "high_watermark", F.format_string("high watermark %d", cutoff))
         .when(
             bound == "manual",
             F.format_string("%smanual cutoff %d (%s)", F.when(_forced(), F.lit("forced ")).otherwise(F.lit("")), cutoff, F.col("m_kind")),
         )
+    )
+
+
+def _why_time_floor() -> Column:
+    """The time floor in words, saying which lookup set it (``with_append_floor``)."""
+    since, source, cutoff = F.date_format("floor_time", "yyyy-MM-dd HH:mm:ss"), F.col("time_floor_source"), F.col("c_cutoff")
+    return (
+        F.when(source == "append_history", F.format_string("time floor (records appended since %s, by the append history) at %d", since, cutoff))
+        .when(
+            source == "no_history",
+            F.format_string(
+                "time floor (no append history from %s or before: nothing older is proven, so a new purge "
+                "deletes nothing under min_retention until it has run that long) at %d",
+                since,
+                cutoff,
+            ),
+        )
+        .otherwise(F.format_string("time floor (records since %s) at %d", since, cutoff))
     )
 
 

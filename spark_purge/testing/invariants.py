@@ -15,7 +15,13 @@ it committed for each group and the timestamps of the records it produced:
 It also checks the cycle's audit: one outcome per planned partition, no duplicates, every delete
 preceded by an intent with the same cutoff, and no intent whose cutoff exceeds ``safe(p)``.
 Faults (a seeded choice per cycle): a node SIGKILLed before a cycle or between the intent write
-and DeleteRecords (restarted after the cycle), a group rewound to lower offsets, partitions added.
+and DeleteRecords (restarted after the cycle), a group rewound to lower offsets, partitions added,
+and ``backdated_records``: just before the cycle, records carrying CreateTimes two days in the
+past are appended to topic B (which has a ``min_retention``) and B's groups commit past them, so
+only the time floor stands between them and a delete. The oracle knows when each record of B
+was appended (no earlier than the moment it was sent) and adds to ``safe(p)`` of B:
+
+    first offset of p sent at or after snapshot_time - min_retention   (append time, any CreateTime)
 
 Consumer kinds beyond committing groups (``--faults`` chooses the kinds; default: every kind
 whose product support exists, ``DEFAULT_KINDS``):
@@ -92,7 +98,7 @@ log = logging.getLogger(__name__)
 FLOOR_MS = 3_000
 MAX_PARTITIONS = 6
 GROUP_SPEEDS = {"g0": 40, "g1": 20, "g2": 8}
-FAULTS = ("node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added")
+FAULTS = ("node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added", "backdated_records")
 CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
 ALL_KINDS = FAULTS + CONSUMER_KINDS
 #: What runs unless ``--faults`` says otherwise: the kinds whose product support is in this build.
@@ -106,6 +112,8 @@ STREAM_EVERY = 2  # the Spark query runs every STREAM_EVERY cycles (a few micro-
 STREAM_MAX_PER_BATCH = (60, 200)  # its maxOffsetsPerTrigger, drawn per run: 1-3 micro-batches
 STREAM_TIMEOUT_S = 600.0  # one run; a run cut short is a note (the purge then holds more), not a violation
 STREAM_NAME = "inv-query"  # its name under external_consumers
+BACKDATE_MS = 2 * 86_400_000  # backdated_records: CreateTime two days before the append
+BACKDATED_PER_PARTITION = (1, 25)
 EXPIRY_BROKER_CONFIG = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
 
 
@@ -224,6 +232,8 @@ class InvariantWorkload:
         self.producer = self._new_producer()
         # offset -> CreateTime we set, per partition, from the producer's own acknowledgements
         self.timestamps: dict[TopicPartitionKey, list[int]] = {}
+        # offset -> when we sent it (ms, driver clock), per partition: its append time is no earlier
+        self.sent_at: dict[TopicPartitionKey, list[int]] = {}
         self.commits: dict[str, dict[TopicPartitionKey, int]] = {g: {} for g in GROUP_SPEEDS}
         self.required_a = ("g0", "g1")
         self.committers_b = ("g1", "g2")  # B's rule discovers its groups from commits
@@ -335,6 +345,8 @@ class InvariantWorkload:
             self._rewind()
         elif fault == "partitions_added":
             self._add_partition()
+        elif fault == "backdated_records":
+            self._backdate()
         elif fault == "node_kill":
             victim = self.rng.choice(self.cluster.node_ids)
             self.cluster.kill_node(victim)
@@ -369,14 +381,20 @@ class InvariantWorkload:
         for topic in self.partitions:
             now_ms = int(time.time() * 1000)
             counts = {p: self.rng.randint(0, 30) for _, p in self._tps(topic)}
-            sent = {p: [now_ms] * n for p, n in counts.items()}
-            for meta in workload.produce(self.producer, topic, counts, timestamps_ms=sent):
-                tp = (topic, meta.partition)
-                stamps = self.timestamps.setdefault(tp, [])
-                if meta.offset != len(stamps):  # only our producer writes: offsets are contiguous
-                    raise WorkloadError(f"{tp}: acknowledged offset {meta.offset}, expected {len(stamps)}")
-                stamps.append(now_ms)
-                self.report.records_produced += 1
+            self._send(topic, counts, create_ms=now_ms, sent_ms=now_ms)
+
+    def _send(self, topic: str, counts: dict[int, int], create_ms: int, sent_ms: int) -> None:
+        """Produce ``counts[p]`` records to p stamped ``create_ms``; remember each one's CreateTime
+        and ``sent_ms`` (no later than its append) by offset."""
+        sent = {p: [create_ms] * n for p, n in counts.items()}
+        for meta in workload.produce(self.producer, topic, counts, timestamps_ms=sent):
+            tp = (topic, meta.partition)
+            stamps = self.timestamps.setdefault(tp, [])
+            if meta.offset != len(stamps):  # only our producer writes: offsets are contiguous
+                raise WorkloadError(f"{tp}: acknowledged offset {meta.offset}, expected {len(stamps)}")
+            stamps.append(create_ms)
+            self.sent_at.setdefault(tp, []).append(sent_ms)
+            self.report.records_produced += 1
 
     def _high_watermark(self, tp: TopicPartitionKey) -> int:
         return len(self.timestamps.get(tp, []))
@@ -536,6 +554,22 @@ class InvariantWorkload:
         self.producer.close()
         self.producer = self._new_producer()
 
+    # ---- backdated records ------------------------------------------------------------------
+    def _backdate(self) -> None:
+        """Append records stamped two days ago to every partition of B, then let B's groups
+        consume everything: only the time floor (in append time) may keep them."""
+        sent_ms = int(time.time() * 1000)
+        counts = {p: self.rng.randint(*BACKDATED_PER_PARTITION) for _, p in self._tps(self.topic_b)}
+        self._send(self.topic_b, counts, create_ms=sent_ms - BACKDATE_MS, sent_ms=sent_ms)
+        for group in self.committers_b:
+            self._commit(group, {tp: self._high_watermark(tp) for tp in self._tps(self.topic_b)})
+
+    def _append_floor(self, tp: TopicPartitionKey, snapshot_ms: int) -> int:
+        """The first offset of ``tp`` sent at or after ``snapshot_ms - FLOOR_MS`` (+1 ms for the
+        snapshot time's rounding): it and every later one were appended within min_retention."""
+        sent = self.sent_at.get(tp, [])
+        return next((i for i, ms in enumerate(sent) if ms >= snapshot_ms - FLOOR_MS + 1), len(sent))
+
     def _mid_cycle_hook(self, step: str, batch_id: int) -> None:
         if step == "intents_written" and self._mid_cycle_kill and not self.down:
             leader = workload.leaders(self.admin, self.topic_a).get(0, -1)
@@ -581,7 +615,7 @@ class InvariantWorkload:
             floor_ms = snapshot_ms - FLOOR_MS + 1
             stamps = self.timestamps.get(tp, [])
             floor = next((i for i, ts in enumerate(stamps) if ts >= floor_ms), len(stamps))
-            safe = min(safe, floor)
+            safe = min(safe, floor, self._append_floor(tp, snapshot_ms))
         return safe
 
     def _check(self, cycle: int, before: dict[TopicPartitionKey, int], after: dict[TopicPartitionKey, int], started: datetime) -> None:

@@ -22,7 +22,7 @@ def plan_row(partition: int, cutoff: int | None, actionable: bool, binding: str 
         cutoff=cutoff, records_to_delete=(cutoff - 10) if actionable and cutoff else 0, binding_constraint=binding,
         blocking_group="billing" if binding == "group" else None,
         blocking_group_type="classic" if binding == "group" else None, rule="orders", stale_groups=["old"] if partition == 1 else [],
-        actionable=actionable, remote_storage_enable=None, detail="why",
+        actionable=actionable, remote_storage_enable=None, detail="why", time_floor_source="append_history",
     )
     values.update(kw)
     return Row(**{f.name: values[f.name] for f in PLAN.fields})
@@ -57,7 +57,7 @@ def test_intents_are_the_actionable_rows_with_the_batch_context() -> None:
         "prior_log_start_offset": 10, "high_watermark": 500, "cutoff": 100, "low_watermark": None,
         "records_deleted": None, "binding_constraint": "group", "blocking_group": "billing", "blocking_group_type": "classic", "stale_groups": [],
         "rule": "orders", "status": "planned", "error": None, "dry_run": False, "remote_storage_enable": None,
-        "config_fingerprint": "fp", "operator": None, "event_date": "2026-11-22",  # the planning day, not the execution day
+        "config_fingerprint": "fp", "operator": None, "time_floor_source": "append_history", "event_date": "2026-11-22",  # the planning day, not the execution day
     }
 
 

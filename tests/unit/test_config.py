@@ -385,3 +385,14 @@ def test_min_retention_for_discovery_may_come_from_defaults_and_listed_rules_nee
     assert cfg.rules[1].min_retention == 2 * 3600 * 1000
     listed_only = build(with_("rules", base()["rules"][:1]))  # listed groups, no min_retention anywhere
     assert listed_only.rules[0].min_retention == 0
+
+
+def test_clock_probe_topic_is_optional_and_must_be_a_topic_name() -> None:
+    assert c.from_dict(base()).kafka.clock_probe_topic is None  # not measured unless asked
+    ok = base()
+    ok["kafka"]["clock_probe_topic"] = "spark-purge.clock_1"
+    assert c.from_dict(ok).kafka.clock_probe_topic == "spark-purge.clock_1"
+    bad = base()
+    bad["kafka"]["clock_probe_topic"] = "no spaces"
+    with pytest.raises(ConfigError, match=r"^kafka\.clock_probe_topic: expected a Kafka topic name .*'no spaces'"):
+        c.from_dict(bad)

@@ -54,15 +54,15 @@ SNAPSHOT = [
 
 EXPECTED = [
     ("clicks", 0, 1, 0, 1000, 50, 0, "below_min_step", "etl", "classic", "clicks", [], False, None,
-     "group etl at 50: only 50 records deletable, min_step 100"),
+     "group etl at 50: only 50 records deletable, min_step 100", None),
     ("clicks", 1, 1, 0, 1000, None, 0, "missing_commit", "etl", None, "clicks", [], False, None,
-     "required group etl has no commit on this partition"),
+     "required group etl has no commit on this partition", None),
     ("orders", 0, 1, 100, 500, 300, 200, "group", "billing", "classic", "orders", [], True, None,
-     "group billing at 300 holds back 200 records"),
+     "group billing at 300 holds back 200 records", "timestamp_index"),
     ("orders", 1, 1, 0, 500, 120, 120, "manual", None, None, "orders", [], True, None,
-     "manual cutoff 120 (@2024-05-01T10:00:00Z) holds back 380 records"),
+     "manual cutoff 120 (@2024-05-01T10:00:00Z) holds back 380 records", "timestamp_index"),
     ("pay", 0, 1, 0, 700, None, 0, "protected", None, None, "pay", [], False, None,
-     "topic matches protected_topics: never purged"),
+     "topic matches protected_topics: never purged", None),
 ]
 
 
@@ -94,3 +94,52 @@ def test_no_timestamp_entries_no_lookup_and_empty_snapshot_no_plan(spark: SparkS
     orders_1 = plan.rows.where("topic = 'orders' AND partition = 1").first()
     assert orders_1 is not None and (orders_1.binding_constraint, orders_1.cutoff) == ("time_floor", 400)
     assert planner.plan(spark.createDataFrame([], schemas.SNAPSHOT)) is None
+
+
+def history_row(partition: int, age: timedelta, hw: int) -> tuple[Any, ...]:
+    """An ``APPEND_HISTORY`` row of ``orders``: high watermark ``hw`` seen ``age`` before NOW."""
+    return ("orders", partition, NOW - age, hw)
+
+
+def floors(spark: SparkSession, history: list[tuple[Any, ...]] | None) -> dict[int, tuple[Any, ...]]:
+    """orders' (binding, cutoff, time_floor_source) per partition, planned with ``history``
+    (None: the table does not exist yet). orders-0: timestamp floor 450, groups at 300/420;
+    orders-1: timestamp floor 400, groups at 450/460, last stable 480."""
+    import dataclasses
+
+    def read() -> Any:
+        return None if history is None else spark.createDataFrame(history, schemas.APPEND_HISTORY)
+
+    no_lookup = dataclasses.replace(CONFIG, manual=())
+    plan = Planner(no_lookup, lambda ts: {}, append_history=read).plan(spark.createDataFrame(SNAPSHOT, schemas.SNAPSHOT))
+    assert plan is not None
+    rows = plan.rows.where("topic = 'orders'").collect()
+    return {r.partition: (r.binding_constraint, r.cutoff, r.time_floor_source) for r in rows}
+
+
+def test_append_history_lowers_the_time_floor_to_the_newest_old_enough_high_watermark(spark: SparkSession) -> None:
+    got = floors(spark, [
+        history_row(1, timedelta(hours=3), 200),
+        history_row(1, timedelta(hours=1, minutes=5), 350),  # the newest at or before FLOOR
+        history_row(1, timedelta(minutes=30), 450),  # too recent
+        history_row(0, timedelta(hours=2), 480),  # above the timestamp floor: that one binds
+    ])
+    assert got[1] == ("time_floor", 350, "append_history")
+    assert got[0] == ("group", 300, "timestamp_index")
+
+
+def test_no_history_old_enough_means_the_log_start(spark: SparkSession) -> None:
+    # No table yet, or only rows newer than now - min_retention: nothing older is proven.
+    for history in (None, [history_row(1, timedelta(minutes=59), 100), history_row(0, timedelta(seconds=1), 500)]):
+        got = floors(spark, history)
+        assert got[1] == ("time_floor", 0, "no_history"), history  # log start 0: kept by name
+        assert got[0] == ("time_floor", 100, "no_history"), history  # floor = log start 100 < group 300
+
+
+def test_a_lower_high_watermark_since_voids_the_history(spark: SparkSession) -> None:
+    # The high watermark went down after the old row (topic recreated, unclean election): the
+    # old offsets name other records now, so they prove nothing.
+    got = floors(spark, [history_row(1, timedelta(hours=2), 300), history_row(1, timedelta(minutes=10), 40)])
+    assert got[1] == ("time_floor", 0, "no_history")
+    current_below = floors(spark, [history_row(1, timedelta(hours=2), 600)])  # current high watermark is 500
+    assert current_below[1] == ("time_floor", 0, "no_history")

@@ -85,7 +85,7 @@ def both_groups(topic: str, partition: int, billing: int, analytics: int) -> lis
 def test_group_binding_exact_plan_row(spark: SparkSession) -> None:
     plan = run(spark, config(ORDERS), [part("orders", log_start=100, hw=500, remote=True)], both_groups("orders", 0, 300, 120))
     expected = spark.createDataFrame(
-        [(SNAP, "orders", 0, 1, 100, 500, 120, 20, "group", "analytics", "classic", "orders", [], True, True, "group analytics at 120 holds back 380 records")],
+        [(SNAP, "orders", 0, 1, 100, 500, 120, 20, "group", "analytics", "classic", "orders", [], True, True, "group analytics at 120 holds back 380 records", None)],
         schemas.PLAN,
     )
     assert plan.schema == schemas.PLAN

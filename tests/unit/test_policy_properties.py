@@ -4,7 +4,14 @@ Every consumer kind is drawn: classic, KIP-848 consumer, KIP-1071 streams and sh
 (commits / share-partition start offsets, or members holding a partition without a position: -1
 rows), groups of a type this version does not know, vanished groups (Kafka
 forgot them; the purge remembers their last position), unreadable groups, and external
-consumers (a Spark checkpoint, a static hold), which count in every rule."""
+consumers (a Spark checkpoint, a static hold), which count in every rule.
+
+Time floors: the timestamp lookup (``time_floor_offset``) is drawn anywhere in the log, as
+backdated CreateTimes make it; the append history is drawn as observations of a true append
+process (the first offset appended after now - min_retention is ``young_from``, which the
+oracle knows and the policy does not), plus now and then a row left from an earlier
+incarnation of the topic (a high watermark above today's). No record at or above
+``young_from`` may ever be cut."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,6 +43,40 @@ class Case:
     groups: list[tuple[Any, ...]] = field(default_factory=list)
     progress: list[tuple[Any, ...]] = field(default_factory=list)
     unreadable: frozenset[str] = frozenset()  # groups the snapshot could not read: no commits seen
+    history: list[tuple[Any, ...]] = field(default_factory=list)  # APPEND_HISTORY rows
+    young_from: dict[tuple[str, int], int] = field(default_factory=dict)  # first offset appended within min_retention
+
+
+# Minutes before NOW at which the append history may have observed a partition (60: exactly
+# now - min_retention, which counts as old enough).
+OBSERVED_AGO = (150, 90, 61, 60, 59, 30, 1)
+
+
+def draw_history(draw: st.DrawFn, case: Case, topic: str, p: int, hw: int) -> None:
+    """Observations (time, high watermark) of a monotone append process up to ``hw``, the true
+    ``young_from`` consistent with them, and maybe an older row from a deleted incarnation."""
+    ago = sorted(draw(st.lists(st.sampled_from(OBSERVED_AGO), max_size=4, unique=True)), reverse=True)
+    marks = sorted(draw(st.lists(st.integers(0, hw), min_size=len(ago), max_size=len(ago))))
+    seen = [(NOW - timedelta(minutes=m), h) for m, h in zip(ago, marks)]
+    floor_time = NOW - MIN_RETENTION
+    lower = max([h for t, h in seen if t <= floor_time], default=0)
+    upper = min([h for t, h in seen if t > floor_time], default=hw)
+    case.young_from[(topic, p)] = draw(st.integers(lower, upper))
+    if draw(st.integers(0, 5)) == 0:  # the topic was recreated since: an old, higher mark
+        seen.insert(0, (NOW - timedelta(minutes=200), hw + draw(st.integers(1, 50))))
+    case.history.extend((topic, p, t, h) for t, h in seen)
+
+
+def expected_floor(case: Case, topic: str, p: int, log_start: int, hw: int, ts_floor: int) -> tuple[int, str]:
+    """The floor the plan must use (min of the timestamp lookup and the newest old-enough
+    mark, unless a later mark or today's high watermark is lower), and its source."""
+    floor_time = NOW - MIN_RETENTION
+    rows = sorted((t, h) for t_, p_, t, h in case.history if (t_, p_) == (topic, p))
+    old = [h for t, h in rows if t <= floor_time]
+    later = [h for t, h in rows if t > floor_time] + [hw]
+    if not old or old[-1] > min(later):
+        return min(ts_floor, log_start), "no_history"
+    return min(ts_floor, old[-1]), ("append_history" if old[-1] < ts_floor else "timestamp_index")
 
 
 @st.composite
@@ -90,6 +131,7 @@ def cases(draw: st.DrawFn) -> Case:
             cleanup = draw(st.sampled_from(["delete", "delete", "delete", "compact", None, "compact,delete"]))
             internal = topic == "__internal"
             case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, None, floor_time, floor_offset))
+            draw_history(draw, case, topic, p, hw)
             for g in everyone:
                 choice = draw(st.integers(0, 5))
                 if g in EXTERNALS:
@@ -141,6 +183,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         NOW,
         progress=spark.createDataFrame(case.progress, schemas.GROUP_PROGRESS),
         unreadable_groups={g: "GROUP_AUTHORIZATION_FAILED" for g in case.unreadable},
+        append_history=spark.createDataFrame(case.history, schemas.APPEND_HISTORY),
     ).collect()
     assert len(plan) == len(case.parts)  # every partition has exactly one rule here
     assert len({(r.topic, r.partition) for r in plan}) == len(plan)
@@ -191,6 +234,8 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             assert not (missing & here), row
             if needs_floor:
                 assert floor_ok and row.cutoff <= floor_offset
+                # Append time: nothing appended within min_retention, whatever its timestamp.
+                assert row.cutoff <= case.young_from[(topic, p)], (row, case.young_from[(topic, p)])
         # Exact oracle for the cutoff and the decision.
         blocked = (
             bool(blind)
@@ -209,7 +254,9 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
                 assert row.blocking_group_type == kind_at.get((row.blocking_group, topic, p)), row
             continue
         counted = [o for g, o in have.items() if g not in ignored]
-        safe = min(counted + ([floor_offset] if needs_floor else []) + [hw, last_stable])
+        floor, source = expected_floor(case, topic, p, log_start, hw, floor_offset) if needs_floor else (None, None)
+        assert row.time_floor_source == source, (row, source)
+        safe = min(counted + ([floor] if floor is not None else []) + [hw, last_stable])
         target = manual.get(topic)
         if target is not None:
             target = hw if target == "end" else target

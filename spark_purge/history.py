@@ -1,0 +1,145 @@
+"""The append history: per partition, (snapshot time, high watermark) pairs kept in the checkpoint.
+
+Why: the timestamp index (ListOffsets by timestamp) answers in *record* time, which for a
+``CreateTime`` topic is whatever the producer wrote. A record appended a second ago carrying a
+two-day-old CreateTime looks two days old to it. The high watermark a snapshot saw at time s is
+proof that every offset at or above it was appended after s, whatever its timestamp. So the
+policy takes the smaller of the timestamp lookup and the high watermark of the newest snapshot
+at or before ``now - min_retention`` (``policy.with_append_floor``); without such a snapshot
+nothing older can be proven, and the floor is the log start: **a fresh job deletes nothing
+under a time floor until it has run for ``min_retention``.**
+
+Storage: a Delta table (``schemas.APPEND_HISTORY``) beside the group-progress store. Each batch
+adds one row per partition whose high watermark differs from its newest stored row (an
+unchanged high watermark adds nothing: the older row answers every later floor time the same),
+a MERGE on (topic, partition, snapshot_time), so re-running a batch changes nothing. Rows no
+floor can need any more are pruned in the same batch: per partition, every row older than the
+newest one at or before ``now - keep_ms`` (``keep_ms``: the largest ``min_retention``). At most
+O(partitions) rows reach the MERGEs; nothing is collected to the driver.
+
+    history = AppendHistory(spark, "/ckpt/append_history")
+    history.update(partitions, snapshot_time, keep_ms=3_600_000, batch_id=7)
+    history.read_if_exists()   # APPEND_HISTORY rows, or None before the first batch
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_purge._time import as_utc
+from spark_purge.errors import AuditError
+from spark_purge.schemas import APPEND_HISTORY
+
+HISTORY_KEY = ("topic", "partition")
+_READY: set[str] = set()  # paths whose table this process already created
+
+
+@dataclass(frozen=True)
+class AppendHistory:
+    """The append-history Delta table at ``path`` (see the module docstring)."""
+
+    spark: SparkSession
+    path: str
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from spark_purge.audit import absolute_location
+
+        object.__setattr__(self, "path", absolute_location(self.path))
+
+    def exists(self) -> bool:
+        from delta.tables import DeltaTable
+
+        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
+
+    def read(self) -> DataFrame:
+        """Every stored row (``APPEND_HISTORY``; empty before the first batch)."""
+        if not self.exists():
+            return self.spark.createDataFrame([], APPEND_HISTORY)
+        return self.spark.read.format("delta").load(self.path).select(*APPEND_HISTORY.fieldNames())
+
+    def read_if_exists(self) -> DataFrame | None:
+        return self.read() if self.exists() else None
+
+    def ensure_table(self) -> None:
+        from delta.tables import DeltaTable
+
+        if self.path in _READY and self.exists():
+            return
+        try:
+            DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(APPEND_HISTORY).execute()
+            _READY.add(self.path)
+        except Exception as exc:
+            raise AuditError(f"cannot create the append history table at {self.path}: {exc}") from exc
+
+    def record(self, rows: DataFrame, batch_id: int) -> None:
+        """MERGE ``APPEND_HISTORY`` rows in as they are (no dedup, no pruning): the store's own
+        API for seeding history, e.g. in tests or after restoring a checkpoint."""
+        self.ensure_table()
+        self._merge(rows.select(*APPEND_HISTORY.fieldNames()), batch_id)
+
+    def update(self, partitions: DataFrame, now: datetime, keep_ms: int, batch_id: int) -> None:
+        """Add a snapshot's high watermarks (``PARTITION_STATE`` rows) as of ``now`` where they
+        moved, then prune what no floor within ``keep_ms`` of ``now`` can need.
+
+        ``now`` must be no earlier than the moment the high watermarks were read (the pipeline
+        passes the clock after the batch): a row claims every offset at or above its high
+        watermark was appended after its time."""
+        self.ensure_table()
+        at = F.lit(as_utc(now)).cast("timestamp")
+        seen = partitions.groupBy(*HISTORY_KEY).agg(F.min("high_watermark").alias("high_watermark"))
+        newest = self.read().groupBy(*HISTORY_KEY).agg(F.max_by("high_watermark", "snapshot_time").alias("t_hw"))
+        moved = (
+            seen.join(newest, list(HISTORY_KEY), "left")
+            .where(F.col("t_hw").isNull() | (F.col("t_hw") != F.col("high_watermark")))
+            .select(*HISTORY_KEY, at.alias("snapshot_time"), "high_watermark")
+        )
+        if not moved.isEmpty():
+            self._merge(moved, batch_id)
+        self.prune(as_utc(now) - timedelta(milliseconds=keep_ms), batch_id)
+
+    def prune(self, oldest_needed: datetime, batch_id: int) -> None:
+        """Per partition, delete the rows older than its newest row at or before ``oldest_needed``
+        (that row still answers every floor time from ``oldest_needed`` on)."""
+        from delta.tables import DeltaTable
+
+        keep_from = (
+            self.read()
+            .where(F.col("snapshot_time") <= F.lit(oldest_needed).cast("timestamp"))
+            .groupBy(*HISTORY_KEY)
+            .agg(F.max("snapshot_time").alias("keep_from"))
+        )
+        stale = self.read().join(keep_from, list(HISTORY_KEY)).where(F.col("snapshot_time") < F.col("keep_from"))
+        if stale.isEmpty():
+            return
+        on = " AND ".join(f"t.{k} = s.{k}" for k in HISTORY_KEY)
+        self._retry(
+            f"append history prune for batch {batch_id}",
+            lambda: DeltaTable.forPath(self.spark, self.path)
+            .alias("t")
+            .merge(keep_from.alias("s"), on)
+            .whenMatchedDelete(condition="t.snapshot_time < s.keep_from")
+            .execute(),
+        )
+
+    def _merge(self, rows: DataFrame, batch_id: int) -> None:
+        from delta.tables import DeltaTable
+
+        on = " AND ".join(f"t.{k} = s.{k}" for k in (*HISTORY_KEY, "snapshot_time"))
+        self._retry(
+            f"append history merge for batch {batch_id}",
+            lambda: DeltaTable.forPath(self.spark, self.path).alias("t").merge(rows.alias("s"), on).whenNotMatchedInsertAll().execute(),
+        )
+
+    def _retry(self, what: str, action: Callable[[], object]) -> None:
+        from spark_purge.audit import retry_conflicts
+
+        retry_conflicts(f"{what} on {self.path}", action, self.sleep)
+
+
+__all__ = ["HISTORY_KEY", "AppendHistory"]

@@ -1,0 +1,43 @@
+"""The append history store (real Delta, local files): one row per partition whose high
+watermark moved, harmless to re-run, and pruned down to what a floor can still need."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from spark_purge import schemas
+from spark_purge.history import AppendHistory
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+HOUR_MS = 3_600_000
+
+
+def partitions(spark: SparkSession, at: datetime, hws: dict[int, int]) -> Any:
+    """PARTITION_STATE rows of topic ``t`` with these high watermarks."""
+    rows = [("s", at, "t", p, 1, [1], [1], 0, hw, hw, False, "delete", None, None, None, None) for p, hw in hws.items()]
+    return spark.createDataFrame(rows, schemas.PARTITION_STATE)
+
+
+def content(store: AppendHistory) -> list[tuple[int, timedelta, int]]:
+    """(partition, snapshot time - T0, high watermark), sorted."""
+    rows = store.read().collect()
+    return sorted((r["partition"], r["snapshot_time"].replace(tzinfo=timezone.utc) - T0, r["high_watermark"]) for r in rows)
+
+
+def test_rows_only_where_the_high_watermark_moved_and_old_rows_pruned(spark: SparkSession, tmp_path: Path) -> None:
+    store = AppendHistory(spark, str(tmp_path / "append_history"))
+    assert store.read_if_exists() is None
+
+    store.update(partitions(spark, T0, {0: 10, 1: 5}), T0, HOUR_MS, 0)
+    store.update(partitions(spark, T0, {0: 10, 1: 5}), T0, HOUR_MS, 0)  # a replayed batch: no change
+    t1 = T0 + timedelta(minutes=30)
+    store.update(partitions(spark, t1, {0: 10, 1: 8}), t1, HOUR_MS, 1)  # only partition 1 moved
+    assert content(store) == [(0, timedelta(0), 10), (1, timedelta(0), 5), (1, timedelta(minutes=30), 8)]
+
+    # 2h in: the newest row at or before now - 1h (30 min) is kept, anything older goes.
+    t2 = T0 + timedelta(hours=2)
+    store.update(partitions(spark, t2, {0: 10, 1: 9}), t2, HOUR_MS, 2)
+    assert content(store) == [(0, timedelta(0), 10), (1, timedelta(minutes=30), 8), (1, timedelta(hours=2), 9)]
