@@ -187,9 +187,9 @@ class PurgePipeline:
             # Every position seen, for stale and vanished groups in later batches (a MERGE of the
             # snapshot's group rows, still cached: nothing per commit reaches the driver).
             # External consumers are configured, not remembered: leave them out.
-            _partitions, groups = split_snapshot(snapshot)
+            partitions, groups = split_snapshot(snapshot)
             kafka_groups = groups.where(~F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)))
-            self.progress.update(kafka_groups, plan.planned_at, batch_id)
+            self.progress.update(kafka_groups, plan.planned_at, batch_id, partitions)
         finally:
             base.unpersist()
         return self._done(result)

@@ -28,6 +28,7 @@ from kafka.protocol.admin import DeleteRecordsRequest
 
 from spark_purge._time import Backoff, Deadline
 from spark_purge.errors import LeaderRequestError
+from spark_purge.kafka.lineage import changed_topics
 from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
 from spark_purge.kafka.offsets import OffsetReader
 from spark_purge.kafka.wire import Wire, error_name, error_retriable, exc_name
@@ -307,14 +308,29 @@ class WireDeleteTransport:
 
 
 def delete_records(
-    offsets: OffsetReader, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int
+    offsets: OffsetReader,
+    cutoffs: Mapping[TopicPartitionKey, int],
+    timeout_ms: int,
+    topic_ids: Optional[Mapping[str, str]] = None,
 ) -> list[DeleteOutcome]:
-    """Run ``cutoffs`` through a ``DeleteExecutor`` with the connection's retries and backoff."""
+    """Run ``cutoffs`` through a ``DeleteExecutor`` with the connection's retries and backoff.
+
+    ``topic_ids``: topic -> the id the cutoffs were planned for. Right before sending, one
+    Metadata request re-reads them; partitions of a topic recreated or deleted since get a
+    ``TOPIC_RECREATED`` / ``TOPIC_DELETED`` outcome and are never sent (``lineage.changed_topics``).
+    """
     settings = offsets.wire.settings
+    changed = offsets.wire.run(changed_topics, offsets, dict(topic_ids or {}))
+    skipped = {
+        tp: DeleteOutcome(tp[0], tp[1], int(off), None, None, *changed[tp[0]]) for tp, off in cutoffs.items() if tp[0] in changed
+    }
+    for (t, p), outcome in sorted(skipped.items()):
+        log.warning("DeleteRecords on %s-%d skipped: %s", t, p, outcome.error_message)
     executor = DeleteExecutor(
         WireDeleteTransport(offsets), backoff_ms=settings.retry_backoff_ms, max_retries=settings.retries
     )
-    return executor.run(cutoffs, timeout_ms)
+    done = {(o.topic, o.partition): o for o in executor.run({tp: o for tp, o in cutoffs.items() if tp not in skipped}, timeout_ms)}
+    return [skipped.get(tp) or done[tp] for tp in cutoffs]
 
 
 __all__ = [
