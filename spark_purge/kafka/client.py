@@ -10,7 +10,9 @@ partitions or groups:
 - ``groups``: ListGroups per broker (with its stability check), FindCoordinator (1 batched
   request), then per coordinator one request per API: OffsetFetch v8, DescribeGroups,
   ConsumerGroupDescribe, DescribeShareGroupOffsets, ShareGroupDescribe (``members``);
-- ``snapshot``: the snapshot assembled from the three above;
+- ``lineage``: OffsetForLeaderEpoch per leader for commits carrying a leader epoch (KIP-320),
+  and the topic-id re-check right before DeleteRecords;
+- ``snapshot``: the snapshot assembled from the above;
 - ``delete``: DeleteRecords per leader via ``DeleteExecutor``.
 
 ``request_counts`` counts every request the client sends, by API name.

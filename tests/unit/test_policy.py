@@ -188,7 +188,7 @@ def test_ties_prefer_group_then_time_floor_then_high_watermark(spark: SparkSessi
         part("orders", 1, hw=500, last_stable=400, floor_time=ft, floor_offset=400),  # floor == last stable offset
         part("orders", 2, hw=500, floor_time=ft, floor_offset=500),  # group == floor == hw
     ]
-    groups = both_groups("orders", 0, 300, 600) + both_groups("orders", 1, 600, 600) + both_groups("orders", 2, 500, 500)
+    groups = both_groups("orders", 0, 300, 500) + both_groups("orders", 1, 500, 500) + both_groups("orders", 2, 500, 500)
     got = rows(run(spark, cfg, parts, groups))
     assert brief(got[("orders", 0)])[:2] == ("group", 300)
     assert brief(got[("orders", 1)])[:2] == ("time_floor", 400)
