@@ -89,7 +89,10 @@ def test_forced_manual_cut_stops_at_an_open_transaction(
 ) -> None:
     topic = new_topic("lineage-t")
     produce(kafka_cluster.bootstrap_servers, topic, [20])
-    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers, transactional_id=f"{topic}-tx")
+    # A long transaction timeout: the broker must not abort it (and move the LSO) mid-test.
+    producer = KafkaProducer(
+        bootstrap_servers=kafka_cluster.bootstrap_servers, transactional_id=f"{topic}-tx", transaction_timeout_ms=600_000
+    )
     try:
         producer.init_transactions()
         producer.begin_transaction()
