@@ -122,6 +122,7 @@ def _audit_row(
         config_fingerprint=ctx.config_fingerprint,
         operator=None,
         time_floor_source=plan["time_floor_source"],
+        topic_id=plan["topic_id"],
         event_date=ctx.planned_at.strftime("%Y-%m-%d"),
     )
     return Row(**{f.name: values[f.name] for f in AUDIT.fields})
@@ -154,6 +155,8 @@ def outcome_rows(
 def _outcome_row(plan: Row, ctx: BatchContext, executed_at: datetime, outcome: DeleteOutcome | None) -> Row:
     if outcome is None:
         return _audit_row(plan, ctx, "outcome", executed_at, status="failed", error=NO_OUTCOME)
+    if outcome.skipped:  # never sent: the topic was recreated or deleted since the plan
+        return _audit_row(plan, ctx, "outcome", executed_at, status="skipped", error=f"{str(outcome.error).lower()}: {outcome.error_message}")
     low = outcome.low_watermark if outcome.low_watermark is not None and outcome.low_watermark >= 0 else None
     deleted = max(0, low - int(plan["log_start_offset"])) if low is not None else None
     if outcome.error:
@@ -355,6 +358,7 @@ def errors(audit: DataFrame) -> DataFrame:
 # ---- group progress: every position the purge has seen, and when it last moved ---------------
 
 PROGRESS_KEY = ("group_id", "topic", "partition")
+_PROGRESS_ADDED = ("group_type", "topic_id")  # string columns added to the table after its first version
 _PROGRESS_TABLES_READY: set[str] = set()  # paths ensure_table() already created/migrated in this process
 COMPACT_EVERY = 100  # batches between compactions of the progress table's small MERGE files
 
@@ -390,8 +394,9 @@ class ProgressStore:
         if not self.exists():
             return self.spark.createDataFrame([], PROGRESS_STORE)
         df = self.spark.read.format("delta").load(self.path)
-        if "group_type" not in df.columns:  # a table written before group_type existed
-            df = df.withColumn("group_type", F.lit(None).cast("string"))
+        for name in _PROGRESS_ADDED:  # a table written before these columns existed
+            if name not in df.columns:
+                df = df.withColumn(name, F.lit(None).cast("string"))
         return df.select(*PROGRESS_STORE.fieldNames())
 
     def read_if_exists(self) -> DataFrame | None:
@@ -400,24 +405,28 @@ class ProgressStore:
         return self.read() if self.exists() else None
 
     def ensure_table(self) -> None:
-        """Create the table if needed; add ``group_type`` to a table written before it existed."""
+        """Create the table if needed; add ``group_type`` / ``topic_id`` to a table written before they existed."""
         from delta.tables import DeltaTable
 
         if self.path in _PROGRESS_TABLES_READY and self.exists():
             return
         try:
             DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(PROGRESS_STORE).execute()
-            if "group_type" not in self.spark.read.format("delta").load(self.path).columns:
-                self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS (group_type STRING)")
+            columns = self.spark.read.format("delta").load(self.path).columns
+            for name in _PROGRESS_ADDED:
+                if name not in columns:
+                    self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS ({name} STRING)")
             _PROGRESS_TABLES_READY.add(self.path)
         except Exception as exc:
             raise AuditError(f"cannot create the group progress table at {self.path}: {exc}") from exc
 
-    def update(self, groups: DataFrame, now: datetime, batch_id: int) -> None:
+    def update(self, groups: DataFrame, now: datetime, batch_id: int, partitions: DataFrame | None = None) -> None:
         """MERGE the positions of a snapshot's group rows (``GROUP_OFFSETS``) into the store.
 
         Rows with ``committed_offset < 0`` (a member holding a partition without a position)
-        are not positions and are never stored. Nothing is collected to the driver.
+        are not positions and are never stored. ``partitions`` (the snapshot's
+        ``PARTITION_STATE``) gives each position its topic's id; a position seen on a new
+        incarnation of a topic replaces the old one's. Nothing is collected to the driver.
         """
 
         seen = (
@@ -427,17 +436,23 @@ class ProgressStore:
             .agg(F.min("committed_offset").alias("committed_offset"), F.max("group_type").alias("group_type"))
             .select(*PROGRESS_KEY, "committed_offset", F.lit(now).cast("timestamp").alias("last_progress_time"), "group_type")
         )
+        if partitions is not None:
+            seen = seen.join(partitions.select("topic", "partition", "topic_id"), ["topic", "partition"], "left")
+        else:
+            seen = seen.withColumn("topic_id", F.lit(None).cast("string"))
         self.ensure_table()
         # Only new or changed keys go into the MERGE; in a steady state there are none, and then
         # nothing is written at all (no Delta commit per batch).
         stored = self.read().select(
-            *PROGRESS_KEY, F.col("committed_offset").alias("t_offset"), F.col("group_type").alias("t_type")
+            *PROGRESS_KEY, F.col("committed_offset").alias("t_offset"), F.col("group_type").alias("t_type"),
+            F.col("topic_id").alias("t_topic_id"),
         )
         changed = seen.join(stored, list(PROGRESS_KEY), "left").where(
             F.col("t_offset").isNull()
             | (F.col("t_offset") != F.col("committed_offset"))
             | (F.col("group_type").isNotNull() & ~F.col("group_type").eqNullSafe(F.col("t_type")))
-        ).drop("t_offset", "t_type")
+            | (F.col("topic_id").isNotNull() & ~F.col("topic_id").eqNullSafe(F.col("t_topic_id")))
+        ).drop("t_offset", "t_type", "t_topic_id")
         if not changed.isEmpty():
             self._merge(changed, batch_id)
         if batch_id % COMPACT_EVERY == COMPACT_EVERY - 1:
@@ -447,17 +462,22 @@ class ProgressStore:
         from delta.tables import DeltaTable
 
         on = " AND ".join(f"t.{k} = s.{k}" for k in PROGRESS_KEY)
-        moved: dict[str, str | Column] = {"committed_offset": "s.committed_offset", "last_progress_time": "s.last_progress_time", "group_type": "s.group_type"}
+        moved: dict[str, str | Column] = {
+            "committed_offset": "s.committed_offset", "last_progress_time": "s.last_progress_time", "group_type": "s.group_type",
+            "topic_id": "coalesce(s.topic_id, t.topic_id)",
+        }
+        # A new incarnation of the topic (another id): its position is new, whatever the offset.
+        recreated = "s.topic_id IS NOT NULL AND t.topic_id IS NOT NULL AND s.topic_id <> t.topic_id"
         self._retry(
             f"progress merge for batch {batch_id}",
             lambda: (
                 DeltaTable.forPath(self.spark, self.path)
                 .alias("t")
                 .merge(changed.alias("s"), on)
-                .whenMatchedUpdate(condition="t.committed_offset <> s.committed_offset", set=moved)
+                .whenMatchedUpdate(condition=f"t.committed_offset <> s.committed_offset OR ({recreated})", set=moved)
                 .whenMatchedUpdate(
-                    condition="s.group_type IS NOT NULL AND NOT (t.group_type <=> s.group_type)",
-                    set={"group_type": "s.group_type"},
+                    condition="(s.group_type IS NOT NULL AND NOT (t.group_type <=> s.group_type)) OR (s.topic_id IS NOT NULL AND t.topic_id IS NULL)",
+                    set={"group_type": "coalesce(s.group_type, t.group_type)", "topic_id": "coalesce(s.topic_id, t.topic_id)"},
                 )
                 .whenNotMatchedInsertAll()
                 .execute()

@@ -125,7 +125,7 @@ def with_external_consumers(snapshot: DataFrame, consumers: Sequence[ExternalCon
     per_partition: dict[TopicPartition, list[tuple[object, ...]]] = {}
     for row in found.rows:
         per_partition.setdefault((row.topic, row.partition), []).append(
-            (row.group_id, None, row.group_type, None, row.committed_offset, row.commit_metadata)
+            (row.group_id, None, row.group_type, None, row.committed_offset, row.commit_metadata, None, None)
         )
     spark = snapshot.sparkSession
     extra = spark.createDataFrame([(t, p, commits) for (t, p), commits in sorted(per_partition.items())], _EXTRA)

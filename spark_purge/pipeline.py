@@ -210,7 +210,7 @@ class PurgePipeline:
             # External consumers are configured, not remembered: leave them out.
             partitions, groups = split_snapshot(snapshot)
             kafka_groups = groups.where(~F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)))
-            self.progress.update(kafka_groups, plan.planned_at, batch_id)
+            self.progress.update(kafka_groups, plan.planned_at, batch_id, partitions)
             self._record_history(partitions, batch_id)
         finally:
             base.unpersist()

@@ -35,7 +35,9 @@ class PurgeClient(Protocol):
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartitionKey, int]) -> Mapping[TopicPartitionKey, int]: ...
 
-    def delete_records(self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int) -> Sequence[DeleteOutcome]: ...
+    def delete_records(
+        self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int, topic_ids: Mapping[str, str] | None = None
+    ) -> Sequence[DeleteOutcome]: ...
 
     def close(self) -> None: ...
 
@@ -90,8 +92,10 @@ class BatchRunner:
         outcomes: dict[TopicPartitionKey, DeleteOutcome] = {}
         if actionable and not ctx.dry_run:
             cutoffs = {(r["topic"], r["partition"]): int(r["cutoff"]) for r in actionable}
+            # The topic ids the plan was made for: a topic recreated since is never cut by name.
+            topic_ids = {r["topic"]: r["topic_id"] for r in actionable if r["topic_id"] is not None}
             log.info("batch %d: DeleteRecords for %d partitions", ctx.batch_id, len(cutoffs))
-            for outcome in self.client().delete_records(cutoffs, timeout_ms=self.delete_timeout_ms):
+            for outcome in self.client().delete_records(cutoffs, timeout_ms=self.delete_timeout_ms, topic_ids=topic_ids):
                 outcomes[(outcome.topic, outcome.partition)] = outcome
         self._fault("deletes_sent", ctx.batch_id)
 

@@ -53,8 +53,19 @@ PARTITION_STATE = StructType(
         # high_watermark when every record is older than time_floor_time.
         StructField("time_floor_time", TimestampType(), True),
         StructField("time_floor_offset", LongType(), True),
+        # Metadata v10+ topic id (UUID string; null: a broker too old to say). A topic recreated
+        # under the same name gets a new id: the batch re-checks it right before DeleteRecords.
+        StructField("topic_id", StringType(), True),
     ]
 )
+
+# KIP-320: the commit's leader epoch (null: none) and the log's end offset for that epoch
+# (OffsetForLeaderEpoch; -1: epoch unknown to the log; null: not checked). An end offset below
+# committed_offset means the committed history diverged from the log (commit_diverged).
+_LINEAGE_FIELDS = [
+    StructField("committed_leader_epoch", IntegerType(), True),
+    StructField("epoch_end_offset", LongType(), True),
+]
 
 # One group's commit on one partition (also the element type of SNAPSHOT.groups).
 _GROUP_COMMIT_FIELDS = [
@@ -64,7 +75,7 @@ _GROUP_COMMIT_FIELDS = [
     StructField("member_count", IntegerType(), True),
     StructField("committed_offset", LongType(), False),
     StructField("commit_metadata", StringType(), True),
-]
+] + _LINEAGE_FIELDS
 
 GROUP_COMMIT = StructType(_GROUP_COMMIT_FIELDS)
 
@@ -80,6 +91,7 @@ GROUP_OFFSETS = StructType(
         StructField("committed_offset", LongType(), False),
         StructField("commit_metadata", StringType(), True),
     ]
+    + _LINEAGE_FIELDS
 )
 
 # A selected group whose commits the snapshot could not read, and the error (e.g.
@@ -113,8 +125,10 @@ GROUP_PROGRESS = StructType(
 # (group, topic, partition) position the purge has ever seen (>= 0). Keys are never dropped
 # because a group disappeared: a vanished group keeps holding its last seen position
 # (``group_state`` "Vanished" rows, see ``spark_purge.vanished``) until an operator forgets it.
+# ``topic_id``: the topic incarnation the position was seen on (null: unknown, or a table written
+# before): a remembered position never holds a topic recreated under the same name.
 PROGRESS_STORE = StructType(
-    list(GROUP_PROGRESS.fields) + [StructField("group_type", StringType(), True)]
+    list(GROUP_PROGRESS.fields) + [StructField("group_type", StringType(), True), StructField("topic_id", StringType(), True)]
 )
 
 # The append history (``spark_purge.history``): a partition's high watermark as a snapshot saw
@@ -188,6 +202,8 @@ BINDING_CONSTRAINTS = (
     "internal",
     "missing_commit",
     "group_unreadable",
+    "commit_beyond_end",  # a required commit above the high watermark: another topic's history
+    "commit_diverged",  # a required commit whose leader epoch the log contradicts (KIP-320)
     "stale_group",
     "vanished_group",
     "external",
@@ -210,6 +226,7 @@ PLAN = StructType(
         StructField("snapshot_id", StringType(), False),
         StructField("topic", StringType(), False),
         StructField("partition", IntegerType(), False),
+        StructField("topic_id", StringType(), True),  # as the snapshot saw it (PARTITION_STATE)
         StructField("leader", IntegerType(), True),
         StructField("log_start_offset", LongType(), False),
         StructField("high_watermark", LongType(), False),
@@ -259,6 +276,8 @@ AUDIT = StructType(
         # forget rows: who forgot the group (user@host); null on purge decisions
         StructField("operator", StringType(), True),
         StructField("time_floor_source", StringType(), True),  # as in PLAN (null on forget rows)
+        # The topic id the decision was made for (null: unknown, or a table written before)
+        StructField("topic_id", StringType(), True),
         StructField("event_date", StringType(), False),  # yyyy-MM-dd (UTC), the partition column
     ]
 )

@@ -202,7 +202,8 @@ def snapshot_rows(snapshot: ClusterSnapshot, view: str) -> list[tuple[Any, ...]]
     sid, stime = snapshot.snapshot_id, _ts(snapshot.snapshot_time_ms)
     if view == "groups":
         return [
-            (sid, stime, c.group_id, c.group_state, c.group_type, c.member_count, c.topic, c.partition, c.committed_offset, c.commit_metadata)
+            (sid, stime, c.group_id, c.group_state, c.group_type, c.member_count, c.topic, c.partition, c.committed_offset, c.commit_metadata,
+             c.committed_leader_epoch, c.epoch_end_offset)
             for c in snapshot.commits
         ]
     commits = snapshot.commits_by_partition() if view == "snapshot" else {}
@@ -226,10 +227,12 @@ def snapshot_rows(snapshot: ClusterSnapshot, view: str) -> list[tuple[Any, ...]]
             p.remote_storage_enable,
             _ts(p.time_floor_time_ms),
             p.time_floor_offset,
+            p.topic_id,
         )
         if view == "snapshot":
             groups = [
-                (c.group_id, c.group_state, c.group_type, c.member_count, c.committed_offset, c.commit_metadata)
+                (c.group_id, c.group_state, c.group_type, c.member_count, c.committed_offset, c.commit_metadata,
+                 c.committed_leader_epoch, c.epoch_end_offset)
                 for c in commits.get((p.topic, p.partition), [])
             ]
             row = row + (groups, unreadable)

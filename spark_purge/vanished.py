@@ -15,7 +15,9 @@ releases it (``stale_after`` counted from the position's last progress; ``on_sta
 ignore``), or an operator removes it (``spark-purge forget-group``).
 
 Only partitions present in the snapshot get rows; groups the snapshot could not read (they
-block anyway, as ``group_unreadable``) get none: unknown is not vanished.
+block anyway, as ``group_unreadable``) get none: unknown is not vanished. Nor do positions seen
+on another incarnation of the topic (the store's ``topic_id`` differs from the snapshot's: the
+topic was deleted and recreated under the same name): those records are gone, the new ones unread.
 """
 from __future__ import annotations
 
@@ -47,20 +49,26 @@ def vanished_rows(
     if skip:
         known = known.where(~F.col("group_id").isin(skip))
     group_type = F.col("group_type") if "group_type" in progress.columns else F.lit(None).cast("string")
-    gone = known.join(live, KEY, "left_anti").join(
-        partitions.select("snapshot_id", "snapshot_time", "topic", "partition"), ["topic", "partition"], "inner"
+    seen_on = F.col("topic_id") if "topic_id" in progress.columns else F.lit(None).cast("string")
+    gone = known.select(*KEY, "committed_offset", group_type.alias("group_type"), seen_on.alias("seen_on")).join(live, KEY, "left_anti").join(
+        partitions.select("snapshot_id", "snapshot_time", "topic", "partition", "topic_id"), ["topic", "partition"], "inner"
     )
+    # A position seen on another incarnation of the topic (deleted and recreated under the same
+    # name) says nothing about this one: it holds nothing. Unknown ids on either side: it holds.
+    gone = gone.where(F.col("seen_on").isNull() | F.col("topic_id").isNull() | (F.col("seen_on") == F.col("topic_id")))
     columns = {
         "snapshot_id": F.col("snapshot_id"),
         "snapshot_time": F.col("snapshot_time"),
         "group_id": F.col("group_id"),
         "group_state": F.lit(VANISHED),
-        "group_type": group_type,
+        "group_type": F.col("group_type"),
         "member_count": F.lit(0),
         "topic": F.col("topic"),
         "partition": F.col("partition"),
         "committed_offset": F.col("committed_offset"),
         "commit_metadata": F.lit(None),
+        "committed_leader_epoch": F.lit(None),  # a remembered position carries no epoch to check
+        "epoch_end_offset": F.lit(None),
     }
     return gone.select(*[columns[f.name].cast(f.dataType).alias(f.name) for f in GROUP_OFFSETS.fields])
 

@@ -10,7 +10,9 @@ partitions or groups:
 - ``groups``: ListGroups per broker (with its stability check), FindCoordinator (1 batched
   request), then per coordinator one request per API: OffsetFetch v8, DescribeGroups,
   ConsumerGroupDescribe, DescribeShareGroupOffsets, ShareGroupDescribe (``members``);
-- ``snapshot``: the snapshot assembled from the three above;
+- ``lineage``: OffsetForLeaderEpoch per leader for commits carrying a leader epoch (KIP-320),
+  and the topic-id re-check right before DeleteRecords;
+- ``snapshot``: the snapshot assembled from the above;
 - ``delete``: DeleteRecords per leader via ``DeleteExecutor``.
 
 ``request_counts`` counts every request the client sends, by API name.
@@ -45,7 +47,9 @@ class ClusterClient(Protocol):
 
     def log_start_offsets(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]: ...
 
-    def delete_records(self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int = 30_000) -> list[DeleteOutcome]: ...
+    def delete_records(
+        self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int = 30_000, topic_ids: Optional[Mapping[str, str]] = None
+    ) -> list[DeleteOutcome]: ...
 
     @property
     def request_counts(self) -> Mapping[str, int]: ...
@@ -128,13 +132,17 @@ class KafkaPythonClient:
 
         return self.wire.run(read)
 
-    def delete_records(self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int = 30_000) -> list[DeleteOutcome]:
+    def delete_records(
+        self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int = 30_000, topic_ids: Optional[Mapping[str, str]] = None
+    ) -> list[DeleteOutcome]:
         """Delete records below each cutoff: one request per leader, leaders in parallel, one
         ``DeleteOutcome`` per partition (in input order). Never raises for a partition error.
-        Re-sends after a leader move follow the connection's ``retries`` and ``retry_backoff_ms``."""
+        Re-sends after a leader move follow the connection's ``retries`` and ``retry_backoff_ms``.
+        ``topic_ids`` (topic -> id planned for): topics recreated or deleted since are not cut
+        (outcome ``TOPIC_RECREATED`` / ``TOPIC_DELETED``), see ``kafka.delete.delete_records``."""
         if not cutoffs:
             return []
-        return delete_records(self._offsets, cutoffs, timeout_ms)
+        return delete_records(self._offsets, cutoffs, timeout_ms, topic_ids)
 
 
 def open_client(config: ClientConfig | ConnectionSettings | PurgeConfig) -> KafkaPythonClient:

@@ -28,6 +28,7 @@ from kafka.protocol.admin import DeleteRecordsRequest
 
 from spark_purge._time import Backoff, Deadline
 from spark_purge.errors import LeaderRequestError
+from spark_purge.kafka.lineage import changed_topics
 from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
 from spark_purge.kafka.offsets import OffsetReader
 from spark_purge.kafka.wire import Wire, error_name, error_retriable, exc_name
@@ -307,14 +308,52 @@ class WireDeleteTransport:
 
 
 def delete_records(
-    offsets: OffsetReader, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int
+    offsets: OffsetReader,
+    cutoffs: Mapping[TopicPartitionKey, int],
+    timeout_ms: int,
+    topic_ids: Optional[Mapping[str, str]] = None,
 ) -> list[DeleteOutcome]:
-    """Run ``cutoffs`` through a ``DeleteExecutor`` with the connection's retries and backoff."""
+    """Run ``cutoffs`` through a ``DeleteExecutor`` with the connection's retries and backoff.
+
+    ``topic_ids``: topic -> the id the cutoffs were planned for. Right before sending, one
+    Metadata request re-reads them; partitions of a topic recreated or deleted since get a
+    ``TOPIC_RECREATED`` / ``TOPIC_DELETED`` outcome and are never sent (``lineage.changed_topics``).
+    """
     settings = offsets.wire.settings
+    deadline = Deadline(timeout_ms / 1000)
+    changed = _recheck_topic_ids(offsets, dict(topic_ids or {}), deadline)
+    if isinstance(changed, str):  # identity unknown: nothing is sent, every partition says why
+        return [DeleteOutcome(t, p, int(off), None, None, "METADATA_UNAVAILABLE", changed, 0, True) for (t, p), off in cutoffs.items()]
+    skipped = {
+        tp: DeleteOutcome(tp[0], tp[1], int(off), None, None, *changed[tp[0]]) for tp, off in cutoffs.items() if tp[0] in changed
+    }
+    for (t, p), outcome in sorted(skipped.items()):
+        log.warning("DeleteRecords on %s-%d skipped: %s", t, p, outcome.error_message)
+    timeout_ms = max(1, deadline.remaining_ms())
     executor = DeleteExecutor(
         WireDeleteTransport(offsets), backoff_ms=settings.retry_backoff_ms, max_retries=settings.retries
     )
-    return executor.run(cutoffs, timeout_ms)
+    done = {(o.topic, o.partition): o for o in executor.run({tp: o for tp, o in cutoffs.items() if tp not in skipped}, timeout_ms)}
+    return [skipped.get(tp) or done[tp] for tp in cutoffs]
+
+
+def _recheck_topic_ids(
+    offsets: OffsetReader, topic_ids: Mapping[str, str], deadline: Deadline
+) -> dict[str, tuple[str, str]] | str:
+    """``lineage.changed_topics``, retried (connection backoff) until ``deadline``; the last
+    error, as a message, when it never answered (then nothing may be sent: identity unknown)."""
+    first = max(0.001, offsets.wire.settings.retry_backoff_ms / 1000)
+    backoff = Backoff(first=first, cap=max(first, 1.0))
+    while True:
+        try:
+            return offsets.wire.run(changed_topics, offsets, topic_ids)
+        except Exception as exc:  # metadata unreadable (a broker just died, cluster away)
+            pause = backoff.next()
+            reason = f"topic ids could not be re-checked before DeleteRecords: {type(exc).__name__}: {exc}"
+            if not deadline.allows(pause):
+                return reason + "; nothing sent"
+            log.warning("%s; retrying", reason)
+            time.sleep(pause)
 
 
 __all__ = [

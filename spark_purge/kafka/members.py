@@ -61,12 +61,14 @@ NO_POSITION = -1  # committed_offset of a partition a group needs but has no pos
 # while a rebalance runs): their subscribed topics' partitions are held instead.
 REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
 
-# group id -> {tp: (committed offset, metadata)}
-Commits = dict[str, dict[TopicPartitionKey, tuple[int, Optional[str]]]]
+# (committed offset, metadata, committed leader epoch or None): one group's position on a partition
+Position = tuple[int, Optional[str], Optional[int]]
+# group id -> {tp: position}
+Commits = dict[str, dict[TopicPartitionKey, Position]]
 # group id -> (state, type, protocol type), as ListGroups said
 ListedGroups = Mapping[str, tuple[Optional[str], Optional[str], str]]
-RawCommit = tuple[GroupInfo, TopicPartitionKey, int, Optional[str]]
-Payload = Union[dict[TopicPartitionKey, tuple[int, Optional[str]]], GroupDescription, ShareGroupOffsets]
+RawCommit = tuple[GroupInfo, TopicPartitionKey, int, Optional[str], Optional[int]]  # ... offset, metadata, leader epoch
+Payload = Union[dict[TopicPartitionKey, Position], GroupDescription, ShareGroupOffsets]
 
 
 def reads_for(group_type: Optional[str]) -> tuple[str, ...]:
@@ -187,11 +189,13 @@ def _parse_offset_fetch(groups: Sequence[str], answer: Any, v8: bool) -> dict[st
             what = "Describe on group" if err in AUTH_ERRORS else "OffsetFetch for group"
             out[g_id] = Outcome(err, f"{what} {g_id!r} failed: {err}")
             continue
-        commits: dict[TopicPartitionKey, tuple[int, Optional[str]]] = {}
+        commits: dict[TopicPartitionKey, Position] = {}
         for t in ga.topics:
             for p in t.partitions:
                 if error_name(p.error_code) is None and p.committed_offset is not None and p.committed_offset >= 0:
-                    commits[(t.name, p.partition_index)] = (int(p.committed_offset), p.metadata)
+                    epoch = getattr(p, "committed_leader_epoch", None)  # OffsetFetch v5+; -1: none
+                    epoch = int(epoch) if epoch is not None and epoch >= 0 else None
+                    commits[(t.name, p.partition_index)] = (int(p.committed_offset), p.metadata, epoch)
         out[g_id] = Outcome(None, "", commits)
     return out
 
@@ -231,18 +235,18 @@ def assemble_groups(
             unreadable.append(g)
             issues.append(problem)
             continue
-        positions: dict[TopicPartitionKey, tuple[int, Optional[str]]] = dict(reads.commits.get(g, {}))
+        positions: dict[TopicPartitionKey, Position] = dict(reads.commits.get(g, {}))
         needed: set[TopicPartitionKey] = set(desc.held) if desc is not None else set()
         if desc is not None and desc.group_type == "classic" and desc.state in REBALANCING:
             for t in desc.subscribed_topics & topic_set:
                 needed.update((t, p) for p in (partitions or {}).get(t, ()))
         share = reads.share_offsets.get(g)
         if share is not None:
-            positions.update((tp, (offset, None)) for tp, offset in share.positions().items())
+            positions.update((tp, (offset, None, None)) for tp, offset in share.positions().items())
             needed |= share.without_position()
         for tp in needed - positions.keys():
-            positions[tp] = (NO_POSITION, None)
-        rows.extend((info, tp, off, meta) for tp, (off, meta) in sorted(positions.items()) if tp[0] in topic_set)
+            positions[tp] = (NO_POSITION, None, None)
+        rows.extend((info, tp, *pos) for tp, pos in sorted(positions.items()) if tp[0] in topic_set)
     return infos, rows, unreadable
 
 
@@ -271,6 +275,7 @@ __all__ = [
     "Commits",
     "GroupReads",
     "Outcome",
+    "Position",
     "RawCommit",
     "assemble_groups",
     "build_requests",

@@ -140,6 +140,9 @@ class PartitionState:
     remote_storage_enable: Optional[bool]
     time_floor_time_ms: Optional[int] = None
     time_floor_offset: Optional[int] = None
+    # The topic's id (Metadata v10+, a UUID string): a topic deleted and recreated under the same
+    # name gets a new one, so a plan made for the old topic is never applied to the new one.
+    topic_id: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,12 @@ class GroupCommit:
     partition: int
     committed_offset: int
     commit_metadata: Optional[str]
+    # KIP-320: the leader epoch of the last record the group consumed (None: the commit has none).
+    committed_leader_epoch: Optional[int] = None
+    # The log's end offset for that epoch (OffsetForLeaderEpoch; -1: the log does not know the
+    # epoch). Below committed_offset: the committed history diverged from the log (truncation).
+    # None: not checked (no epoch, or the leader could not answer).
+    epoch_end_offset: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +258,13 @@ class ClusterSnapshot:
         )
 
 
+# DeleteOutcome.error of a partition never sent because its topic changed identity since the
+# plan (checked right before DeleteRecords): audited as ``skipped`` with the reason in lower case.
+TOPIC_RECREATED = "TOPIC_RECREATED"
+TOPIC_DELETED = "TOPIC_DELETED"
+SKIPPED_ERRORS = (TOPIC_RECREATED, TOPIC_DELETED)
+
+
 @dataclass(frozen=True)
 class DeleteOutcome:
     """What happened to one partition's DeleteRecords.
@@ -271,6 +287,11 @@ class DeleteOutcome:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def skipped(self) -> bool:
+        """Never sent: the topic was recreated or deleted since the plan (``SKIPPED_ERRORS``)."""
+        return self.error in SKIPPED_ERRORS
 
     @property
     def timed_out(self) -> bool:

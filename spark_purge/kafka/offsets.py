@@ -71,6 +71,10 @@ class Metadata:
         self.topic_errors: dict[str, str] = {}
         self.topic_ids: dict[uuid.UUID, str] = {}  # Metadata v10+; KIP-848 and share groups name topics by id
 
+    def ids_by_name(self) -> dict[str, str]:
+        """Topic name -> its id as a string (topics without one, from brokers before Metadata v10, absent)."""
+        return {name: str(i) for i, name in self.topic_ids.items()}
+
 
 class OffsetReader:
     """Metadata and ListOffsets over one ``Wire``; keeps the partition leaders it last saw."""

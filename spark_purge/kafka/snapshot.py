@@ -1,8 +1,10 @@
 """One consistent read of partition state and group commits: the snapshot, assembled.
 
-Metadata (1 request), then in parallel: ListOffsets per leader (earliest, latest, last stable,
-and the time-floor timestamps), DescribeConfigs (1 request) and the group reads (see
-``groups``). Partitions that could not be read completely are dropped with the reason; groups
+Metadata (1 request, with each topic's id), then DescribeConfigs (1 request) in parallel with:
+the group reads (see ``groups``), and *after* them ListOffsets per leader (earliest, latest,
+last stable, and the time-floor timestamps) alongside OffsetForLeaderEpoch for commits carrying
+a leader epoch (``lineage``). Commits read before the high watermark are never above it unless
+the log lost their history (``commit_beyond_end`` in the policy). Partitions that could not be read completely are dropped with the reason; groups
 whose commits could not be read are named, so the policy never purges past them blindly.
 
 Group rows (``GroupCommit``), for the partitions kept: a committed offset, a share group's
@@ -22,6 +24,7 @@ from spark_purge._time import Deadline
 from spark_purge.errors import AuthorizationError
 from spark_purge.kafka.configs import TopicConfigs, bool_or_none, int_or_none, snapshot_configs
 from spark_purge.kafka.groups import GroupReader
+from spark_purge.kafka.lineage import EpochEnds, epoch_end_offsets
 from spark_purge.kafka.members import RawCommit
 from spark_purge.kafka.model import (
     ClientConfig,
@@ -35,7 +38,7 @@ from spark_purge.kafka.model import (
     TopicPartitionKey,
 )
 from spark_purge.kafka.offsets import EARLIEST, LATEST, READ_COMMITTED, Metadata, OffsetReader
-from spark_purge.kafka.wire import AUTH_ERRORS
+from spark_purge.kafka.wire import AUTH_ERRORS, Wire
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +92,14 @@ async def take_snapshot(
     floor_tps = {tp: max(0, floors[tp[0]]) for tp in tps if tp[0] in floors}
     if floor_tps:
         queries["floor"] = (0, floor_tps)
+    infos: list[GroupInfo] = []
+    raw: list[RawCommit] = []
+    unreadable: list[str] = []
+    if groups_future is not None:
+        # Commits are read before the log offsets (not alongside): a commit is then never above
+        # the high watermark read after it, unless the log lost what it was committed on.
+        infos, raw, unreadable = await groups_future
+    epochs_future = wire.spawn(_epoch_ends, wire, raw, dict(leaders), deadline, issues)
     if tps:
         offsets, failed = await offsets_reader.list_offsets(queries, leaders, deadline)
     else:
@@ -105,17 +116,15 @@ async def take_snapshot(
 
     partitions, dropped = _partition_states(tps, meta, offsets, failed, floors, floor_tps, configs)
     kept = {(p.topic, p.partition) for p in partitions}
-    infos: list[GroupInfo] = []
-    commits: list[GroupCommit] = []
-    unreadable: list[str] = []
-    if groups_future is not None:
-        raw: list[RawCommit]
-        infos, raw, unreadable = await groups_future
-        for info, tp, offset, metadata in raw:
-            if tp in kept:
-                commits.append(
-                    GroupCommit(info.group_id, info.group_state, info.group_type, info.member_count, tp[0], tp[1], offset, metadata)
-                )
+    ends = await epochs_future
+    commits = [
+        GroupCommit(
+            info.group_id, info.group_state, info.group_type, info.member_count, tp[0], tp[1], offset, metadata, epoch,
+            None if epoch is None else ends.get((tp, epoch)),
+        )
+        for info, tp, offset, metadata, epoch in raw
+        if tp in kept
+    ]
     if dropped:
         log.warning("snapshot %s dropped %d partition(s), e.g. %s", snapshot_id, len(dropped), dropped[0])
     return ClusterSnapshot(
@@ -144,6 +153,7 @@ def _partition_states(
     """One ``PartitionState`` per partition read completely; the others dropped with the reason."""
     partitions: list[PartitionState] = []
     dropped: list[DroppedPartition] = []
+    topic_ids = meta.ids_by_name()
     for tp in tps:
         need = [n for n in ("earliest", "latest", "stable") if tp not in offsets[n]]
         if tp in failed or need or (tp in floor_tps and tp not in offsets["floor"]):
@@ -174,9 +184,33 @@ def _partition_states(
                 remote_storage_enable=bool_or_none(conf.get("remote.storage.enable")),
                 time_floor_time_ms=floors.get(tp[0]),
                 time_floor_offset=floor_offset,
+                topic_id=topic_ids.get(tp[0]),
             )
         )
     return partitions, dropped
+
+
+async def _epoch_ends(
+    wire: Wire,
+    raw: list[RawCommit],
+    leaders: Mapping[TopicPartitionKey, Optional[int]],
+    deadline: Deadline,
+    issues: list[SnapshotIssue],
+) -> EpochEnds:
+    """The log's end offset of every leader epoch a commit carries (``lineage``); partitions
+    whose leader could not answer are named in ``issues`` and left unchecked."""
+    wanted: dict[TopicPartitionKey, set[int]] = {}
+    for _, tp, offset, _, epoch in raw:
+        if epoch is not None and offset >= 0 and tp in leaders:
+            wanted.setdefault(tp, set()).add(epoch)
+    if not wanted:
+        return {}
+    ends, failed = await epoch_end_offsets(wire, wanted, leaders, deadline)
+    for (t, p), err in sorted(failed.items()):
+        issues.append(
+            SnapshotIssue("partition", f"{t}-{p}", err, f"OffsetForLeaderEpoch on {t}-{p}: {err} (commit epochs left unchecked)")
+        )
+    return ends
 
 
 __all__ = ["take_snapshot"]

@@ -57,6 +57,11 @@ Decisions (binding_constraint, first match wins):
    any topic — are unknown). Whatever ``on_missing_commit`` says: unknown is not "none".
    ``missing_commit``: a required group has no commit on the partition and the rule blocks on
    that, or *no* required group has a commit at all (always blocks, whatever the rule says).
+   ``commit_beyond_end``: a required Kafka group's commit is above the high watermark (commits
+   are read before the high watermark, so the log lost what the group read: the topic was
+   recreated, or truncated). ``commit_diverged``: a required commit carries a leader epoch whose
+   end offset in the log (``epoch_end_offset``, OffsetForLeaderEpoch) is below it (KIP-320).
+   Both block: a commit of another history says nothing about what was read of this one.
 4. ``time_floor``: the rule needs a floor and the snapshot has none usable ("floor unknown").
 5. Otherwise the bound itself. Ties prefer the consumer (``group``, ``stale_group``,
    ``vanished_group`` or ``external``, by the kind at the minimum), then ``time_floor``, then
@@ -77,8 +82,10 @@ Unknown progress means not stale. A stale group with ``on_stale_group: block`` s
 cutoff at its commit (binding ``stale_group``); with ``ignore`` it is left out of the minimum.
 Either way it is listed in ``stale_groups``.
 
-Manual entries: cutoff = min(manual, safe cutoff); with ``force``, min(manual, high watermark)
-and no group, floor or last-stable-offset checks (still never on internal, protected or compacted topics).
+Manual entries: cutoff = min(manual, safe cutoff); with ``force``, min(manual, high watermark,
+last stable offset) and no group or floor checks (still never on internal, protected or compacted
+topics); when the high watermark or an open transaction bounds a forced cut, that is the binding
+constraint and the detail says so.
 """
 from __future__ import annotations
 

@@ -46,10 +46,13 @@ def group_staleness(groups: DataFrame, progress: DataFrame | None) -> DataFrame:
 def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | None) -> DataFrame:
     """Per selected partition: missing groups, stale groups, the lowest counted commit.
 
-    ``selected`` has the partition keys plus ``TOPIC_RULES`` columns. Output columns:
+    ``selected`` has the partition keys, ``high_watermark`` plus ``TOPIC_RULES`` columns. Output columns:
     ``missing`` (and ``missing_typed``: structs group_id, group_type), ``missing_external``, ``stale``,
     ``gmin`` (struct offset, stale, group_id, group_type, vanished),
-    ``n_commits``. A row with ``committed_offset`` -1 (members hold the partition, no position)
+    ``n_commits``, and the lineage faults of required commits (null: none), lowest group first:
+    ``beyond`` (struct group_id, offset: a Kafka group's commit above the high watermark) and
+    ``diverged`` (struct group_id, offset, epoch, epoch_end: the log's end offset of the commit's
+    leader epoch is below the commit, KIP-320). A row with ``committed_offset`` -1 (members hold the partition, no position)
     is no commit: the group is missing there.
     """
     # Every group row, its offset null when it is no commit (-1): a missing group keeps its type.
@@ -57,18 +60,19 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
         "snapshot_id", "topic", "partition", "group_id",
         F.when(F.col("committed_offset") >= 0, F.col("committed_offset")).alias("committed_offset"), "group_type",
         F.coalesce(F.lower(F.col("group_state")) == VANISHED_STATE.lower(), F.lit(False)).alias("vanished"),
+        "committed_leader_epoch", "epoch_end_offset",
     )
     keys = ["snapshot_id", "topic", "partition"]
     listed = selected.select(
-        *keys, "ignore_stale", "stale_before", F.explode("required").alias("group_id"), F.lit(False).alias("external")
+        *keys, "ignore_stale", "stale_before", "high_watermark", F.explode("required").alias("group_id"), F.lit(False).alias("external")
     )
     # External consumers are required on exactly the partitions they have a row on (a static hold
     # on partition 0 says nothing of partition 1), whatever the rule lists or discovers.
     outside = (
         groups.where(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES))
         .select(*keys, "group_id")
-        .join(selected.select(*keys, "ignore_stale", "stale_before"), keys)
-        .select(*keys, "ignore_stale", "stale_before", "group_id", F.lit(True).alias("external"))
+        .join(selected.select(*keys, "ignore_stale", "stale_before", "high_watermark"), keys)
+        .select(*keys, "ignore_stale", "stale_before", "high_watermark", "group_id", F.lit(True).alias("external"))
     )
     required = listed.unionByName(outside).dropDuplicates([*keys, "group_id"])
     rows = required.join(commits, [*keys, "group_id"], "left")
@@ -111,4 +115,24 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
             )
         ).alias("gmin"),
         F.count("committed_offset").alias("n_commits"),
+        # A Kafka commit is read before the high watermark (``kafka.snapshot``), so above it means
+        # the log lost the history the group read (topic recreated, unclean truncation). External
+        # positions are read after the snapshot, so a busy one may legitimately be ahead of it.
+        F.min(
+            F.when(
+                ~F.col("external") & (F.col("committed_offset") > F.col("high_watermark")),
+                F.struct(F.col("group_id").alias("group_id"), F.col("committed_offset").alias("offset")),
+            )
+        ).alias("beyond"),
+        F.min(
+            F.when(
+                F.col("epoch_end_offset") < F.col("committed_offset"),
+                F.struct(
+                    F.col("group_id").alias("group_id"),
+                    F.col("committed_offset").alias("offset"),
+                    F.col("committed_leader_epoch").alias("epoch"),
+                    F.col("epoch_end_offset").alias("epoch_end"),
+                ),
+            )
+        ).alias("diverged"),
     )

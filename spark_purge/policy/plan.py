@@ -261,13 +261,16 @@ def with_bounds(df: DataFrame) -> DataFrame:
         .otherwise(F.lit("last_stable_offset"))
     )
     target, manual, forced = F.col("m_target"), _manual(), _forced()
+    # Even a forced cut never passes the high watermark or an open transaction's first record.
+    end = F.least(high_watermark, last_stable_offset)
+    end_bound = F.when(high_watermark <= last_stable_offset, F.lit("high_watermark")).otherwise(F.lit("last_stable_offset"))
     cutoff = (
-        F.when(forced, F.least(target, high_watermark))
+        F.when(forced, F.least(target, end))
         .when(manual, F.least(target, safe))
         .otherwise(safe)
     )
     bound = (
-        F.when(forced, F.when(target <= high_watermark, F.lit("manual")).otherwise(F.lit("high_watermark")))
+        F.when(forced, F.when(target <= end, F.lit("manual")).otherwise(end_bound))
         .when(manual & (target <= safe), F.lit("manual"))
         .otherwise(safe_bound)
     )
@@ -296,6 +299,8 @@ def _blockers() -> list[tuple[Column, str]]:
         (F.col("protected"), "protected"),
         (F.col("cleanup_policy").isNotNull() & ~F.array_contains(policies, "delete"), "compacted"),
         (F.col("m_unknown"), "manual"),
+        (~forced & F.col("beyond").isNotNull(), "commit_beyond_end"),
+        (~forced & F.col("diverged").isNotNull(), "commit_diverged"),
         (~forced & (F.size("unreadable") > 0), "group_unreadable"),
         (
             ~forced
@@ -340,6 +345,8 @@ def _blocking_group() -> Column:
     return (
         F.when(bc == "missing_commit", F.try_element_at(_missing(), F.lit(1)))  # ANSI: element_at on [] raises
         .when(bc == "group_unreadable", F.try_element_at(F.col("unreadable"), F.lit(1)))
+        .when(bc == "commit_beyond_end", F.col("beyond.group_id"))
+        .when(bc == "commit_diverged", F.col("diverged.group_id"))
         .when(~F.col("blocked") & F.col("c_bound").isin(*_GROUP_BOUNDS), F.col("gmin.group_id"))
     )
 
@@ -378,7 +385,15 @@ def _why_bound() -> Column:
             ),
         )
         .when(bound == "time_floor", _why_time_floor())
+        .when(
+            (bound == "last_stable_offset") & _forced(),
+            F.format_string("forced manual cutoff %s bounded by an open transaction: last stable offset %d", F.col("m_kind"), cutoff),
+        )
         .when(bound == "last_stable_offset", F.format_string("open transaction: last stable offset %d", cutoff))
+        .when(
+            (bound == "high_watermark") & _forced(),
+            F.format_string("forced manual cutoff %s bounded by the high watermark %d", F.col("m_kind"), cutoff),
+        )
         .when(bound == "high_watermark", F.format_string("high watermark %d", cutoff))
         .when(
             bound == "manual",
@@ -444,6 +459,22 @@ def _detail() -> Column:
         .when(
             bc == "missing_commit",
             F.format_string("required group %s has no commit on this partition", F.array_join(missing, ", ")),
+        )
+        .when(
+            bc == "commit_beyond_end",
+            F.format_string(
+                "group %s committed %d, beyond the high watermark %d: it read another incarnation of the topic "
+                "(deleted and recreated) or a truncated log, so nothing is known to be consumed: not purged",
+                F.col("beyond.group_id"), F.col("beyond.offset"), F.col("high_watermark"),
+            ),
+        )
+        .when(
+            bc == "commit_diverged",
+            F.format_string(
+                "group %s committed %d in leader epoch %d, but the log ends that epoch at %d: its history diverged "
+                "from the log (KIP-320 truncation): not purged",
+                F.col("diverged.group_id"), F.col("diverged.offset"), F.col("diverged.epoch"), F.col("diverged.epoch_end"),
+            ),
         )
         .when((bc == "time_floor") & blocked, _time_floor_unknown())
         .when(bc == "nothing_to_do", F.format_string("nothing to delete: %s, log start %d", why, log_start))

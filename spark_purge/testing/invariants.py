@@ -48,6 +48,13 @@ whose product support exists, ``DEFAULT_KINDS``):
   sink + 1; where it wrote nothing, the log start when it first saw p (0 for a partition added
   after its last run: it will read that one from the start). A query run that fails (e.g. Kafka's
   data loss, had the purge deleted records it still needed) is a violation.
+- ``topic_recreate``: topic A is deleted and recreated under the same name (a new topic id,
+  empty logs; Kafka drops the groups' commits on it), either before the cycle's snapshot or in
+  the middle of it (after the intents, before DeleteRecords), and gets fresh records nobody has
+  read. The oracle forgets the old incarnation: its log starts from 0 again, no group has a
+  commit on it until the workload's groups commit there, so records of the new topic nobody
+  committed past are never deletable; a partition recreated mid-cycle must have its planned
+  delete skipped (outcome ``skipped``, ``topic_recreated``), never ``deleted``.
 
     ./dev.sh py -m spark_purge.testing.invariants --cycles 200 --seed 7          # its own 3 nodes
     ./dev.sh py -m spark_purge.testing.invariants --cycles 20 --seed 1 --nodes 1 # no node faults
@@ -98,7 +105,7 @@ log = logging.getLogger(__name__)
 FLOOR_MS = 3_000
 MAX_PARTITIONS = 6
 GROUP_SPEEDS = {"g0": 40, "g1": 20, "g2": 8}
-FAULTS = ("node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added", "backdated_records")
+FAULTS = ("node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added", "backdated_records", "topic_recreate")
 CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
 ALL_KINDS = FAULTS + CONSUMER_KINDS
 #: What runs unless ``--faults`` says otherwise: the kinds whose product support is in this build.
@@ -252,6 +259,9 @@ class InvariantWorkload:
         self.stream_sink = self.workdir / "stream-sink"
         self.stream_read: dict[TopicPartitionKey, int] = {}  # sink max offset + 1
         self.stream_first_seen: dict[TopicPartitionKey, int] = {}  # log start when it first saw p
+        # topic_recreate: recreate topic A at the intent write of this cycle; what it recreated.
+        self._recreate_mid_cycle = False
+        self.recreated: set[TopicPartitionKey] = set()
 
     # ---- setup ------------------------------------------------------------------------------
     def _config(self, delete_timeout: str) -> PurgeConfig:
@@ -347,6 +357,12 @@ class InvariantWorkload:
             self._add_partition()
         elif fault == "backdated_records":
             self._backdate()
+        elif fault == "topic_recreate":
+            # Half the time before the snapshot, half between the intents and DeleteRecords.
+            self._recreate_mid_cycle = self.rng.random() < 0.5
+            if not self._recreate_mid_cycle:
+                self._recreate_topic()
+                self._produce()  # fresh records on the new incarnation, nobody has read them
         elif fault == "node_kill":
             victim = self.rng.choice(self.cluster.node_ids)
             self.cluster.kill_node(victim)
@@ -355,6 +371,7 @@ class InvariantWorkload:
         if fault:
             self.report.faults[fault] += 1
         before = self._log_starts()
+        self.recreated = set()
         cycle_started = datetime.now(timezone.utc)
         try:
             workload.run_cycle(pipeline, cycle)
@@ -368,6 +385,9 @@ class InvariantWorkload:
             with open(self.workdir / "cycle_errors.log", "a", encoding="utf-8") as f:
                 f.write(f"=== cycle {cycle} (fault: {fault})\n{traceback.format_exc()}\n")
             pipeline.close()  # a fresh client next cycle
+        self._recreate_mid_cycle = False
+        for tp in self.recreated:  # a new log: it starts from 0 again
+            before[tp] = 0
         if self.sabotage_cycle == cycle:
             self._sabotage(before)
         after = self._log_starts()
@@ -570,7 +590,25 @@ class InvariantWorkload:
         sent = self.sent_at.get(tp, [])
         return next((i for i, ms in enumerate(sent) if ms >= snapshot_ms - FLOOR_MS + 1), len(sent))
 
+    def _recreate_topic(self) -> None:
+        """topic_recreate: delete topic A and create it again (same name, partitions, replication);
+        the oracle forgets the old incarnation's records and every group's commits on it."""
+        topic = self.topic_a
+        configs = {"min.insync.replicas": "2"} if self.replication >= 3 else {}
+        workload.recreate_topic(self.admin, topic, self.partitions[topic], self.replication, configs)
+        for tp in self._tps(topic):
+            self.timestamps[tp] = []
+            for commits in self.commits.values():
+                commits.pop(tp, None)
+            self.recreated.add(tp)
+        # kafka-python's producer caches the old topic's metadata: a fresh one looks it up again.
+        self.producer.close()
+        self.producer = self._new_producer()
+
     def _mid_cycle_hook(self, step: str, batch_id: int) -> None:
+        if step == "intents_written" and self._recreate_mid_cycle:
+            self._recreate_topic()
+            self._produce()  # fresh unread records the planned cutoffs would reach
         if step == "intents_written" and self._mid_cycle_kill and not self.down:
             leader = workload.leaders(self.admin, self.topic_a).get(0, -1)
             if leader >= 0:
@@ -646,6 +684,8 @@ class InvariantWorkload:
         for tp, intent in intents.items():
             if tp not in outcome_keys and not self._cycle_failed(cycle):
                 self.report.violations.append(f"cycle {cycle}: intent without outcome for {tp}")
+            if tp in self.recreated:
+                continue  # planned for the old incarnation: its outcome is checked below
             safe = self._safe(tp, snapshot_ms)
             if intent["cutoff"] > max(safe, intent["prior_log_start_offset"]):
                 self.report.violations.append(f"cycle {cycle}: intent cutoff {intent['cutoff']} > safe {safe} for {tp}")
@@ -653,6 +693,8 @@ class InvariantWorkload:
             tp = (r["topic"], r["partition"])
             if r["status"] == "deleted" and (tp not in intents or intents[tp]["cutoff"] != r["cutoff"]):
                 self.report.violations.append(f"cycle {cycle}: delete without a matching intent for {tp}")
+            if tp in self.recreated and tp in intents and r["status"] == "deleted":
+                self.report.violations.append(f"cycle {cycle}: {tp} recreated after its intent, yet cut (status deleted)")
 
     def _cycle_failed(self, cycle: int) -> bool:
         return cycle in self.report.failed_cycles

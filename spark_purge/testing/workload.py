@@ -26,7 +26,7 @@ from delta.tables import DeltaTable
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import KafkaError as KafkaPythonError
-from kafka.errors import NoError
+from kafka.errors import NoError, TopicAlreadyExistsError
 from kafka.producer.future import RecordMetadata
 from kafka.structs import OffsetAndMetadata, TopicPartition
 from pyspark.sql import SparkSession
@@ -119,6 +119,40 @@ def create_topic(
     return name
 
 
+def recreate_topic(
+    admin: KafkaAdminClient,
+    topic: str,
+    partitions: int,
+    replication: int = 1,
+    configs: Optional[Mapping[str, str]] = None,
+    timeout_s: float = 60.0,
+) -> None:
+    """Delete ``topic`` and create it again under the same name (a new topic id, empty logs,
+    the groups' commits on it gone); returns once the new incarnation's partitions have leaders.
+    Kafka deletes asynchronously: the create is retried while the old topic is still going."""
+    old = _topic_id(admin, topic)
+    retry(lambda: admin.delete_topics([topic], timeout_ms=int(timeout_s * 1000)), f"delete of {topic}", timeout_s)
+
+    def create() -> None:
+        try:
+            admin.create_topics(
+                [NewTopic(topic, partitions, replication, topic_configs=dict(configs or {}))], timeout_ms=int(timeout_s * 1000)
+            )
+        except TopicAlreadyExistsError:
+            pass  # the old one still being deleted, or our own create already through
+        if _topic_id(admin, topic) in (None, old):
+            raise NotReadyError(f"{topic} not recreated yet")
+
+    retry(create, f"re-creation of {topic}", timeout_s)
+    wait_for_leaders(admin, {topic: partitions}, timeout_s=timeout_s)
+
+
+def _topic_id(admin: KafkaAdminClient, topic: str) -> Optional[str]:
+    """The topic's id now (None: no such topic)."""
+    found = [t for t in admin.describe_topics([topic]) if t.get("name") == topic and not t.get("error_code")]
+    return str(found[0].get("topic_id")) if found else None
+
+
 def describe_partitions(admin: KafkaAdminClient, topic: str) -> list[dict[str, Any]]:
     """The topic's partitions as a fresh metadata request lists them (kafka-python's dicts)."""
     meta = admin.describe_topics([topic])
@@ -207,16 +241,17 @@ def commit(
     offsets: Mapping[TopicPartitionKey, Optional[int]],
     *,
     metadata: str = "",
+    leader_epoch: int = -1,
     timeout_s: float = 60.0,
 ) -> None:
     """A real OffsetCommit for an (empty) group, as a consumer's commit would be (``None``
-    offsets are left out).
+    offsets are left out); ``leader_epoch`` >= 0 commits with that leader epoch (KIP-320).
 
     kafka-python caches a group's coordinator for good: after a node kill the stale one answers
     NOT_COORDINATOR (or nothing), so every attempt after the first goes through a fresh client
     with ``admin``'s settings. A retriable per-partition error is retried; any other is raised.
     """
-    wanted = {TopicPartition(t, p): OffsetAndMetadata(o, metadata, -1) for (t, p), o in offsets.items() if o is not None}
+    wanted = {TopicPartition(t, p): OffsetAndMetadata(o, metadata, leader_epoch) for (t, p), o in offsets.items() if o is not None}
     if not wanted:
         return
     attempts = 0

@@ -22,7 +22,7 @@ def _row(**kw: object) -> Row:
         topic="orders", partition=0, leader=1, prior_log_start_offset=0, high_watermark=100, cutoff=40,
         low_watermark=40, records_deleted=40, binding_constraint="group", blocking_group="billing", blocking_group_type="classic",
         stale_groups=[], rule="orders", status="deleted", error=None, dry_run=False,
-        remote_storage_enable=False, config_fingerprint="abc", event_date="2026-11-22", operator=None, time_floor_source=None,
+        remote_storage_enable=False, config_fingerprint="abc", event_date="2026-11-22", operator=None, time_floor_source=None, topic_id=None,
     )
     base.update(kw)
     return Row(**{f.name: base[f.name] for f in AUDIT.fields})

@@ -62,6 +62,8 @@ def test_partitions_view(spark: SparkSession, seeded: dict[str, str]) -> None:
     assert [r.time_floor_offset for r in rows] == [12, 4]  # every record older than "now"
     assert {r.cleanup_policy for r in rows} == {"delete"} and {r.leader for r in rows} == {1}
     assert len({r.snapshot_id for r in rows}) == 1
+    # The topic's id (Metadata v10+), the same on every partition: a recreated topic gets another.
+    assert len({r.topic_id for r in rows}) == 1 and len(rows[0].topic_id) == 36
 
 
 def test_groups_view(spark: SparkSession, seeded: dict[str, str]) -> None:

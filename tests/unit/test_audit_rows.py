@@ -18,7 +18,7 @@ CTX = BatchContext("run-1", "query-1", 7, PLANNED, dry_run=False, config_fingerp
 
 def plan_row(partition: int, cutoff: int | None, actionable: bool, binding: str = "group", **kw: Any) -> Row:
     values: dict[str, Any] = dict(
-        snapshot_id="s1", topic="orders", partition=partition, leader=1, log_start_offset=10, high_watermark=500,
+        snapshot_id="s1", topic="orders", partition=partition, topic_id="id-orders", leader=1, log_start_offset=10, high_watermark=500,
         cutoff=cutoff, records_to_delete=(cutoff - 10) if actionable and cutoff else 0, binding_constraint=binding,
         blocking_group="billing" if binding == "group" else None,
         blocking_group_type="classic" if binding == "group" else None, rule="orders", stale_groups=["old"] if partition == 1 else [],
@@ -34,11 +34,13 @@ PLAN_ROWS = [
     plan_row(2, 300, True),  # the client returned nothing for it
     plan_row(3, None, False, binding="missing_commit"),  # skipped
     plan_row(4, 50, True),  # failed, no message, no low watermark
+    plan_row(5, 60, True),  # never sent: the topic was recreated since the plan
 ]
 OUTCOMES = {
     ("orders", 0): DeleteOutcome("orders", 0, 100, 1, 100),
     ("orders", 1): DeleteOutcome("orders", 1, 200, 1, 150, "REQUEST_TIMED_OUT", "leader did not answer"),
     ("orders", 4): DeleteOutcome("orders", 4, 50, 1, -1, "POLICY_VIOLATION"),
+    ("orders", 5): DeleteOutcome("orders", 5, 60, None, None, "TOPIC_RECREATED", "id A when planned, B now: not cut"),
 }
 
 
@@ -48,7 +50,7 @@ def brief(row: Row) -> tuple[Any, ...]:
 
 def test_intents_are_the_actionable_rows_with_the_batch_context() -> None:
     rows = intent_rows(PLAN_ROWS, CTX)
-    assert [r.partition for r in rows] == [0, 1, 2, 4]
+    assert [r.partition for r in rows] == [0, 1, 2, 4, 5]
     first = rows[0].asDict()
     assert list(first) == AUDIT.fieldNames()
     assert first == {
@@ -57,7 +59,7 @@ def test_intents_are_the_actionable_rows_with_the_batch_context() -> None:
         "prior_log_start_offset": 10, "high_watermark": 500, "cutoff": 100, "low_watermark": None,
         "records_deleted": None, "binding_constraint": "group", "blocking_group": "billing", "blocking_group_type": "classic", "stale_groups": [],
         "rule": "orders", "status": "planned", "error": None, "dry_run": False, "remote_storage_enable": None,
-        "config_fingerprint": "fp", "operator": None, "time_floor_source": "append_history", "event_date": "2026-11-22",  # the planning day, not the execution day
+        "config_fingerprint": "fp", "operator": None, "time_floor_source": "append_history", "topic_id": "id-orders", "event_date": "2026-11-22",  # the planning day, not the execution day
     }
 
 
@@ -69,6 +71,7 @@ def test_outcomes_one_per_plan_row_never_silently_deleted() -> None:
         (2, "failed", None, 0, NO_OUTCOME),
         (3, "skipped", None, 0, None),
         (4, "failed", None, 0, "POLICY_VIOLATION"),
+        (5, "skipped", None, 0, "topic_recreated: id A when planned, B now: not cut"),
     ]
     assert {r.record_type for r in rows} == {"outcome"} and {r.executed_at for r in rows} == {EXECUTED}
     assert rows[1].stale_groups == ["old"]
@@ -77,7 +80,7 @@ def test_outcomes_one_per_plan_row_never_silently_deleted() -> None:
 def test_dry_run_outcomes_ignore_any_outcome() -> None:
     dry = BatchContext("run-1", "query-1", 7, PLANNED, dry_run=True, config_fingerprint="fp")
     rows = outcome_rows(PLAN_ROWS, OUTCOMES, dry, EXECUTED)
-    assert [(r.status, r.dry_run, r.records_deleted) for r in rows] == [("dry_run", True, 0)] * 3 + [("skipped", True, 0), ("dry_run", True, 0)]
+    assert [(r.status, r.dry_run, r.records_deleted) for r in rows] == [("dry_run", True, 0)] * 3 + [("skipped", True, 0)] + [("dry_run", True, 0)] * 2
 
 
 def test_batch_result_counts_the_outcome_rows() -> None:

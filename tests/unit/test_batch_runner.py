@@ -47,7 +47,10 @@ class FakeClient:
     def offsets_for_times(self, timestamps: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         raise AssertionError("the runner never looks up timestamps")
 
-    def delete_records(self, cutoffs: Mapping[tuple[str, int], int], timeout_ms: int) -> list[DeleteOutcome]:
+    def delete_records(
+        self, cutoffs: Mapping[tuple[str, int], int], timeout_ms: int, topic_ids: Mapping[str, str] | None = None
+    ) -> list[DeleteOutcome]:
+        assert topic_ids == {"orders": "id-orders"}  # the ids the plan was made for go with the cutoffs
         self.log.events.append(("delete_records", dict(cutoffs)))
         return [self.answers[tp] for tp in cutoffs if tp in self.answers]
 
@@ -71,7 +74,7 @@ def test_intents_then_deletes_then_outcomes() -> None:
     log = Recorder()
     answers = {("orders", 0): DeleteOutcome("orders", 0, 100, 1, 100), ("orders", 1): DeleteOutcome("orders", 1, 200, 1, 200)}
 
-    result = runner(log, answers).run(PLAN_ROWS, ctx())
+    result = runner(log, answers).run(PLAN_ROWS[:5], ctx())
 
     assert [name for name, _ in log.events] == ["ensure_table", "write intent", "connect", "delete_records", "write outcome"]
     assert log.events[3][1] == {("orders", 0): 100, ("orders", 1): 200, ("orders", 2): 300, ("orders", 4): 50}

@@ -164,7 +164,7 @@ def read(
 
 
 def rows_of(rows: list[Any]) -> set[tuple[str, str, int, int]]:
-    return {(info.group_id, tp[0], tp[1], offset) for info, tp, offset, _ in rows}
+    return {(info.group_id, tp[0], tp[1], offset) for info, tp, offset, _, _ in rows}
 
 
 def not_find(sent: list[tuple[str, Optional[int], list[str]]]) -> list[tuple[str, Optional[int], list[str]]]:
@@ -227,7 +227,7 @@ def test_one_request_per_api_and_coordinator_and_the_rows_they_make() -> None:
         ("c", "orders", 0, -1),  # classic member assignment, no commit
         ("c", "orders", 1, -1),
     }
-    assert all(meta is None for info, _, off, meta in rows if off == -1 or info.group_type == "share")
+    assert all(meta is None and epoch is None for info, _, off, meta, epoch in rows if off == -1 or info.group_type == "share")
     by_id = {i.group_id: i for i in infos}
     assert by_id["a"] == GroupInfo("a", "Stable", "share", 1)
     assert by_id["k"] == GroupInfo("k", "Stable", "consumer", 1)  # from ConsumerGroupDescribe, not "Dead"
@@ -364,7 +364,7 @@ def test_a_share_partition_error_on_a_snapshot_topic_makes_the_group_unreadable(
 
 def test_rows_only_for_snapshot_topics_and_a_commit_wins_over_no_position() -> None:
     reads = GroupReads()
-    reads.commits["k"] = {("orders", 0): (5, "m"), ("other", 0): (1, None)}
+    reads.commits["k"] = {("orders", 0): (5, "m", 3), ("other", 0): (1, None, None)}
     reads.descriptions["k"] = GroupDescription(
         "k", "consumer", "Reconciling", 2, assigned=frozenset({("orders", 0), ("other", 1)}), target_assigned=frozenset({("orders", 1)})
     )
@@ -374,11 +374,11 @@ def test_rows_only_for_snapshot_topics_and_a_commit_wins_over_no_position() -> N
     reads.descriptions["a"] = GroupDescription("a", "share", "Empty", 0)
     issues: list[SnapshotIssue] = []
     infos, rows, unreadable = assemble_groups(["k", "a"], LISTED, reads, {}, ["orders"], issues)
-    assert [(i.group_id, tp, off, meta) for i, tp, off, meta in rows] == [
-        ("a", ("orders", 0), 12, None),
-        ("a", ("orders", 1), -1, None),
-        ("k", ("orders", 0), 5, "m"),
-        ("k", ("orders", 1), -1, None),
+    assert [(i.group_id, tp, off, meta, epoch) for i, tp, off, meta, epoch in rows] == [
+        ("a", ("orders", 0), 12, None, None),
+        ("a", ("orders", 1), -1, None, None),
+        ("k", ("orders", 0), 5, "m", 3),  # the commit's leader epoch travels with it
+        ("k", ("orders", 1), -1, None, None),
     ]
     assert [i.group_state for i in infos] == ["Empty", "Reconciling"]
     assert unreadable == [] and issues == []

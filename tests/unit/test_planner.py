@@ -31,7 +31,7 @@ CONFIG = from_dict(
 
 
 def commit(group: str, offset: int) -> tuple[Any, ...]:
-    return (group, "Stable", "classic", 1, offset, None)
+    return (group, "Stable", "classic", 1, offset, None, None, None)
 
 
 def snapshot_row(
@@ -40,7 +40,7 @@ def snapshot_row(
 ) -> tuple[Any, ...]:
     floor_time = FLOOR if floor_offset is not None else None
     return (SNAP, NOW, topic, partition, 1, [1], [1], log_start, hw, last_stable, False, "delete", None, None,
-            floor_time, floor_offset, groups, [])
+            floor_time, floor_offset, f"id-{topic}", groups, [])
 
 
 SNAPSHOT = [
@@ -76,7 +76,8 @@ def test_one_snapshot_gives_exactly_these_plan_rows(spark: SparkSession) -> None
     plan = Planner(CONFIG, lookup).plan(spark.createDataFrame(SNAPSHOT, schemas.SNAPSHOT))
 
     assert plan is not None and plan.planned_at == NOW  # planned as of the snapshot's own time
-    expected = spark.createDataFrame([(SNAP, *row) for row in EXPECTED], schemas.PLAN)
+    # the snapshot's topic id travels into the plan (the batch re-checks it before deleting)
+    expected = spark.createDataFrame([(SNAP, row[0], row[1], f"id-{row[0]}", *row[2:]) for row in EXPECTED], schemas.PLAN)
     assert_df_equality(plan.rows.orderBy("topic", "partition"), expected)
     # One ListOffsets-by-timestamp question, for the one partition with an @timestamp entry.
     assert asked == [{("orders", 1): int(datetime(2024, 5, 1, 10, 0, tzinfo=timezone.utc).timestamp() * 1000)}]

@@ -36,14 +36,16 @@ def part(
     floor_offset: int | None = None,
     leader: int | None = 1,
     remote: bool | None = None,
+    topic_id: str | None = None,
 ) -> tuple[Any, ...]:
-    return (SNAP, NOW, topic, partition, leader, [1, 2], [1, 2], log_start, hw, hw if last_stable is None else last_stable, internal, cleanup, None, remote, floor_time, floor_offset)
+    return (SNAP, NOW, topic, partition, leader, [1, 2], [1, 2], log_start, hw, hw if last_stable is None else last_stable, internal, cleanup, None, remote, floor_time, floor_offset, topic_id)
 
 
 def grp(
-    group: str, topic: str, partition: int, offset: int, state: str | None = "Stable", kind: str = "classic", members: int | None = 1
+    group: str, topic: str, partition: int, offset: int, state: str | None = "Stable", kind: str = "classic", members: int | None = 1,
+    epoch: int | None = None, epoch_end: int | None = None,
 ) -> tuple[Any, ...]:
-    return (SNAP, NOW, group, state, kind, members, topic, partition, offset, None)
+    return (SNAP, NOW, group, state, kind, members, topic, partition, offset, None, epoch, epoch_end)
 
 
 def prog(group: str, topic: str, partition: int, offset: int, age: timedelta) -> tuple[Any, ...]:
@@ -83,9 +85,9 @@ def both_groups(topic: str, partition: int, billing: int, analytics: int) -> lis
 
 
 def test_group_binding_exact_plan_row(spark: SparkSession) -> None:
-    plan = run(spark, config(ORDERS), [part("orders", log_start=100, hw=500, remote=True)], both_groups("orders", 0, 300, 120))
+    plan = run(spark, config(ORDERS), [part("orders", log_start=100, hw=500, remote=True, topic_id="id-o")], both_groups("orders", 0, 300, 120))
     expected = spark.createDataFrame(
-        [(SNAP, "orders", 0, 1, 100, 500, 120, 20, "group", "analytics", "classic", "orders", [], True, True, "group analytics at 120 holds back 380 records", None)],
+        [(SNAP, "orders", 0, "id-o", 1, 100, 500, 120, 20, "group", "analytics", "classic", "orders", [], True, True, "group analytics at 120 holds back 380 records", None)],
         schemas.PLAN,
     )
     assert plan.schema == schemas.PLAN
@@ -101,12 +103,14 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         {"name": "blind", "topics": "blind", "required_groups": ["billing", "ghost"]},
         protected_topics=["secret"],
         group_exclude=["ghost"],  # so only the rule that lists it is blinded
-        manual=[{"topic": "manual", "partition": 0, "offset": 50}],
+        manual=[{"topic": "manual", "partition": 0, "offset": 50}, {"topic": "orders.hw", "offset": 900, "force": True}],
     )
     floor_ok = NOW - timedelta(hours=2)
     parts = [
         part("orders.group", log_start=0, hw=500),
         part("orders.hw", log_start=0, hw=500),
+        part("orders.beyond", log_start=0, hw=500),
+        part("orders.diverged", log_start=0, hw=500),
         part("orders.txn", log_start=0, hw=500, last_stable=200),
         part("orders.missing", log_start=0, hw=500),
         part("orders.step", log_start=0, hw=500),
@@ -123,7 +127,10 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
     ]
     groups = [
         grp("billing", "orders.group", 0, 250),
-        grp("billing", "orders.hw", 0, 900),  # above the high watermark (topic truncated)
+        grp("billing", "orders.hw", 0, 500),  # a forced manual cut above the high watermark (config)
+        grp("billing", "orders.beyond", 0, 900),  # above the high watermark: another incarnation's commit
+        # committed in leader epoch 4 at 300, but the log's epoch 4 ends at 250 (truncated)
+        grp("billing", "orders.diverged", 0, 300, epoch=4, epoch_end=250),
         grp("billing", "orders.txn", 0, 500),
         grp("billing", "orders.step", 0, 5),
         grp("billing", "orders.none", 0, 300),
@@ -145,6 +152,8 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
     assert got == {
         "orders.group": ("group", 250, 250, True, "billing"),
         "orders.hw": ("high_watermark", 500, 500, True, None),
+        "orders.beyond": ("commit_beyond_end", None, 0, False, "billing"),
+        "orders.diverged": ("commit_diverged", None, 0, False, "billing"),
         "orders.txn": ("last_stable_offset", 200, 200, True, None),
         "orders.missing": ("missing_commit", None, 0, False, "billing"),
         "orders.step": ("below_min_step", 5, 0, False, "billing"),
@@ -165,12 +174,12 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
 def test_last_stable_offset_binds_only_below_high_watermark(spark: SparkSession) -> None:
     cfg = config(ORDERS)
     parts = [part("orders", 0, hw=500, last_stable=450), part("orders", 1, hw=500, last_stable=500)]
-    groups = both_groups("orders", 0, 500, 500) + both_groups("orders", 1, 700, 800)
+    groups = both_groups("orders", 0, 500, 500) + both_groups("orders", 1, 500, 500)
     got = rows(run(spark, cfg, parts, groups))
     assert brief(got[("orders", 0)]) == ("last_stable_offset", 450, 450, True, None)
     assert got[("orders", 0)].detail == "open transaction: last stable offset 450 holds back 50 records"
-    # No open transaction: last stable offset == high watermark, the high watermark is named.
-    assert brief(got[("orders", 1)]) == ("high_watermark", 500, 500, True, None)
+    # No open transaction: last stable offset == high watermark, the consumers at it are named.
+    assert brief(got[("orders", 1)]) == ("group", 500, 500, True, "analytics")
 
 
 def test_ties_prefer_group_then_time_floor_then_high_watermark(spark: SparkSession) -> None:
@@ -181,7 +190,7 @@ def test_ties_prefer_group_then_time_floor_then_high_watermark(spark: SparkSessi
         part("orders", 1, hw=500, last_stable=400, floor_time=ft, floor_offset=400),  # floor == last stable offset
         part("orders", 2, hw=500, floor_time=ft, floor_offset=500),  # group == floor == hw
     ]
-    groups = both_groups("orders", 0, 300, 600) + both_groups("orders", 1, 600, 600) + both_groups("orders", 2, 500, 500)
+    groups = both_groups("orders", 0, 300, 500) + both_groups("orders", 1, 500, 500) + both_groups("orders", 2, 500, 500)
     got = rows(run(spark, cfg, parts, groups))
     assert brief(got[("orders", 0)])[:2] == ("group", 300)
     assert brief(got[("orders", 1)])[:2] == ("time_floor", 400)
@@ -389,17 +398,29 @@ def test_forced_manual_skips_checks_but_not_hw_or_protection(spark: SparkSession
         {"topic": "orders", "partition": 0, "offset": 450, "force": True},
         {"topic": "orders", "partition": 1, "offset": 9000, "force": True},
         {"topic": "orders", "partition": 2, "offset": "end", "force": True},
+        {"topic": "orders", "partition": 3, "offset": 9000, "force": True},
         {"topic": "pay", "offset": "end", "force": True},
         {"topic": "__consumer_offsets", "offset": "end", "force": True},
     ]
     cfg = config({**ORDERS, "min_retention": "1h"}, {"name": "all", "topics": "(pay|__.*)"}, protected_topics=["pay"], manual=manual)
-    parts = [part("orders", p, log_start=10, hw=500, last_stable=480) for p in range(3)] + [part("pay", hw=500), part("__consumer_offsets", hw=500, internal=True)]
+    parts = [part("orders", p, log_start=10, hw=500, last_stable=480) for p in range(3)] + [
+        part("orders", 3, log_start=10, hw=500),  # no open transaction
+        part("pay", hw=500),
+        part("__consumer_offsets", hw=500, internal=True),
+    ]
     groups = [grp("billing", "orders", 0, 100)]  # analytics missing, floor unknown: forced anyway
     got = rows(run(spark, cfg, parts, groups))
     assert brief(got[("orders", 0)]) == ("manual", 450, 440, True, None)
     assert got[("orders", 0)].detail.startswith("forced manual cutoff 450 (offset 450)")
-    assert brief(got[("orders", 1)]) == ("high_watermark", 500, 490, True, None)
-    assert brief(got[("orders", 2)]) == ("manual", 500, 490, True, None)
+    # Forced or not, a cut never passes an open transaction's first record (issue 11, item 6)...
+    assert brief(got[("orders", 1)]) == ("last_stable_offset", 480, 470, True, None)
+    assert got[("orders", 1)].detail == (
+        "forced manual cutoff offset 9000 bounded by an open transaction: last stable offset 480 holds back 20 records"
+    )
+    assert brief(got[("orders", 2)]) == ("last_stable_offset", 480, 470, True, None)
+    # ... nor the high watermark.
+    assert brief(got[("orders", 3)]) == ("high_watermark", 500, 490, True, None)
+    assert got[("orders", 3)].detail.startswith("forced manual cutoff offset 9000 bounded by the high watermark 500")
     assert brief(got[("pay", 0)]) == ("protected", None, 0, False, None)
     assert brief(got[("__consumer_offsets", 0)]) == ("internal", None, 0, False, None)
 
@@ -456,7 +477,7 @@ def test_time_floor_requests_and_lookup_helpers() -> None:
 
 def test_split_snapshot_feeds_compute_plan(spark: SparkSession) -> None:
     p = part("orders", hw=500)
-    nested = [p + ([("billing", "Stable", "classic", 1, 300, None), ("analytics", "Stable", "classic", 1, 200, None)], [])]
+    nested = [p + ([("billing", "Stable", "classic", 1, 300, None, None, None), ("analytics", "Stable", "classic", 1, 200, None, None, None)], [])]
     snapshot = spark.createDataFrame(nested, schemas.SNAPSHOT)
     assert policy.unreadable_groups_of(snapshot.first()) == {}
     parts, groups = policy.split_snapshot(snapshot)
@@ -512,3 +533,34 @@ def test_unreadable_groups_of_reads_the_snapshot_column(spark: SparkSession) -> 
     nested = [part("orders", p) + ([], [("ghost", "GROUP_AUTHORIZATION_FAILED"), ("lost", "COORDINATOR_NOT_AVAILABLE")]) for p in range(2)]
     snapshot = spark.createDataFrame(nested, schemas.SNAPSHOT)
     assert policy.unreadable_groups_of(snapshot.first()) == {"ghost": "GROUP_AUTHORIZATION_FAILED", "lost": "COORDINATOR_NOT_AVAILABLE"}
+
+
+def test_commits_of_another_history_block_the_partition(spark: SparkSession) -> None:
+    """Issue 11: a commit above the high watermark, or one whose leader epoch the log ends below
+    it (KIP-320), says nothing about this log: the partition is blocked and the detail says why."""
+    parts = [part("orders", p, log_start=0, hw=100) for p in range(4)]
+    groups = [
+        grp("billing", "orders", 0, 150), grp("analytics", "orders", 0, 50),
+        grp("billing", "orders", 1, 80, epoch=2, epoch_end=60), grp("analytics", "orders", 1, 50),
+        # epoch checked and consistent (its end is above the commit); no epoch: nothing to check
+        grp("billing", "orders", 2, 80, epoch=2, epoch_end=90), grp("analytics", "orders", 2, 50),
+        # an external consumer's position is read after the snapshot: ahead of it is no fault
+        grp("billing", "orders", 3, 60), grp("analytics", "orders", 3, 60),
+        grp("etl-query", "orders", 3, 150, state=None, kind="spark_checkpoint", members=None),
+    ]
+    got = rows(run(spark, config(ORDERS), parts, groups))
+    assert brief(got[("orders", 0)]) == ("commit_beyond_end", None, 0, False, "billing")
+    assert got[("orders", 0)].detail == (
+        "group billing committed 150, beyond the high watermark 100: it read another incarnation of the topic "
+        "(deleted and recreated) or a truncated log, so nothing is known to be consumed: not purged"
+    )
+    assert brief(got[("orders", 1)]) == ("commit_diverged", None, 0, False, "billing")
+    assert got[("orders", 1)].detail == (
+        "group billing committed 80 in leader epoch 2, but the log ends that epoch at 60: its history diverged "
+        "from the log (KIP-320 truncation): not purged"
+    )
+    assert brief(got[("orders", 2)]) == ("group", 50, 50, True, "analytics")
+    assert brief(got[("orders", 3)]) == ("group", 60, 60, True, "analytics")
+    # A forced manual cut is the operator's call: lineage checks are group checks, skipped too.
+    forced = config(ORDERS, manual=[{"topic": "orders", "partition": 0, "offset": 40, "force": True}])
+    assert brief(rows(run(spark, forced, parts[:1], groups[:2]))[("orders", 0)]) == ("manual", 40, 40, True, None)

@@ -11,7 +11,10 @@ backdated CreateTimes make it; the append history is drawn as observations of a 
 process (the first offset appended after now - min_retention is ``young_from``, which the
 oracle knows and the policy does not), plus now and then a row left from an earlier
 incarnation of the topic (a high watermark above today's). No record at or above
-``young_from`` may ever be cut."""
+``young_from`` may ever be cut.
+
+Lineage faults too: commits above the high watermark (another incarnation of the topic) and
+commits whose leader epoch the log ends below them (KIP-320 divergence) block the partition."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -130,7 +133,7 @@ def cases(draw: st.DrawFn) -> Case:
                 floor_offset = draw(st.integers(log_start, hw))
             cleanup = draw(st.sampled_from(["delete", "delete", "delete", "compact", None, "compact,delete"]))
             internal = topic == "__internal"
-            case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, None, floor_time, floor_offset))
+            case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, None, floor_time, floor_offset, None))
             draw_history(draw, case, topic, p, hw)
             for g in everyone:
                 choice = draw(st.integers(0, 5))
@@ -143,9 +146,13 @@ def cases(draw: st.DrawFn) -> Case:
                         continue  # e.g. a static hold on other partitions of the topic
                 elif choice == 0 or g in unreadable:
                     continue  # no row: no commit (or none the snapshot could read)
-                offset = -1 if choice == 1 else draw(st.integers(0, hw + 20))
+                offset = -1 if choice == 1 else draw(st.integers(0, hw + 20))  # above hw: beyond the end
                 state, kind, members = attrs[g]
-                case.groups.append((SNAP, NOW, g, state, kind, members, topic, p, offset, None))
+                epoch, epoch_end = None, None
+                if offset >= 0 and g not in EXTERNALS and draw(st.integers(0, 3)) == 0:
+                    # a commit with a leader epoch: the log ends that epoch at, above or below it
+                    epoch, epoch_end = draw(st.integers(0, 5)), offset + draw(st.sampled_from([-30, -1, 0, 10]))
+                case.groups.append((SNAP, NOW, g, state, kind, members, topic, p, offset, None, epoch, epoch_end))
                 if offset >= 0 and draw(st.booleans()):
                     seen = offset if draw(st.integers(0, 4)) else offset + 1
                     age = draw(st.sampled_from([timedelta(hours=1), timedelta(days=10)]))
@@ -189,6 +196,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
     assert len({(r.topic, r.partition) for r in plan}) == len(plan)
     stale = stale_groups(case)
     commits = {(r[2], r[6], r[7]): r[8] for r in case.groups if r[8] >= 0}
+    epoch_ends = {(r[2], r[6], r[7]): r[11] for r in case.groups if r[11] is not None}
     rows_on = {(r[2], r[6]) for r in case.groups}  # (group, topic) with any row, -1 included
     rows_at = {(r[2], r[6], r[7]) for r in case.groups}  # (group, topic, partition), -1 included
     state_of = {r[2]: r[3] for r in case.groups}
@@ -197,7 +205,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
     rules = {r["topics"]: r for r in case.rules}
     manual = {m["topic"]: m["offset"] for m in case.manual}
     for row in plan:
-        _, _, topic, p, _, _, _, log_start, hw, last_stable, _internal, cleanup, _, _, floor_time, floor_offset = parts[(row.topic, row.partition)]
+        _, _, topic, p, _, _, _, log_start, hw, last_stable, _internal, cleanup, _, _, floor_time, floor_offset, _ = parts[(row.topic, row.partition)]
         assert row.binding_constraint in schemas.BINDING_CONSTRAINTS
         assert row.records_to_delete == (row.cutoff - log_start if row.actionable else 0)
         if topic in ("__internal", "prot") or (cleanup is not None and "delete" not in cleanup):
@@ -218,6 +226,10 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         ignored = stale if rule["on_stale_group"] == "ignore" else set()
         have = {g: commits[(g, topic, p)] for g in required if (g, topic, p) in commits}
         missing = required - set(have)
+        # Lineage: a Kafka group's commit above the high watermark; a commit the log's end of its
+        # leader epoch is below (external positions are read later: ahead of the snapshot is fine).
+        beyond = {g for g, offset in have.items() if offset > hw and g not in EXTERNALS}
+        diverged = {g for g, offset in have.items() if epoch_ends.get((g, topic, p), offset) < offset}
         needs_floor = rule["min_retention"] != "0s"
         floor_ok = floor_offset is not None and floor_time <= NOW - MIN_RETENTION
         if row.actionable:
@@ -225,6 +237,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             assert row.cutoff > log_start
             assert row.cutoff <= hw and row.cutoff <= last_stable
             assert not blind, row  # what an unreadable group consumed is unknown
+            assert not beyond and not diverged, row  # another history says nothing of this one
             for g, offset in have.items():
                 if g not in ignored:
                     assert row.cutoff <= offset, (g, offset, row)
@@ -238,7 +251,9 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
                 assert row.cutoff <= case.young_from[(topic, p)], (row, case.young_from[(topic, p)])
         # Exact oracle for the cutoff and the decision.
         blocked = (
-            bool(blind)
+            bool(beyond)
+            or bool(diverged)
+            or bool(blind)
             or not have
             or (missing and rule["on_missing_commit"] == "block")
             or bool(missing & here)  # an external consumer without a position always blocks
@@ -246,7 +261,11 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         )
         if blocked:
             assert row.cutoff is None and not row.actionable, row
-            if blind:
+            if beyond:
+                assert row.binding_constraint == "commit_beyond_end" and row.blocking_group == min(beyond), row
+            elif diverged:
+                assert row.binding_constraint == "commit_diverged" and row.blocking_group == min(diverged), row
+            elif blind:
                 assert row.binding_constraint == "group_unreadable" and row.blocking_group in blind, row
             if row.binding_constraint == "missing_commit" and row.blocking_group is not None:
                 # The missing group's type where it has a row (members hold the partition), else none.

@@ -19,7 +19,7 @@ T2 = T0 + timedelta(minutes=10)
 
 def groups(spark: SparkSession, rows: list[tuple[str, str, int, int, str | None]]) -> Any:
     """GROUP_OFFSETS rows from (group, topic, partition, committed_offset, group_type)."""
-    full = [("s", T0, g, "Empty", kind, 0, t, p, o, None) for g, t, p, o, kind in rows]
+    full = [("s", T0, g, "Empty", kind, 0, t, p, o, None, None, None) for g, t, p, o, kind in rows]
     return spark.createDataFrame(full, schemas.GROUP_OFFSETS)
 
 
@@ -77,3 +77,21 @@ def test_a_table_written_before_group_type_is_migrated(spark: SparkSession, tmp_
 
     store.update(groups(spark, [("new", "t", 0, 8, "share")]), T1, 0)
     assert content(store) == {("old", "t", 0): (4, T0, None), ("new", "t", 0): (8, T1, "share")}
+
+
+def test_positions_carry_the_topic_id_and_a_new_incarnation_is_new_progress(spark: SparkSession, tmp_path: Path) -> None:
+    store = ProgressStore(spark, str(tmp_path / "progress"), app_id="q")
+
+    def parts(topic_id: str) -> Any:
+        return spark.createDataFrame([("s", T0, "t", 0, 1, [1], [1], 0, 50, 50, False, "delete", None, None, None, None, topic_id)], schemas.PARTITION_STATE)
+
+    def ids() -> dict[tuple[str, str, int], tuple[int, datetime, str | None]]:
+        return {(r["group_id"], r["topic"], r["partition"]): (r["committed_offset"], r["last_progress_time"].replace(tzinfo=timezone.utc), r["topic_id"]) for r in store.read().collect()}
+
+    store.update(groups(spark, [("a", "t", 0, 10, "classic")]), T0, 0, parts("id-1"))
+    assert ids() == {("a", "t", 0): (10, T0, "id-1")}
+    store.update(groups(spark, [("a", "t", 0, 10, "classic")]), T1, 1, parts("id-1"))  # unchanged
+    assert ids() == {("a", "t", 0): (10, T0, "id-1")}
+    # The topic was recreated and the group committed 10 again there: a new position.
+    store.update(groups(spark, [("a", "t", 0, 10, "classic")]), T2, 2, parts("id-2"))
+    assert ids() == {("a", "t", 0): (10, T2, "id-2")}

@@ -202,7 +202,7 @@ def test_rows_follow_the_schemas_exactly() -> None:
     assert (named["log_start_offset"], named["high_watermark"], named["time_floor_offset"]) == (1, 11, 8)
     assert named["time_floor_time"] == datetime(1970, 1, 1, 0, 0, 5, tzinfo=timezone.utc)
     snap_rows = {r[3]: dict(zip(schemas.SNAPSHOT.fieldNames(), r)) for r in snapshot_rows(snap, "snapshot")}
-    assert snap_rows[0]["groups"] == [("g1", "Empty", "classic", 0, 4, "m"), ("g2", "Stable", "consumer", None, 6, None)]
+    assert snap_rows[0]["groups"] == [("g1", "Empty", "classic", 0, 4, "m", None, None), ("g2", "Stable", "consumer", None, 6, None, None, None)]
     assert snap_rows[2]["groups"] == []
     assert len(schemas.GROUP_COMMIT.fields) == len(snap_rows[0]["groups"][0])
     assert all(r["unreadable_groups"] == [] for r in snap_rows.values())

@@ -30,16 +30,16 @@ def config(stale_after: str = "30d", on_stale_group: str = "block", **rule: Any)
 
 
 def snapshot_row(partition: int, groups: list[tuple[Any, ...]], hw: int = 100) -> tuple[Any, ...]:
-    return (SNAP, NOW, "orders", partition, 1, [1], [1], 0, hw, hw, False, "delete", None, None, None, None, groups, [])
+    return (SNAP, NOW, "orders", partition, 1, [1], [1], 0, hw, hw, False, "delete", None, None, None, None, None, groups, [])
 
 
 def live(group: str, offset: int, state: str = "Stable", members: int = 1) -> tuple[Any, ...]:
-    return (group, state, "classic", members, offset, None)
+    return (group, state, "classic", members, offset, None, None, None)
 
 
 def progress(spark: SparkSession, rows: list[tuple[Any, ...]]) -> Any:
-    """PROGRESS_STORE rows: (group, topic, partition, offset, last progress, group_type)."""
-    return spark.createDataFrame(rows, schemas.PROGRESS_STORE)
+    """PROGRESS_STORE rows: (group, topic, partition, offset, last progress, group_type[, topic_id])."""
+    return spark.createDataFrame([r + (None,) * (7 - len(r)) for r in rows], schemas.PROGRESS_STORE)
 
 
 def plan(spark: SparkSession, cfg: PurgeConfig, snapshot: list[tuple[Any, ...]], store: Any) -> dict[int, Any]:
@@ -53,7 +53,7 @@ def plan(spark: SparkSession, cfg: PurgeConfig, snapshot: list[tuple[Any, ...]],
 
 def test_vanished_rows_are_remembered_positions_missing_from_the_snapshot(spark: SparkSession) -> None:
     snapshot = spark.createDataFrame(
-        [snapshot_row(0, [live("fast", 100), ("held", "Stable", "consumer", 2, -1, None)]), snapshot_row(1, [live("fast", 100)])],
+        [snapshot_row(0, [live("fast", 100), ("held", "Stable", "consumer", 2, -1, None, None, None)]), snapshot_row(1, [live("fast", 100)])],
         schemas.SNAPSHOT,
     )
     from spark_purge.policy import split_snapshot
@@ -74,16 +74,38 @@ def test_vanished_rows_are_remembered_positions_missing_from_the_snapshot(spark:
     got = vanished_rows(partitions, groups, store, unreadable=["ghost"]).drop("snapshot_time").collect()
 
     assert sorted(tuple(r) for r in got) == [
-        (SNAP, "gone", VANISHED, "consumer", 0, "orders", 0, 30, None),
-        (SNAP, "held", VANISHED, "consumer", 0, "orders", 0, 40, None),
-        (SNAP, "lost", VANISHED, None, 0, "orders", 1, 7, None),
+        (SNAP, "gone", VANISHED, "consumer", 0, "orders", 0, 30, None, None, None),
+        (SNAP, "held", VANISHED, "consumer", 0, "orders", 0, 40, None, None, None),
+        (SNAP, "lost", VANISHED, None, 0, "orders", 1, 7, None, None, None),
     ]
     typed = [(f.name, f.dataType) for f in vanished_rows(partitions, groups, store).schema.fields]
     assert typed == [(f.name, f.dataType) for f in schemas.GROUP_OFFSETS.fields]
     # No store: nothing added. A store from before group_type existed still works.
     assert with_vanished_groups(partitions, groups, None) is groups
-    old = store.drop("group_type")
+    old = store.drop("group_type", "topic_id")
     assert {r["group_id"] for r in vanished_rows(partitions, groups, old).collect()} == {"gone", "held", "lost", "ghost"}
+
+
+def test_a_position_seen_on_another_incarnation_of_the_topic_holds_nothing(spark: SparkSession) -> None:
+    """A topic deleted and recreated under the same name: the old incarnation's remembered
+    positions do not vanish-hold the new one (its records are unread); unknown ids still hold."""
+    snapshot = [
+        (SNAP, NOW, "orders", p, 1, [1], [1], 0, 100, 100, False, "delete", None, None, None, None, "id-new", [live("fast", 90)], [])
+        for p in range(3)
+    ]
+    store = progress(
+        spark,
+        [
+            ("fast", "orders", p, 90, NOW, "classic", "id-new") for p in range(3)
+        ] + [
+            ("old", "orders", 0, 60, NOW, "classic", "id-old"),  # seen on the deleted topic: holds nothing
+            ("same", "orders", 1, 50, NOW, "classic", "id-new"),  # seen on this one: holds
+            ("legacy", "orders", 2, 40, NOW, "classic", None),  # remembered before ids were stored: holds
+        ],
+    )
+    # (discovery is per topic: each remembered group is missing on the other partitions; ignore that)
+    got = {p: (r["cutoff"], r["blocking_group"]) for p, r in plan(spark, config(on_missing_commit="ignore"), snapshot, store).items()}
+    assert got == {0: (90, "fast"), 1: (50, "same"), 2: (40, "legacy")}
 
 
 def test_a_vanished_group_holds_the_cutoff_at_its_last_position(spark: SparkSession) -> None:
