@@ -77,7 +77,7 @@ def test_one_section_with_several_bad_keys(tmp_path: Path) -> None:
     path = tmp_path / "kafka.yaml"
     path.write_text(
         "kafka: {bootstrap_servers: [k1:9092], retries: many, request_timeout: 3 dayz, client_id: ''}\n"
-        "rules: [{name: r, topics: t}]\naudit: {path: var/a}\n"
+        "rules: [{name: r, topics: t, min_retention: 0s}]\naudit: {path: var/a}\n"
     )
     problems = problems_of(path)
     assert [p.split(":")[0] for p in problems] == ["kafka.client_id", "kafka.request_timeout", "kafka.retries"]
@@ -88,7 +88,7 @@ def test_list_items_each_reported(tmp_path: Path) -> None:
     path = tmp_path / "lists.json"
     path.write_text(
         '{"kafka": {"bootstrap_servers": "k1:9092"}, "audit": {"path": "a"},'
-        ' "rules": [{"name": "r", "topics": "t"}],'
+        ' "rules": [{"name": "r", "topics": "t", "min_retention": "0s"}],'
         ' "protected_topics": ["ok", "(bad", 7], "group_exclude": ["[x"]}'
     )
     problems = problems_of(path)
@@ -112,7 +112,7 @@ def test_cross_field_checks_run_once_the_keys_are_valid() -> None:
 
 def test_a_single_problem_is_still_a_plain_message() -> None:
     with pytest.raises(ConfigError) as info:
-        c.from_dict({"kafka": {"bootstrap_servers": ["k1:9092"]}, "rules": [{"name": "r", "topics": "t", "min_step": 0}], "audit": {"path": "a"}})
+        c.from_dict({"kafka": {"bootstrap_servers": ["k1:9092"]}, "rules": [{"name": "r", "topics": "t", "min_step": 0, "min_retention": "0s"}], "audit": {"path": "a"}})
     assert not isinstance(info.value, ConfigProblems)
     assert str(info.value) == "rules[0].min_step: expected an integer >= 1 (records), got 0"
     assert info.value.problems == (str(info.value),)
@@ -123,7 +123,7 @@ def test_secrets_stay_hidden_among_several_problems() -> None:
         c.from_dict({
             "kafka": {"bootstrap_servers": ["k1:9092"], "retries": "x",
                       "security": {"protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "sasl_username": "u", "sasl_password": SECRET}},
-            "rules": [{"name": "r", "topics": "t"}],
+            "rules": [{"name": "r", "topics": "t", "min_retention": "0s"}],
             "audit": {"path": "a"},
         })
     assert [p.split(":")[0] for p in info.value.problems] == ["kafka.retries", "kafka.security.sasl_password"]
