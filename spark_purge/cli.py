@@ -261,6 +261,7 @@ def cmd_forget_group(cfg: PurgeConfig, args: argparse.Namespace) -> int:
 
     from spark_purge.audit import AuditSink, ProgressStore, absolute_location, forget_rows
     from spark_purge.config import config_fingerprint
+    from spark_purge.fs import HadoopFiles
     from spark_purge.pipeline import progress_location, query_id_of
 
     checkpoint = args.checkpoint or (cfg.stream.checkpoint_location if cfg.stream is not None else None)
@@ -288,7 +289,8 @@ def cmd_forget_group(cfg: PurgeConfig, args: argparse.Namespace) -> int:
         print(f"group {args.group!r} has no remembered position{scope} in {checkpoint}: nothing to forget")
         return EXIT_OK
     run_id = f"forget-{uuid.uuid4().hex}"
-    rows = forget_rows(positions, run_id, query_id_of(checkpoint), datetime.now(timezone.utc), _operator(), config_fingerprint(cfg))
+    query_id = query_id_of(HadoopFiles(spark), checkpoint) or "no-query"  # positions without a query: a harness's
+    rows = forget_rows(positions, run_id, query_id, datetime.now(timezone.utc), _operator(), config_fingerprint(cfg))
     sink = AuditSink(spark, cfg.audit.path, app_id=run_id, table_name=cfg.audit.table_name)
     try:
         sink.ensure_table()
