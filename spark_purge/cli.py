@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run one purge cycle (or keep running with --follow)")
     common(run)
-    run.add_argument("--dry-run", action="store_true", help="plan and audit, delete nothing")
+    run.add_argument("--dry-run", action="store_true", help="plan and audit, delete nothing (checkpointed apart, in <checkpoint>/dry_run)")
     run.add_argument("--follow", action="store_true", help="keep running every stream.trigger_interval")
     run.add_argument("--checkpoint", help="override stream.checkpoint_location")
 

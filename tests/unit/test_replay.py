@@ -10,7 +10,7 @@ from pyspark.sql import Row
 
 from spark_purge.audit import BatchContext, intent_rows, outcome_rows
 from spark_purge.kafka.model import DeleteOutcome
-from spark_purge.pipeline import check_checkpoint
+from spark_purge.pipeline import check_checkpoint, dry_run_checkpoint, progress_location, query_id_of
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from tests.unit.test_audit_rows import plan_row
 
@@ -102,3 +102,29 @@ def test_a_replay_never_cuts_past_its_intent_nor_the_fresh_safe_cutoff(
             assert 10 < row["cutoff"] <= min(intent["cutoff"], f["cutoff"])
         else:
             assert row["records_to_delete"] == 0
+
+
+class MemoryFiles:
+    """``fs.Files`` over a dict (path -> text)."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+
+    def exists(self, path: str) -> bool:
+        return path in self.files
+
+    def list_names(self, directory: str) -> list[str]:
+        return sorted(p.rsplit("/", 1)[1] for p in self.files if p.rsplit("/", 1)[0] == directory.rstrip("/"))
+
+    def read_text(self, path: str) -> str:
+        return self.files[path]
+
+
+def test_checkpoint_locations_keep_their_scheme_and_bucket() -> None:
+    assert progress_location("s3a://lake/purge/cp/") == "s3a://lake/purge/cp/group_progress"
+    assert dry_run_checkpoint("abfss://c@acct.dfs.core.windows.net/cp") == "abfss://c@acct.dfs.core.windows.net/cp/dry_run"
+    files = MemoryFiles({"s3a://lake/cp/metadata": '{"id":"7f1c-query"}\n'})
+    assert query_id_of(files, "s3a://lake/cp") == "7f1c-query"
+    assert query_id_of(files, "s3a://lake/other") is None  # before the query first ran
+    with pytest.raises(ValueError, match=r"^stream\.checkpoint_location: s3a://lake/bad/metadata is not"):
+        query_id_of(MemoryFiles({"s3a://lake/bad/metadata": "garbage"}), "s3a://lake/bad")
