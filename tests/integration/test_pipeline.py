@@ -135,7 +135,9 @@ def test_crash_after_intents_then_restart_completes_exactly_once(
 
     outcomes = audit_rows(spark, cfg)
     assert [(r["batch_id"], r["cutoff"]) for r in outcomes if r["batch_id"] == 0] == [(0, 40)] * 3
-    assert len(audit_rows(spark, cfg, "intent")) == len([r for r in outcomes if r["status"] == "deleted"])
+    assert len(audit_rows(spark, cfg, "intent")) == len([r for r in outcomes if r["status"] == "deleted"]), [
+        (r["batch_id"], r["partition"], r["status"], r["cutoff"], r["error"]) for r in outcomes
+    ]
     assert log_starts(admin, topic3, 3)[0] >= 40
 
 
