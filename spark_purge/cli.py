@@ -259,10 +259,10 @@ def cmd_forget_group(cfg: PurgeConfig, args: argparse.Namespace) -> int:
     import re
     import uuid
 
-    from spark_purge.audit import AuditSink, ProgressStore, absolute_location, forget_rows
+    from spark_purge.audit import AuditSink, absolute_location, forget_rows
     from spark_purge.config import config_fingerprint
     from spark_purge.fs import HadoopFiles
-    from spark_purge.pipeline import progress_location, query_id_of
+    from spark_purge.pipeline import progress_store, query_id_of
 
     checkpoint = args.checkpoint or (cfg.stream.checkpoint_location if cfg.stream is not None else None)
     if not checkpoint:
@@ -279,7 +279,7 @@ def cmd_forget_group(cfg: PurgeConfig, args: argparse.Namespace) -> int:
             raise ConfigError(f"forget-group --topic: expected a regular expression, got {args.topic!r} ({exc})") from None
     checkpoint = absolute_location(checkpoint)
     spark = _spark(args.master)
-    store = ProgressStore(spark, progress_location(checkpoint), app_id="forget-group")
+    store = progress_store(spark, checkpoint, app_id="forget-group")
     try:
         positions = store.remembered(args.group, args.topic)
     except Exception as exc:

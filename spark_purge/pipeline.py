@@ -176,7 +176,7 @@ class PurgePipeline:
 
     @property
     def progress(self) -> ProgressStore:
-        return ProgressStore(self.spark, progress_location(self.checkpoint_location), app_id=self.query_id)
+        return progress_store(self.spark, self.checkpoint_location, app_id=self.query_id)
 
     @property
     def registry(self) -> CheckpointRegistry:
@@ -319,6 +319,13 @@ def progress_location(checkpoint_location: str) -> str:
     return join(checkpoint_location, "group_progress")
 
 
+def progress_store(spark: SparkSession, checkpoint_location: str, app_id: str) -> ProgressStore:
+    """The group progress store beside the checkpoint, at its fully qualified location (Delta
+    refuses to create ``file:///x`` once it knows the table as ``file:/x``)."""
+    location = HadoopFiles(spark).qualify(absolute_location(progress_location(checkpoint_location)))
+    return ProgressStore(spark, location, app_id=app_id)
+
+
 def dry_run_checkpoint(checkpoint_location: str) -> str:
     """A dry run's own checkpoint, inside the real one: it never shares the real run's query
     id, batches or group memory (a crashed dry run rerun for real starts clean)."""
@@ -341,7 +348,7 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
 
     progress: Callable[[], DataFrame | None] = lambda: None  # noqa: E731
     if config.stream is not None:
-        progress = ProgressStore(spark, progress_location(config.stream.checkpoint_location), app_id="plan").read_if_exists
+        progress = progress_store(spark, config.stream.checkpoint_location, app_id="plan").read_if_exists
     try:
         return Planner(config, lookup, progress).plan(with_external(spark, config, read_snapshot(spark, config)))
     finally:
@@ -486,6 +493,7 @@ __all__ = [
     "dry_run_checkpoint",
     "plan_snapshot",
     "progress_location",
+    "progress_store",
     "query_id_of",
     "read_snapshot",
     "run_continuous",
