@@ -37,7 +37,7 @@ from pyspark.sql.window import Window
 
 from spark_purge._time import Backoff
 from spark_purge.errors import AuditError
-from spark_purge.schemas import AUDIT, PROGRESS_STORE
+from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, PROGRESS_STORE
 
 if TYPE_CHECKING:
     from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
@@ -291,6 +291,70 @@ class AuditSink:
 
     def read(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.path)
+
+    def recorded(self, batch_id: int) -> RecordedBatch:
+        """What this query (``app_id``) already recorded for ``batch_id``: its intents and
+        whether its outcomes are in (one Delta commit each, so all or none)."""
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(self.spark, self.path):
+            return RecordedBatch([], False)
+        rows = (
+            self.read()
+            .where((F.col("query_id") == self.app_id) & (F.col("batch_id") == batch_id))
+            .where(F.col("record_type").isin("intent", "outcome"))
+            .orderBy("topic", "partition")
+            .collect()
+        )
+        return RecordedBatch([r for r in rows if r["record_type"] == "intent"], any(r["record_type"] == "outcome" for r in rows))
+
+
+@dataclass(frozen=True)
+class RecordedBatch:
+    """A batch as the audit has it (``AuditSink.recorded``)."""
+
+    intents: list[Row]
+    has_outcomes: bool
+
+
+@dataclass(frozen=True)
+class CheckpointRegistry:
+    """Which streaming query ids each checkpoint location has held (``schemas.CHECKPOINT_QUERIES``,
+    a Delta table beside the audit: ``<audit.path>_checkpoints``). A checkpoint removed or reset
+    starts a new query id; finding its location registered under another id is how the
+    pipeline refuses to run there (``pipeline.check_checkpoint``)."""
+
+    spark: SparkSession
+    path: str
+
+    @classmethod
+    def beside(cls, spark: SparkSession, audit_path: str) -> CheckpointRegistry:
+        return cls(spark, absolute_location(audit_path).rstrip("/") + "_checkpoints")
+
+    def query_ids(self, location: str) -> list[str]:
+        """The query ids registered for ``location`` (a qualified URI), oldest first."""
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(self.spark, self.path):
+            return []
+        rows = (
+            self.spark.read.format("delta").load(self.path)
+            .where(F.col("checkpoint_location") == location)
+            .orderBy("registered_at")
+            .select("query_id")
+            .collect()
+        )
+        return list(dict.fromkeys(str(r["query_id"]) for r in rows))
+
+    def register(self, location: str, query_id: str, query_name: str | None, at: datetime) -> None:
+        """Record that ``location`` holds ``query_id`` (a blind append: never conflicts)."""
+        try:
+            (
+                self.spark.createDataFrame([(location, query_id, query_name, at)], CHECKPOINT_QUERIES)
+                .write.format("delta").mode("append").save(self.path)
+            )
+        except Exception as exc:
+            raise AuditError(f"cannot register checkpoint {location} in {self.path}: {exc}") from exc
 
 
 # ---- queries an operator or auditor runs (also exposed by `spark-purge audit`) ------------

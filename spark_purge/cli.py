@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run one purge cycle (or keep running with --follow)")
     common(run)
-    run.add_argument("--dry-run", action="store_true", help="plan and audit, delete nothing")
+    run.add_argument("--dry-run", action="store_true", help="plan and audit, delete nothing (checkpointed apart, in <checkpoint>/dry_run)")
     cycles = run.add_mutually_exclusive_group()
     cycles.add_argument("--once", action="store_true", help="one cycle, then exit (the default; for schedulers' command lines)")
     cycles.add_argument("--follow", action="store_true", help="keep running every stream.trigger_interval")
@@ -269,9 +269,10 @@ def cmd_forget_group(cfg: PurgeConfig, args: argparse.Namespace) -> int:
     import re
     import uuid
 
-    from spark_purge.audit import AuditSink, ProgressStore, absolute_location, forget_rows
+    from spark_purge.audit import AuditSink, absolute_location, forget_rows
     from spark_purge.config import config_fingerprint
-    from spark_purge.pipeline import progress_location, query_id_of
+    from spark_purge.fs import HadoopFiles
+    from spark_purge.pipeline import progress_store, query_id_of
 
     checkpoint = args.checkpoint or (cfg.stream.checkpoint_location if cfg.stream is not None else None)
     if not checkpoint:
@@ -288,7 +289,7 @@ def cmd_forget_group(cfg: PurgeConfig, args: argparse.Namespace) -> int:
             raise ConfigError(f"forget-group --topic: expected a regular expression, got {args.topic!r} ({exc})") from None
     checkpoint = absolute_location(checkpoint)
     spark = _spark(args)
-    store = ProgressStore(spark, progress_location(checkpoint), app_id="forget-group")
+    store = progress_store(spark, checkpoint, app_id="forget-group")
     try:
         positions = store.remembered(args.group, args.topic)
     except Exception as exc:
@@ -298,7 +299,8 @@ def cmd_forget_group(cfg: PurgeConfig, args: argparse.Namespace) -> int:
         print(f"group {args.group!r} has no remembered position{scope} in {checkpoint}: nothing to forget")
         return EXIT_OK
     run_id = f"forget-{uuid.uuid4().hex}"
-    rows = forget_rows(positions, run_id, query_id_of(checkpoint), datetime.now(timezone.utc), _operator(), config_fingerprint(cfg))
+    query_id = query_id_of(HadoopFiles(spark), checkpoint) or "no-query"  # positions without a query: a harness's
+    rows = forget_rows(positions, run_id, query_id, datetime.now(timezone.utc), _operator(), config_fingerprint(cfg))
     sink = AuditSink(spark, cfg.audit.path, app_id=run_id, table_name=cfg.audit.table_name)
     try:
         sink.ensure_table()

@@ -24,7 +24,7 @@ Top-level YAML keys (see ``conf/example.yaml`` for every option)::
     group_exclude:    [regex]  (dropped from discovered groups in every rule)
     manual:           [{topic, partition, offset, force}]
     audit:            path, table_name
-    stream:           checkpoint_location, trigger_interval, query_name
+    stream:           checkpoint_location, trigger_interval, query_name, max_snapshot_age
     external_consumers: [{name, spark_checkpoint, topics} | {name, hold: {topic, partition, offset} | [...]}]
     dry_run:          bool
 
@@ -370,12 +370,16 @@ class StreamConfig:
     checkpoint_location: str
     trigger_interval: int = 60_000
     query_name: str = "spark-purge"
+    # A batch replayed after a crash executes its recorded intents only while they are younger
+    # than this; older ones are recorded as skipped (stale_snapshot) and nothing is deleted.
+    max_snapshot_age: int = 600_000
 
     def __post_init__(self) -> None:
         if not isinstance(self.checkpoint_location, str) or not self.checkpoint_location.strip():
             raise _FieldError("checkpoint_location", f"expected a non-empty path or URI, got {self.checkpoint_location!r}")
-        if self.trigger_interval <= 0:
-            raise _FieldError("trigger_interval", f"expected a positive duration, got {self.trigger_interval}ms")
+        for key in ("trigger_interval", "max_snapshot_age"):
+            if getattr(self, key) <= 0:
+                raise _FieldError(key, f"expected a positive duration, got {getattr(self, key)}ms")
 
 
 @dataclass(frozen=True)
@@ -830,7 +834,7 @@ def _audit(value: object, path: str) -> AuditConfig:
 
 def _stream(value: object, path: str) -> StreamConfig:
     d = _section(value, path, _STREAM_KEYS)
-    checks = {"checkpoint_location": _str, "trigger_interval": _duration, "query_name": _str}
+    checks = {"checkpoint_location": _str, "trigger_interval": _duration, "query_name": _str, "max_snapshot_age": _duration}
     return _build(StreamConfig, path, **_given(d, path, StreamConfig, checks))
 
 

@@ -61,3 +61,9 @@ class HadoopFiles:
             return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
         finally:
             stream.close()
+
+    def qualify(self, path: str) -> str:
+        """``path`` as its file system's fully qualified URI (``/a/b`` and ``file:/a/b`` both
+        give ``file:/a/b``; ``s3a://bucket/x`` keeps its bucket): one spelling per location."""
+        p, fs = self._path_fs(path)
+        return str(fs.makeQualified(p).toString())

@@ -7,10 +7,12 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
    to the snapshot as group rows (``external_snapshot``), read on the driver through Hadoop's
    FileSystem, fresh for every batch (a replayed batch sees the current positions);
 1. plans the snapshot (``schemas.SNAPSHOT``) with a ``planner.Planner``, as of the snapshot's
-   own time, so a replayed batch plans exactly what it planned the first time (the source
-   persists each batch's snapshot);
+   own time;
 2. runs the plan with a ``runner.BatchRunner``: intents to the Delta audit before any delete,
-   DeleteRecords batched per leader, one outcome row per planned partition (exactly once);
+   DeleteRecords batched per leader, one outcome row per planned partition (exactly once).
+   A batch Spark replays after a crash never plans anew: it executes the intents it recorded,
+   each bounded by the fresh snapshot's plan, none older than ``stream.max_snapshot_age``
+   (``spark_purge.replay``); a batch whose outcomes are recorded is not redone;
 3. remembers every group position it saw and when it last moved (``audit.ProgressStore``,
    a MERGE: stale-group detection, and vanished groups — a position Kafka forgot keeps holding,
    see ``spark_purge.vanished``);
@@ -20,7 +22,11 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
    it is more than a second off the driver's.
 
 Streaming: :func:`start_stream` (processingTime trigger, or ``available_now`` for one-shot runs
-under Airflow / Databricks Jobs). Both keep their state in the configured checkpoint.
+under Airflow / Databricks Jobs). Both keep their state in the configured checkpoint, read and
+written only through Hadoop's FileSystem on the driver (``fs.HadoopFiles``), so any URI works.
+The audit's app id is the streaming query's id (``<checkpoint>/metadata``); a checkpoint whose
+location the audit knows under another query id (removed or reset) is refused
+(:func:`check_checkpoint`). A dry run keeps its own checkpoint, ``<checkpoint>/dry_run``.
 :func:`plan_snapshot` plans one batch snapshot without a stream (``spark-purge plan``).
 """
 from __future__ import annotations
@@ -32,25 +38,25 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from spark_purge.audit import AuditSink, BatchContext, ProgressStore, absolute_location
+from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
 from spark_purge.errors import ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.external_snapshot import with_external_consumers
-from spark_purge.fs import Files, HadoopFiles
+from spark_purge.fs import Files, HadoopFiles, join
 from spark_purge.history import AppendHistory
 from spark_purge.kafka.clock import BrokerClock, ClockReading, describe_skew
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.planner import Plan, Planner
 from spark_purge.policy import retention_floors, split_snapshot
+from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from spark_purge.runner import BatchResult, BatchRunner, PurgeClient
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
 from spark_purge.vanished import retention_warning
@@ -63,7 +69,7 @@ SOURCE_FORMAT = "kafka_state"
 # ---- snapshot plumbing ----------------------------------------------------------------------
 
 
-def source_options(config: PurgeConfig, snapshot_dir: str | None = None, poll_interval_ms: int | None = None) -> dict[str, str]:
+def source_options(config: PurgeConfig, poll_interval_ms: int | None = None) -> dict[str, str]:
     """Data-source options for the ``kafka_state`` source derived from the purge config.
 
     The connection is ``connection_settings(config)`` as options (every setting, the same the
@@ -78,8 +84,6 @@ def source_options(config: PurgeConfig, snapshot_dir: str | None = None, poll_in
     floors = [{"topic_regex": f.topics, "min_retention_ms": f.min_retention_ms} for f in retention_floors(config)]
     if floors:
         opts["time.floors"] = json.dumps(floors)
-    if snapshot_dir:
-        opts["snapshot.dir"] = snapshot_dir
     if poll_interval_ms is not None:
         opts["poll.interval"] = f"{poll_interval_ms}ms"
     return opts
@@ -140,22 +144,39 @@ class PurgePipeline:
     on_batch: Callable[[BatchResult], None] | None = None
     # Test hook: called between steps ("intents_written", "deletes_sent") to simulate a crash.
     fault_hook: Callable[[str, int], None] | None = None
+    # Harnesses that call process_batch without a stream (no checkpoint metadata) name the
+    # query themselves; a stream's id is always read from its checkpoint.
+    query_id_override: str | None = None
+    clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
     results: deque[BatchResult] = field(default_factory=lambda: deque(maxlen=RECENT_RESULTS))
     totals: RunTotals = field(default_factory=RunTotals)
 
     def __post_init__(self) -> None:
         self._fingerprint = config_fingerprint(self.config)
         self._client: PurgeClient | None = None
-        self._query_id: str | None = None
+        self._query_id: str | None = self.query_id_override
+        self._registered = False
+        self._last_batch: int | None = None
         self._clock: BrokerClock | None = broker_clock(self.config)
 
-    # The query id lives in the checkpoint's metadata file: stable across restarts, so it is
-    # the key Delta uses to make each batch's audit commits exactly-once.
+    # The query id lives in the checkpoint's metadata file (Spark writes it when the query
+    # first starts): stable across restarts, so it is the key Delta uses to make each batch's
+    # audit commits exactly-once.
     @property
     def query_id(self) -> str:
         if self._query_id is None:
-            self._query_id = query_id_of(self.checkpoint_location)
+            found = query_id_of(self.files, self.checkpoint_location)
+            if found is None:
+                raise ConfigError(
+                    f"stream.checkpoint_location: no streaming query metadata at {join(self.checkpoint_location, 'metadata')} "
+                    "(process_batch runs inside the stream started on that checkpoint)"
+                )
+            self._query_id = found
         return self._query_id
+
+    @property
+    def files(self) -> HadoopFiles:
+        return HadoopFiles(self.spark)
 
     @property
     def audit(self) -> AuditSink:
@@ -163,11 +184,15 @@ class PurgePipeline:
 
     @property
     def progress(self) -> ProgressStore:
-        return ProgressStore(self.spark, progress_location(self.checkpoint_location), app_id=self.query_id)
+        return progress_store(self.spark, self.checkpoint_location, app_id=self.query_id)
+
+    @property
+    def registry(self) -> CheckpointRegistry:
+        return CheckpointRegistry.beside(self.spark, self.config.audit.path)
 
     @property
     def history(self) -> AppendHistory:
-        return AppendHistory(self.spark, history_location(self.checkpoint_location))
+        return history_store(self.spark, self.checkpoint_location)
 
     @property
     def planner(self) -> Planner:
@@ -182,6 +207,11 @@ class PurgePipeline:
     def runner(self) -> BatchRunner:
         return BatchRunner(self.audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook)
 
+    @property
+    def max_snapshot_age_ms(self) -> int:
+        stream = self.config.stream
+        return stream.max_snapshot_age if stream is not None else field_default(StreamConfig, "max_snapshot_age")
+
     def client(self) -> PurgeClient:
         if self._client is None:
             self._client = self.client_factory()
@@ -194,24 +224,50 @@ class PurgePipeline:
         if self._clock is not None:
             self._clock.close()
 
+    def check_checkpoint(self) -> None:
+        """Refuse a checkpoint whose location the audit knows under another query id (see
+        :func:`check_checkpoint`); before a stream starts, a fresh checkpoint has no id yet."""
+        query_id = self._query_id or query_id_of(self.files, self.checkpoint_location)
+        location = self.files.qualify(self.checkpoint_location)
+        check_checkpoint(self.registry.query_ids(location), location, query_id, self.registry.path)
+
+    def _register(self) -> None:
+        """Once per pipeline, before its first batch acts: check, then remember, this query id
+        at this checkpoint location."""
+        if self._registered or self.query_id_override is not None:  # a harness: no checkpoint to guard
+            return
+        location = self.files.qualify(self.checkpoint_location)
+        known = self.registry.query_ids(location)
+        check_checkpoint(known, location, self.query_id, self.registry.path)
+        if self.query_id not in known:
+            name = self.config.stream.query_name if self.config.stream is not None else None
+            self.registry.register(location, self.query_id, name, self.clock())
+        self._registered = True
+
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
         base = snapshot.persist()
         try:
+            self._register()
             snapshot = with_external(self.spark, self.config, base)
-            plan = self.planner.plan(snapshot)
-            if plan is None:
+            # Only the first batch a process sees (or one it saw already) can be a replay.
+            maybe_replay = self._last_batch is None or batch_id <= self._last_batch
+            recorded = self.audit.recorded(batch_id) if maybe_replay else None
+            self._last_batch = batch_id
+            if recorded is not None and recorded.has_outcomes:
+                log.info("batch %d: its outcomes are already in the audit; nothing to redo", batch_id)
                 return self._done(BatchResult(batch_id))
-            read_clock(self._clock)
-            plan_rows = plan.rows.collect()  # one row per partition: small, and used twice
-            ctx = BatchContext(self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint)
-            result = self.runner.run(plan_rows, ctx)
-            # Every position seen, for stale and vanished groups in later batches (a MERGE of the
-            # snapshot's group rows, still cached: nothing per commit reaches the driver).
-            # External consumers are configured, not remembered: leave them out.
-            partitions, groups = split_snapshot(snapshot)
-            kafka_groups = groups.where(~F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)))
-            self.progress.update(kafka_groups, plan.planned_at, batch_id, partitions)
-            self._record_history(partitions, batch_id)
+            if recorded is not None and recorded.intents:
+                result, plan = self._replay(snapshot, recorded.intents)
+            else:
+                plan = self.planner.plan(snapshot)
+                if plan is None:
+                    return self._done(BatchResult(batch_id))
+                read_clock(self._clock)
+                plan_rows = plan.rows.collect()  # one row per partition: small, and used twice
+                ctx = BatchContext(self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint)
+                result = self.runner.run(plan_rows, ctx)
+            if plan is not None:
+                self._remember(snapshot, plan.planned_at, batch_id)
         finally:
             base.unpersist()
         return self._done(result)
@@ -226,6 +282,31 @@ class PurgePipeline:
         if keep_ms:
             self.history.update(partitions, datetime.now(timezone.utc), keep_ms, batch_id)
 
+    def _replay(self, snapshot: DataFrame, intents: Sequence[Row]) -> tuple[BatchResult, Plan | None]:
+        """Execute a replayed batch's recorded intents, bounded by a fresh plan of ``snapshot``
+        (``spark_purge.replay``); none when they are older than ``stream.max_snapshot_age``."""
+        ctx = replay_context(intents, self.run_id)
+        if is_stale(ctx.planned_at, self.clock(), self.max_snapshot_age_ms):
+            log.warning(
+                "batch %d: replayed intents planned at %s are older than stream.max_snapshot_age (%d ms): "
+                "nothing is deleted, %d intent(s) recorded as skipped (stale_snapshot)",
+                ctx.batch_id, ctx.planned_at.isoformat(), self.max_snapshot_age_ms, len(intents),
+            )
+            return self.runner.execute(stale_rows(intents), ctx), None
+        plan = self.planner.plan(snapshot)
+        fresh = {} if plan is None else {(r["topic"], r["partition"]): r for r in plan.rows.collect()}
+        log.info("batch %d: replaying %d recorded intent(s), each bounded by a fresh snapshot", ctx.batch_id, len(intents))
+        return self.runner.execute(bounded_rows(intents, fresh), ctx), plan
+
+    def _remember(self, snapshot: DataFrame, planned_at: datetime, batch_id: int) -> None:
+        """Every position seen, for stale and vanished groups in later batches (a MERGE of the
+        snapshot's group rows, still cached: nothing per commit reaches the driver). External
+        consumers are configured, not remembered: left out."""
+        partitions, groups = split_snapshot(snapshot)
+        kafka_groups = groups.where(~F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)))
+        self.progress.update(kafka_groups, planned_at, batch_id, partitions)
+        self._record_history(partitions, batch_id)
+
     def _done(self, result: BatchResult) -> BatchResult:
         self.results.append(result)
         self.totals.add(result)
@@ -234,24 +315,63 @@ class PurgePipeline:
         return result
 
 
-def query_id_of(checkpoint_location: str) -> str:
-    """The streaming query's id from the checkpoint's metadata file (stable across restarts);
-    before the first run, a stable id derived from the location."""
-    meta = Path(checkpoint_location) / "metadata"
+def query_id_of(files: Files, checkpoint_location: str) -> str | None:
+    """The streaming query's id from the checkpoint's metadata file (stable across restarts),
+    read through ``files`` (Hadoop's FileSystem: any URI); None before the query first ran."""
+    meta = join(checkpoint_location, "metadata")
+    if not files.exists(meta):
+        return None
     try:
-        return str(json.loads(meta.read_text().splitlines()[0])["id"])
-    except (OSError, ValueError, KeyError, IndexError):
-        return "batch-" + uuid.uuid5(uuid.NAMESPACE_URL, str(Path(checkpoint_location).resolve())).hex
+        return str(json.loads(files.read_text(meta).splitlines()[0])["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ConfigError(f"stream.checkpoint_location: {meta} is not a streaming query's metadata file") from None
+
+
+def check_checkpoint(known: Sequence[str], location: str, query_id: str | None, registry_path: str) -> None:
+    """Refuse a checkpoint removed or reset next to an audit that has another query's batches.
+
+    ``known`` are the query ids registered for ``location``; ``query_id`` the checkpoint's own
+    (None: no metadata yet). A new query there would get a new id and audit afresh, but the
+    old query's unfinished batch and group memory would be gone without a trace: refuse, and
+    let the operator restore the checkpoint or choose a new location.
+    """
+    if not known or (query_id is not None and query_id in known):
+        return
+    holds = "no streaming query (removed or reset?)" if query_id is None else f"query {query_id}"
+    raise ConfigError(
+        f"stream.checkpoint_location: {location} now holds {holds}, but {registry_path} records query "
+        f"{known[-1]} at this location: the checkpoint was removed or reset. Restore it, or set "
+        "stream.checkpoint_location to a new location (a new query, audited from its first batch)"
+    )
 
 
 def progress_location(checkpoint_location: str) -> str:
-    """Where the group progress table lives: beside the stream's checkpoint."""
-    return str(Path(checkpoint_location) / "group_progress")
+    """Where the group progress table lives: beside the stream's checkpoint (any URI)."""
+    return join(checkpoint_location, "group_progress")
+
+
+def progress_store(spark: SparkSession, checkpoint_location: str, app_id: str) -> ProgressStore:
+    """The group progress store beside the checkpoint, at its fully qualified location (Delta
+    refuses to create ``file:///x`` once it knows the table as ``file:/x``)."""
+    location = HadoopFiles(spark).qualify(absolute_location(progress_location(checkpoint_location)))
+    return ProgressStore(spark, location, app_id=app_id)
+
+
+def dry_run_checkpoint(checkpoint_location: str) -> str:
+    """A dry run's own checkpoint, inside the real one: it never shares the real run's query
+    id, batches or group memory (a crashed dry run rerun for real starts clean)."""
+    return join(checkpoint_location, "dry_run")
 
 
 def history_location(checkpoint_location: str) -> str:
-    """Where the append history table lives: beside the stream's checkpoint."""
-    return str(Path(checkpoint_location) / "append_history")
+    """Where the append history table lives: beside the stream's checkpoint (any URI)."""
+    return join(checkpoint_location, "append_history")
+
+
+def history_store(spark: SparkSession, checkpoint_location: str) -> AppendHistory:
+    """The append history beside the checkpoint, at its fully qualified location (as
+    :func:`progress_store`)."""
+    return AppendHistory(spark, HadoopFiles(spark).qualify(absolute_location(history_location(checkpoint_location))))
 
 
 def broker_clock(config: PurgeConfig) -> BrokerClock | None:
@@ -295,8 +415,8 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
     history: Callable[[], DataFrame | None] = lambda: None  # noqa: E731  no checkpoint: no history
     if config.stream is not None:
         checkpoint = config.stream.checkpoint_location
-        progress = ProgressStore(spark, progress_location(checkpoint), app_id="plan").read_if_exists
-        history = AppendHistory(spark, history_location(checkpoint)).read_if_exists
+        progress = progress_store(spark, checkpoint, app_id="plan").read_if_exists
+        history = history_store(spark, checkpoint).read_if_exists
     clock = broker_clock(config)
     try:
         plan = Planner(config, lookup, progress, history).plan(with_external(spark, config, read_snapshot(spark, config)))
@@ -348,30 +468,32 @@ def start_stream(
     pipeline: PurgePipeline | None = None,
     on_batch: Callable[[BatchResult], None] | None = None,
 ) -> tuple[StreamingQuery, PurgePipeline]:
-    """Start the purge stream: processingTime trigger (continuous) or AvailableNow (one-shot)."""
+    """Start the purge stream: processingTime trigger (continuous) or AvailableNow (one-shot).
+
+    A dry run checkpoints at ``dry_run_checkpoint(checkpoint)``; a given ``pipeline`` brings its
+    own ``checkpoint_location``."""
     from spark_purge.source import register
 
     stream_cfg = config.stream
     checkpoint = checkpoint_location or (stream_cfg.checkpoint_location if stream_cfg else None)
     if not checkpoint:
         raise ConfigError("stream.checkpoint_location: expected a path for the streaming checkpoint, got nothing")
-    checkpoint = absolute_location(checkpoint)
     interval_ms: int = stream_cfg.trigger_interval if stream_cfg else field_default(StreamConfig, "trigger_interval")
     if pipeline is None:
+        dry = config.dry_run if dry_run is None else dry_run
+        checkpoint = absolute_location(checkpoint)
         pipeline = PurgePipeline(
             spark,
             config,
             default_client_factory(config),
-            checkpoint_location=checkpoint,
-            dry_run=config.dry_run if dry_run is None else dry_run,
+            checkpoint_location=dry_run_checkpoint(checkpoint) if dry else checkpoint,
+            dry_run=dry,
             on_batch=on_batch,
         )
+    checkpoint = pipeline.checkpoint_location
+    pipeline.check_checkpoint()  # a reset checkpoint is refused before the query starts
     register(spark)
-    snapshots = (
-        spark.readStream.format(SOURCE_FORMAT)
-        .options(**source_options(config, snapshot_dir=str(Path(checkpoint) / "snapshots"), poll_interval_ms=interval_ms))
-        .load()
-    )
+    snapshots = spark.readStream.format(SOURCE_FORMAT).options(**source_options(config, poll_interval_ms=interval_ms)).load()
     run_batch = pipeline.process_batch
 
     def each_batch(snapshot: DataFrame, batch_id: int) -> None:
@@ -438,11 +560,15 @@ __all__ = [
     "PurgePipeline",
     "RunTotals",
     "broker_clock",
+    "check_checkpoint",
     "check_offsets_retention",
     "default_client_factory",
+    "dry_run_checkpoint",
     "history_location",
+    "history_store",
     "plan_snapshot",
     "progress_location",
+    "progress_store",
     "query_id_of",
     "read_clock",
     "read_snapshot",

@@ -79,14 +79,23 @@ class BatchRunner:
     clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
 
     def run(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
-        result = BatchResult(ctx.batch_id, planned=len(plan))
+        """Intents first, then :meth:`execute`."""
         self.audit.ensure_table()
-        actionable = [r for r in plan if r["actionable"]]
-        result.actionable = len(actionable)
-
         # 1. intents: persisted before anything is deleted.
         self.audit.write(intent_rows(plan, ctx), "intent", ctx.batch_id)
         self._fault("intents_written", ctx.batch_id)
+        return self._deletes_and_outcomes(plan, ctx)
+
+    def execute(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
+        """Deletes and outcomes of a plan whose intents are already recorded (a replayed batch
+        comes straight here with its recorded intents, re-bounded: ``spark_purge.replay``)."""
+        self.audit.ensure_table()
+        return self._deletes_and_outcomes(plan, ctx)
+
+    def _deletes_and_outcomes(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
+        result = BatchResult(ctx.batch_id, planned=len(plan))
+        actionable = [r for r in plan if r["actionable"]]
+        result.actionable = len(actionable)
 
         # 2. deletes, batched per leader.
         outcomes: dict[TopicPartitionKey, DeleteOutcome] = {}

@@ -221,6 +221,23 @@ EXTERNAL_CONSUMER_TYPES = (EXTERNAL_SPARK_CHECKPOINT, EXTERNAL_STATIC_HOLD)
 # its last position seen by the purge, remembered in the progress store.
 VANISHED_STATE = "Vanished"
 
+# AUDIT.binding_constraint of a replayed batch's intent it did not execute (``spark_purge.replay``):
+# older than stream.max_snapshot_age / its partition absent from the fresh snapshot's plan.
+STALE_SNAPSHOT = "stale_snapshot"
+NOT_IN_SNAPSHOT = "not_in_snapshot"
+REPLAY_CONSTRAINTS = (STALE_SNAPSHOT, NOT_IN_SNAPSHOT)
+
+# Which streaming query ids each checkpoint location has held (beside the audit table, at
+# ``<audit.path>_checkpoints``): a reset checkpoint next to an audit of another query is refused.
+CHECKPOINT_QUERIES = StructType(
+    [
+        StructField("checkpoint_location", StringType(), False),  # fully qualified URI
+        StructField("query_id", StringType(), False),
+        StructField("query_name", StringType(), True),
+        StructField("registered_at", TimestampType(), False),
+    ]
+)
+
 PLAN = StructType(
     [
         StructField("snapshot_id", StringType(), False),

@@ -10,8 +10,10 @@ gives ``schemas.PARTITION_STATE`` / ``GROUP_OFFSETS`` / ``SNAPSHOT``.
 
 Streaming (always ``SNAPSHOT``): one micro-batch per ``poll.interval``; with
 ``Trigger.AvailableNow`` exactly one snapshot, then the query stops. Offsets are ``{"seq": n}``;
-snapshot ``n`` is persisted as JSON under ``snapshot.dir`` (``<seq>.json``) by ``latestOffset``,
-so a batch replayed after a crash plans from the same file; ``commit`` prunes older files.
+snapshot ``n`` is taken by ``latestOffset`` and kept in memory until ``commit``. Nothing is
+persisted: a batch replayed after a restart gets a **fresh** snapshot, and the pipeline executes
+the intents that batch recorded in the audit, bounded by that fresh snapshot (never a new plan;
+see ``pipeline``). So the source needs no storage, and no checkpoint I/O happens in this process.
 
 Options (keys are case-insensitive):
 
@@ -24,7 +26,6 @@ Options (keys are case-insensitive):
 - ``time.floors``: JSON list of ``{"topic_regex", "floor_time_ms"}`` or
   ``{"topic_regex", "min_retention_ms"}`` (relative to snapshot time)
 - ``poll.interval`` (streaming; "10s", "1m", ms integer; default 10s)
-- ``snapshot.dir`` (required for streaming)
 - ``rows.per.partition`` (5000): rows per Spark input partition
 - ``kafka.<setting>``: every other ``ConnectionSettings`` field (``kafka.client_id``,
   ``kafka.retries``, ``kafka.retry_backoff_ms``, ``kafka.security_protocol``,
@@ -40,15 +41,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
-import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -80,11 +77,9 @@ _KNOWN = {
     "request.timeout.ms",
     "poll.interval",
     "time.floors",
-    "snapshot.dir",
     "rows.per.partition",
     "path",  # Spark's own, unused
 }
-_SNAPSHOT_FILE = re.compile(r"^(\d+)\.json$")
 
 
 # ---- options ---------------------------------------------------------------------------------
@@ -98,7 +93,6 @@ class SourceOptions:
     view: str = "snapshot"
     time_floors: tuple[TimeFloor, ...] = ()
     poll_interval_ms: int = 10_000
-    snapshot_dir: Optional[str] = None
     rows_per_partition: int = 5_000
 
     def snapshot_request(self, snapshot_time_ms: Optional[int] = None) -> SnapshotRequest:
@@ -177,15 +171,11 @@ def parse_options(options: Mapping[str, Any]) -> SourceOptions:
     poll = parse_duration(opts.get("poll.interval", "10s"), "poll.interval")
     if poll <= 0:
         raise ConfigError(f"poll.interval: expected a positive duration, got {opts.get('poll.interval')!r}")
-    snapshot_dir = opts.get("snapshot.dir")
-    if snapshot_dir is not None and not str(snapshot_dir).strip():
-        raise ConfigError("snapshot.dir: expected a directory path, got an empty string")
     return SourceOptions(
         client=client,
         view=view,
         time_floors=parse_time_floors(opts.get("time.floors")),
         poll_interval_ms=poll,
-        snapshot_dir=str(snapshot_dir) if snapshot_dir else None,
         rows_per_partition=_int_option(opts, "rows.per.partition", 5_000),
     )
 
@@ -283,55 +273,6 @@ def take_snapshot(options: SourceOptions, snapshot_time_ms: Optional[int] = None
     return snapshot
 
 
-# ---- snapshot files (replay) -------------------------------------------------------------------
-
-
-class SnapshotStore:
-    """``<dir>/<seq>.json`` files, written atomically, pruned on commit."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = Path(directory.removeprefix("file:"))
-
-    def path(self, seq: int) -> Path:
-        return self.directory / f"{seq:012d}.json"
-
-    def save(self, seq: int, snapshot: ClusterSnapshot) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(snapshot.to_json())
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path(seq))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    def load(self, seq: int) -> ClusterSnapshot:
-        path = self.path(seq)
-        try:
-            return ClusterSnapshot.from_json(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(
-                f"snapshot.dir: snapshot for batch offset {seq} not found at {path}; the directory must persist "
-                "with the checkpoint (use <checkpoint>/snapshots)"
-            ) from None
-
-    def seqs(self) -> list[int]:
-        if not self.directory.is_dir():
-            return []
-        return sorted(int(m.group(1)) for p in self.directory.iterdir() if (m := _SNAPSHOT_FILE.match(p.name)))
-
-    def prune_below(self, seq: int) -> int:
-        removed = 0
-        for s in self.seqs():
-            if s < seq:
-                self.path(s).unlink(missing_ok=True)
-                removed += 1
-        return removed
-
-
 # ---- readers -----------------------------------------------------------------------------------
 
 
@@ -358,19 +299,18 @@ class KafkaStateReader(DataSourceReader):
 
 
 class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Streaming: offset {"seq": n}; snapshot n persisted under snapshot.dir before it is offered."""
+    """Streaming: offset {"seq": n}; snapshot n taken before it is offered, kept in memory only."""
 
     # Tests swap this for a fake; it must return a context-managed client with snapshot().
     client_factory: Callable[[ClientConfig], ClusterClient] = staticmethod(lambda cfg: _open(cfg))
     clock: Callable[[], float] = staticmethod(time.monotonic)
 
     def __init__(self, options: SourceOptions) -> None:
-        if options.snapshot_dir is None:
-            raise ConfigError("snapshot.dir: required for readStream (the pipeline passes <checkpoint>/snapshots)")
         if options.view != "snapshot":
             raise ConfigError(f"view: readStream always emits the snapshot view, got {options.view!r}")
         self.options = options
-        self.store = SnapshotStore(options.snapshot_dir)
+        # Snapshots taken and not yet committed, by seq (one or two at a time).
+        self._taken: dict[int, ClusterSnapshot] = {}
         self._client: Optional[ClusterClient] = None
         self._last_taken: Optional[float] = None
         self._available_now = False
@@ -379,6 +319,7 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None  # sockets never travel
+        state["_taken"] = {}  # nor snapshots: read() gets its rows from the input partitions
         return state
 
     def initialOffset(self) -> dict[str, int]:
@@ -402,7 +343,7 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._last_taken = now
         return {"seq": seq + 1}
 
-    def _snapshot_to(self, seq: int) -> None:
+    def _snapshot_to(self, seq: int) -> ClusterSnapshot:
         try:
             if self._client is None:
                 self._client = self.client_factory(self.options.client)
@@ -411,14 +352,17 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             self._close_client()  # reconnect next time
             raise
         _log_snapshot(snapshot)
-        self.store.save(seq, snapshot)
+        self._taken[seq] = snapshot
+        return snapshot
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, stop = int((start or {}).get("seq", 0)), int((end or {}).get("seq", 0))
         if stop <= begin:
             return []
-        # The batch's data is snapshot `stop`, as persisted: a replay plans the very same rows.
-        snapshot = self.store.load(stop)
+        # The batch's data is snapshot `stop`, taken by latestOffset. A batch Spark replays after
+        # a restart finds none here and gets a fresh one (kept, as planning may run twice): the
+        # pipeline executes that batch's recorded intents, bounded by it.
+        snapshot = self._taken.get(stop) or self._snapshot_to(stop)
         return plan_chunks(snapshot, "snapshot", self.options.rows_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
@@ -426,7 +370,8 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         yield from partition.rows
 
     def commit(self, end: dict[str, Any]) -> None:
-        self.store.prune_below(int((end or {}).get("seq", 0)))
+        done = int((end or {}).get("seq", 0))
+        self._taken = {seq: snap for seq, snap in self._taken.items() if seq > done}
 
     def _close_client(self) -> None:
         client, self._client = self._client, None
@@ -483,7 +428,6 @@ __all__ = [
     "KafkaStateReader",
     "KafkaStateStreamReader",
     "SnapshotChunk",
-    "SnapshotStore",
     "SourceOptions",
     "parse_options",
     "plan_chunks",

@@ -13,7 +13,7 @@ it committed for each group and the timestamps of the records it produced:
                   high watermark)
 
 It also checks the cycle's audit: one outcome per planned partition, no duplicates, every delete
-preceded by an intent with the same cutoff, and no intent whose cutoff exceeds ``safe(p)``.
+preceded by an intent whose cutoff is at least its own, and no intent whose cutoff exceeds ``safe(p)``.
 Faults (a seeded choice per cycle): a node SIGKILLed before a cycle or between the intent write
 and DeleteRecords (restarted after the cycle), a group rewound to lower offsets, partitions added,
 and ``backdated_records``: just before the cycle, records carrying CreateTimes two days in the
@@ -22,6 +22,13 @@ only the time floor stands between them and a delete. The oracle knows when each
 was appended (no earlier than the moment it was sent) and adds to ``safe(p)`` of B:
 
     first offset of p sent at or after snapshot_time - min_retention   (append time, any CreateTime)
+
+And ``driver_kill_rewind``: the batch dies right after its intents are written (the fault hook
+raises, as a driver killed there would stop), a required group of topic A rewinds, and a
+restarted pipeline (same query id, same batch id: what Spark does after a crash) replays the
+batch; it must execute only the recorded intents and never cut past the rewound group. The
+intents are checked against the commits they were planned on, before the rewind; every delete
+must have an intent whose cutoff is at least its own (a replay may cut less, never more).
 
 Consumer kinds beyond committing groups (``--faults`` chooses the kinds; default: every kind
 whose product support exists, ``DEFAULT_KINDS``):
@@ -95,7 +102,7 @@ from spark_purge.errors import from_spark_exception
 from spark_purge.pipeline import PurgePipeline
 from spark_purge.testing import share, workload
 from spark_purge.testing.cluster import LocalKafka
-from spark_purge.testing.errors import WorkloadError
+from spark_purge.testing.errors import DriverKilled, WorkloadError
 from spark_purge.testing.workload import TopicPartitionKey
 
 log = logging.getLogger(__name__)
@@ -105,7 +112,10 @@ log = logging.getLogger(__name__)
 FLOOR_MS = 3_000
 MAX_PARTITIONS = 6
 GROUP_SPEEDS = {"g0": 40, "g1": 20, "g2": 8}
-FAULTS = ("node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added", "backdated_records", "topic_recreate")
+FAULTS = (
+    "node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added", "backdated_records", "topic_recreate",
+    "driver_kill_rewind",
+)
 CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
 ALL_KINDS = FAULTS + CONSUMER_KINDS
 #: What runs unless ``--faults`` says otherwise: the kinds whose product support is in this build.
@@ -262,6 +272,10 @@ class InvariantWorkload:
         # topic_recreate: recreate topic A at the intent write of this cycle; what it recreated.
         self._recreate_mid_cycle = False
         self.recreated: set[TopicPartitionKey] = set()
+        # driver_kill_rewind: kill the batch after its intents; cycles whose intents were checked
+        # before the rewind (against the commits they were planned on).
+        self._kill_driver = False
+        self.prechecked: set[int] = set()
 
     # ---- setup ------------------------------------------------------------------------------
     def _config(self, delete_timeout: str) -> PurgeConfig:
@@ -302,12 +316,12 @@ class InvariantWorkload:
     def run(self, cycles: int) -> InvariantReport:
         started = time.monotonic()
         self._create_topics()
-        pipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook)
+        self.pipeline: PurgePipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook)
         self._mid_cycle_kill = False
         try:
             for cycle in range(cycles):
                 try:
-                    self._cycle(pipeline, cycle)
+                    self._cycle(cycle)
                 except KeyboardInterrupt:  # Ctrl-C / SIGINT: stop, report the cycles checked so far
                     self.report.interrupted = True
                     break
@@ -319,14 +333,14 @@ class InvariantWorkload:
                         f"audit rows {r.audit_rows_checked}, errors {len(r.cycle_errors)}, violations {len(r.violations)}"
                     )
         finally:
-            pipeline.close()
+            self.pipeline.close()
             self._restart_down()
             self.producer.close()
             self.admin.close()
             self.report.seconds = time.monotonic() - started
         return self.report
 
-    def _cycle(self, pipeline: PurgePipeline, cycle: int) -> None:
+    def _cycle(self, cycle: int) -> None:
         self._restart_down()
         if self.expiring is not None:
             self._wait_for_expiry(self.expiring)
@@ -374,7 +388,10 @@ class InvariantWorkload:
         self.recreated = set()
         cycle_started = datetime.now(timezone.utc)
         try:
-            workload.run_cycle(pipeline, cycle)
+            if fault == "driver_kill_rewind":
+                self._driver_kill_rewind(cycle)
+            else:
+                workload.run_cycle(self.pipeline, cycle)
         except Exception as exc:
             first_line = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
             # Spark wraps a data-source or foreachBatch error: name spark-purge's own error inside.
@@ -384,7 +401,7 @@ class InvariantWorkload:
             self.report.failed_cycles.add(cycle)
             with open(self.workdir / "cycle_errors.log", "a", encoding="utf-8") as f:
                 f.write(f"=== cycle {cycle} (fault: {fault})\n{traceback.format_exc()}\n")
-            pipeline.close()  # a fresh client next cycle
+            self.pipeline.close()  # a fresh client next cycle
         self._recreate_mid_cycle = False
         for tp in self.recreated:  # a new log: it starts from 0 again
             before[tp] = 0
@@ -555,8 +572,8 @@ class InvariantWorkload:
         workload.commit(self.admin, group, offsets)
         self.commits[group].update(offsets)
 
-    def _rewind(self) -> None:
-        group = self.rng.choice(list(GROUP_SPEEDS))
+    def _rewind(self, group: Optional[str] = None) -> None:
+        group = group or self.rng.choice(list(GROUP_SPEEDS))
         mine = self.commits[group]
         if not mine:
             return
@@ -605,10 +622,30 @@ class InvariantWorkload:
         self.producer.close()
         self.producer = self._new_producer()
 
+    def _driver_kill_rewind(self, cycle: int) -> None:
+        """The batch dies after its intents; a required group of A rewinds; a restarted pipeline
+        (the same query id) replays the same batch id on a fresh snapshot."""
+        self._kill_driver = True
+        try:
+            workload.run_cycle(self.pipeline, cycle)
+        except DriverKilled:
+            pass
+        finally:
+            self._kill_driver = False
+        self._check_intents(cycle, self._audit_rows(cycle))  # against the commits they were planned on
+        self.prechecked.add(cycle)
+        self._rewind(self.rng.choice(self.required_a))
+        query_id = self.pipeline.query_id
+        self.pipeline.close()
+        self.pipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id)
+        workload.run_cycle(self.pipeline, cycle)
+
     def _mid_cycle_hook(self, step: str, batch_id: int) -> None:
         if step == "intents_written" and self._recreate_mid_cycle:
             self._recreate_topic()
             self._produce()  # fresh unread records the planned cutoffs would reach
+        if step == "intents_written" and self._kill_driver:
+            raise DriverKilled(f"batch {batch_id}: driver killed after its intents were written")
         if step == "intents_written" and self._mid_cycle_kill and not self.down:
             leader = workload.leaders(self.admin, self.topic_a).get(0, -1)
             if leader >= 0:
@@ -674,6 +711,8 @@ class InvariantWorkload:
                     f"cycle {cycle}: {tp[0]}-{tp[1]} log start {start} > allowed {allowed} (before {prior}, safe {safe})"
                 )
             self.report.records_deleted += max(0, start - prior)
+        if cycle not in self.prechecked:
+            self._check_intents(cycle, rows)
         intents = {(r["topic"], r["partition"]): r for r in rows if r["record_type"] == "intent"}
         outcomes = [r for r in rows if r["record_type"] == "outcome"]
         keys = Counter((r["record_type"], r["topic"], r["partition"]) for r in rows)
@@ -681,20 +720,32 @@ class InvariantWorkload:
             if n > 1:
                 self.report.violations.append(f"cycle {cycle}: {n} audit rows for {key}")
         outcome_keys = {(r["topic"], r["partition"]) for r in outcomes}
-        for tp, intent in intents.items():
+        for tp in intents:
             if tp not in outcome_keys and not self._cycle_failed(cycle):
                 self.report.violations.append(f"cycle {cycle}: intent without outcome for {tp}")
-            if tp in self.recreated:
-                continue  # planned for the old incarnation: its outcome is checked below
-            safe = self._safe(tp, snapshot_ms)
-            if intent["cutoff"] > max(safe, intent["prior_log_start_offset"]):
-                self.report.violations.append(f"cycle {cycle}: intent cutoff {intent['cutoff']} > safe {safe} for {tp}")
         for r in outcomes:
             tp = (r["topic"], r["partition"])
-            if r["status"] == "deleted" and (tp not in intents or intents[tp]["cutoff"] != r["cutoff"]):
+            # A replayed batch may cut less than its intent (a fresh check binds), never more.
+            if r["status"] == "deleted" and (tp not in intents or r["cutoff"] > intents[tp]["cutoff"]):
                 self.report.violations.append(f"cycle {cycle}: delete without a matching intent for {tp}")
             if tp in self.recreated and tp in intents and r["status"] == "deleted":
                 self.report.violations.append(f"cycle {cycle}: {tp} recreated after its intent, yet cut (status deleted)")
+
+    def _check_intents(self, cycle: int, rows: Sequence[dict[str, Any]]) -> None:
+        """No intent cuts past what the checker's own commits and timestamps allow (an intent
+        planned for a topic recreated since is checked by its outcome instead)."""
+        intents = [r for r in rows if r["record_type"] == "intent"]
+        if not intents:
+            return
+        planned_at = min(r["planned_at"] for r in intents)
+        snapshot_ms = int((planned_at if planned_at.tzinfo else planned_at.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+        for intent in intents:
+            tp = (intent["topic"], intent["partition"])
+            if tp in self.recreated:
+                continue
+            safe = self._safe(tp, snapshot_ms)
+            if intent["cutoff"] > max(safe, intent["prior_log_start_offset"]):
+                self.report.violations.append(f"cycle {cycle}: intent cutoff {intent['cutoff']} > safe {safe} for {tp}")
 
     def _cycle_failed(self, cycle: int) -> bool:
         return cycle in self.report.failed_cycles

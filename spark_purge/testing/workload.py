@@ -338,13 +338,23 @@ def purge_config(
 
 
 def new_pipeline(
-    spark: SparkSession, cfg: PurgeConfig, fault_hook: Optional[Callable[[str, int], None]] = None
+    spark: SparkSession,
+    cfg: PurgeConfig,
+    fault_hook: Optional[Callable[[str, int], None]] = None,
+    query_id: Optional[str] = None,
 ) -> PurgePipeline:
-    """A pipeline as the stream builds it, checkpointing under ``stream.checkpoint_location``."""
+    """A pipeline as the stream builds it, checkpointing under ``stream.checkpoint_location``,
+    for ``process_batch`` calls without a stream: ``query_id`` (default: a new one) stands in
+    for the query id a stream reads from its checkpoint; pass the same one to restart it."""
     if cfg.stream is None:
         raise WorkloadError("new_pipeline: the config has no stream section (stream.checkpoint_location)")
     return PurgePipeline(
-        spark, cfg, default_client_factory(cfg), checkpoint_location=cfg.stream.checkpoint_location, fault_hook=fault_hook
+        spark,
+        cfg,
+        default_client_factory(cfg),
+        checkpoint_location=cfg.stream.checkpoint_location,
+        fault_hook=fault_hook,
+        query_id_override=query_id or f"harness-{uuid.uuid4().hex}",
     )
 
 

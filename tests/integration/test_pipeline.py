@@ -91,7 +91,9 @@ def test_replayed_batch_leaves_no_duplicate_audit_rows(
 
     commit_topic(admin, f"{topic3}-a", topic3, [10, 20, 30])
     cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a"])
-    pipeline = PurgePipeline(spark, cfg, default_client_factory(cfg), checkpoint_location=str(tmp_path / "cp"))
+    pipeline = PurgePipeline(
+        spark, cfg, default_client_factory(cfg), checkpoint_location=str(tmp_path / "cp"), query_id_override="q-direct"
+    )
     snapshot = read_snapshot(spark, cfg).cache()
     snapshot.count()
     try:
@@ -100,7 +102,7 @@ def test_replayed_batch_leaves_no_duplicate_audit_rows(
     finally:
         pipeline.close()
 
-    assert first.deleted == 3 and again.deleted == 3  # re-sending DeleteRecords is harmless
+    assert first.deleted == 3 and again.deleted == 0  # its outcomes are recorded: nothing is redone
     assert log_starts(admin, topic3, 3) == [10, 20, 30]
     assert len(audit_rows(spark, cfg)) == 3
     assert len(audit_rows(spark, cfg, "intent")) == 3
@@ -127,13 +129,15 @@ def test_crash_after_intents_then_restart_completes_exactly_once(
     assert log_starts(admin, topic3, 3) == [0, 0, 0]  # crashed before any delete
     assert len(audit_rows(spark, cfg, "intent")) == 3 and audit_rows(spark, cfg) == []
 
-    # Commits move on meanwhile; the replayed batch must still plan from its own snapshot.
+    # Commits move on meanwhile; the replayed batch executes its recorded intents (never a new plan).
     commit_topic(admin, f"{topic3}-a", topic3, [90, 90, 90])
     run_once(spark, cfg)
 
     outcomes = audit_rows(spark, cfg)
     assert [(r["batch_id"], r["cutoff"]) for r in outcomes if r["batch_id"] == 0] == [(0, 40)] * 3
-    assert len(audit_rows(spark, cfg, "intent")) == len([r for r in outcomes if r["status"] == "deleted"])
+    assert len(audit_rows(spark, cfg, "intent")) == len([r for r in outcomes if r["status"] == "deleted"]), [
+        (r["batch_id"], r["partition"], r["status"], r["cutoff"], r["error"]) for r in outcomes
+    ]
     assert log_starts(admin, topic3, 3)[0] >= 40
 
 

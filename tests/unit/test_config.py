@@ -93,6 +93,8 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any]], None]], str, list[str]]] 
     ("bad duration type", [with_("defaults.stale_after", [1])], "defaults.stale_after:", ["expected a duration"]),
     ("negative duration", [with_("rules[0].stale_after", -5)], "rules[0].stale_after:", ["non-negative duration"]),
     ("zero trigger", [with_("stream", {"checkpoint_location": "cp", "trigger_interval": 0})], "stream.trigger_interval:", ["positive duration"]),
+    ("zero snapshot age", [with_("stream", {"checkpoint_location": "cp", "max_snapshot_age": "0s"})], "stream.max_snapshot_age:", ["positive duration"]),
+    ("bad snapshot age", [with_("stream", {"checkpoint_location": "cp", "max_snapshot_age": "ten"})], "stream.max_snapshot_age:", ["duration"]),
     ("missing checkpoint", [with_("stream", {"trigger_interval": "5s"})], "stream.checkpoint_location:", ["required key is missing"]),
     ("lease is not a section (yet)", [with_("lease", {"ttl": "10m"})], "lease:", ["unknown key", "expected one of: kafka, audit"]),
     ("zero request timeout", [with_("kafka.request_timeout", 0)], "kafka.request_timeout:", ["positive duration"]),

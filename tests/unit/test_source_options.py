@@ -169,13 +169,13 @@ def test_data_source_validates_on_creation_and_picks_the_view_schema() -> None:
     assert KafkaStateDataSource(dict(BASE)).schema() == schemas.SNAPSHOT
 
 
-def test_stream_reader_requires_snapshot_dir_and_snapshot_view(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"^snapshot\.dir"):
-        KafkaStateDataSource(dict(BASE)).streamReader(schemas.SNAPSHOT)
+def test_stream_reader_requires_the_snapshot_view_and_persists_nothing() -> None:
     with pytest.raises(ConfigError, match=r"^view"):
-        KafkaStateDataSource({**BASE, "view": "partitions", "snapshot.dir": str(tmp_path)}).streamReader(
-            schemas.PARTITION_STATE
-        )
+        KafkaStateDataSource({**BASE, "view": "partitions"}).streamReader(schemas.PARTITION_STATE)
+    # Snapshots are no longer persisted (a replay executes its recorded intents): the old
+    # option is an unknown key, named.
+    with pytest.raises(ConfigError, match=r"^snapshot\.dir: unknown kafka_state option"):
+        KafkaStateDataSource({**BASE, "snapshot.dir": "/tmp/x"})
 
 
 def test_topic_and_group_selection() -> None:
@@ -252,13 +252,13 @@ class FakeClient:
 def _stream_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeClient, clock: list[float]) -> KafkaStateStreamReader:
     monkeypatch.setattr(KafkaStateStreamReader, "client_factory", staticmethod(lambda cfg: fake))
     monkeypatch.setattr(KafkaStateStreamReader, "clock", staticmethod(lambda: clock[0]))
-    ds = KafkaStateDataSource({**BASE, "snapshot.dir": str(tmp_path / "snaps"), "poll.interval": "10s"})
+    ds = KafkaStateDataSource({**BASE, "poll.interval": "10s"})
     reader = ds.streamReader(schemas.SNAPSHOT)
     assert isinstance(reader, KafkaStateStreamReader)
     return reader
 
 
-def test_stream_polls_once_per_interval_and_replays_the_persisted_snapshot(
+def test_stream_polls_once_per_interval_and_a_restart_gets_a_fresh_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake, clock = FakeClient(), [100.0]
@@ -275,16 +275,20 @@ def test_stream_polls_once_per_interval_and_replays_the_persisted_snapshot(
     again = reader.partitions(start, end)  # planning twice gives the same data
     assert first == again and first[0].snapshot_id == "s1"
 
-    # A fresh process (crash + restart) replays batch 1 from disk: still snapshot s1.
-    replay = _stream_reader(tmp_path, monkeypatch, FakeClient(), clock).partitions(start, end)
-    assert replay == first
-    assert [r for c in replay for r in reader.read(c)] == list(first[0].rows)
+    # A fresh process (crash + restart) replaying batch 1 takes a fresh snapshot, once even
+    # when planning runs twice (the pipeline bounds the batch's recorded intents by it).
+    other = FakeClient()
+    restarted = _stream_reader(tmp_path, monkeypatch, other, clock)
+    replay = restarted.partitions(start, end)
+    assert restarted.partitions(start, end) == replay and len(other.calls) == 1
+    assert [r for c in replay for r in restarted.read(c)] == list(replay[0].rows)
+    assert not any(tmp_path.iterdir())  # nothing written anywhere
 
     clock[0] += 10
     end2 = reader.latestOffset(end, None)
     assert end2 == {"seq": 2} and reader.partitions(end, end2)[0].snapshot_id == "s2"
     reader.commit(end2)
-    assert sorted(p.name for p in (tmp_path / "snaps").iterdir()) == ["000000000002.json"]
+    assert list(reader._taken) == []  # committed snapshots are dropped from memory
     reader.stop()
     assert fake.closed
 
