@@ -32,14 +32,16 @@ needs it without an instance).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -149,7 +151,8 @@ class SecretRef:
             conf = spark_conf if spark_conf is not None else active_spark_conf()
             if conf is None:
                 raise ConfigError(f"{path}: secret reference spark_conf {self.spark_conf!r} needs an active Spark session")
-            value = conf.get(self.spark_conf, None)
+            with _py4j_quiet():
+                value = conf.get(self.spark_conf, None)
             if secret and value:
                 _check_redacted(path, self.spark_conf, conf)
         elif self.file is not None:
@@ -171,6 +174,22 @@ def active_spark_conf() -> _ConfLike | None:
 
 
 SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key"  # Spark's default
+_PY4J_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
+
+
+@contextlib.contextmanager
+def _py4j_quiet() -> Iterator[None]:
+    """py4j logs every answer from the JVM at DEBUG, a secret read from Spark conf included:
+    no py4j DEBUG while one is read."""
+    loggers = [logging.getLogger(name) for name in _PY4J_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _check_redacted(path: str, key: str, conf: _ConfLike) -> None:

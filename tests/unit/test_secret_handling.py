@@ -8,6 +8,7 @@ source -- for the executors. Those bytes must hold no secret.
 """
 from __future__ import annotations
 
+import logging
 import pickle
 import uuid
 from collections.abc import Callable, Iterator
@@ -130,3 +131,20 @@ def test_spark_conf_secret_key_must_be_redacted_by_spark() -> None:
     # A session whose redaction regex covers the key is fine.
     conf = {"spark.purge.kafka.creds": SASL_PASSWORD, "spark.redaction.regex": "(?i)creds|password"}
     assert c.connection_settings(cfg, env={}, spark_conf=conf).sasl_plain_password == SASL_PASSWORD
+
+
+def test_reading_a_spark_conf_secret_silences_py4j_debug(caplog: pytest.LogCaptureFixture) -> None:
+    """py4j logs each JVM answer at DEBUG ("Answer received: !ys<value>"): not while a secret is read."""
+
+    class Py4jConf(dict[str, str]):
+        def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+            value = super().get(key, default)
+            logging.getLogger("py4j.clientserver").debug("Answer received: !ys%s", value)
+            return value
+
+    cfg = _sasl_config({"spark_conf": "spark.purge.kafka.password"})
+    with caplog.at_level(logging.DEBUG):
+        settings = c.connection_settings(cfg, env={}, spark_conf=Py4jConf({"spark.purge.kafka.password": SASL_PASSWORD}))
+        logging.getLogger("py4j.clientserver").debug("after: %s", "visible")
+    assert settings.sasl_plain_password == SASL_PASSWORD
+    assert SASL_PASSWORD not in caplog.text and "after: visible" in caplog.text  # the level is restored
