@@ -143,7 +143,7 @@ def test_reading_a_spark_conf_secret_silences_py4j_debug(caplog: pytest.LogCaptu
             return value
 
     cfg = _sasl_config({"spark_conf": "spark.purge.kafka.password"})
-    with caplog.at_level(logging.DEBUG):
+    with caplog.at_level(logging.DEBUG), caplog.at_level(logging.DEBUG, logger="py4j.clientserver"):
         settings = c.connection_settings(cfg, env={}, spark_conf=Py4jConf({"spark.purge.kafka.password": SASL_PASSWORD}))
         logging.getLogger("py4j.clientserver").debug("after: %s", "visible")
     assert settings.sasl_plain_password == SASL_PASSWORD
