@@ -34,14 +34,16 @@ needs it without an instance).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -138,13 +140,24 @@ class SecretRef:
     def __repr__(self) -> str:
         return f"SecretRef({self.kind}={self.name!r})"
 
-    def resolve(self, path: str, env: Mapping[str, str], spark_conf: _ConfLike | None) -> str:
-        """The secret's value; ``ConfigError`` naming ``path`` and the reference when absent."""
+    def resolve(self, path: str, env: Mapping[str, str], spark_conf: _ConfLike | None, *, secret: bool = True) -> str:
+        """The value; ``ConfigError`` naming ``path`` and the reference (never a value) when absent.
+
+        ``spark_conf`` None means the active Spark session's conf. A ``secret`` read from Spark
+        conf must sit under a key ``spark.redaction.regex`` matches, or Spark itself would show
+        it (UI, event log).
+        """
         value: Any = None
         if self.env is not None:
             value = env.get(self.env)
         elif self.spark_conf is not None:
-            value = spark_conf.get(self.spark_conf, None) if spark_conf is not None else None
+            conf = spark_conf if spark_conf is not None else active_spark_conf()
+            if conf is None:
+                raise ConfigError(f"{path}: secret reference spark_conf {self.spark_conf!r} needs an active Spark session")
+            with _py4j_quiet():
+                value = conf.get(self.spark_conf, None)
+            if secret and value:
+                _check_redacted(path, self.spark_conf, conf)
         elif self.file is not None:
             try:
                 value = Path(self.file).read_text(encoding="utf-8").rstrip("\r\n")
@@ -153,6 +166,46 @@ class SecretRef:
         if value is None or value == "":
             raise ConfigError(f"{path}: secret reference {self.kind} {self.name!r} is not set")
         return str(value)
+
+
+def active_spark_conf() -> _ConfLike | None:
+    """The active Spark session's runtime conf, or None (pyspark imported only when asked)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    return None if session is None else session.conf
+
+
+SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key"  # Spark's default
+_PY4J_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
+
+
+@contextlib.contextmanager
+def _py4j_quiet() -> Iterator[None]:
+    """py4j logs every answer from the JVM at DEBUG, a secret read from Spark conf included:
+    no py4j DEBUG while one is read."""
+    loggers = [logging.getLogger(name) for name in _PY4J_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def _check_redacted(path: str, key: str, conf: _ConfLike) -> None:
+    pattern = str(conf.get("spark.redaction.regex", None) or SPARK_REDACTION_REGEX)
+    try:
+        redacted = re.search(pattern, key) is not None
+    except re.error:  # a Java-only regex: Spark knows, we cannot check
+        return
+    if not redacted:
+        raise ConfigError(
+            f"{path}: Spark conf key {key!r} is not matched by spark.redaction.regex ({pattern}), so Spark would "
+            "show its value in the UI and event log; use a key containing 'password' or 'secret'"
+        )
 
 
 @dataclass(frozen=True)
@@ -936,7 +989,9 @@ def connection_settings(
     """The one ``ConnectionSettings`` of the config, secrets resolved from ``env``/``spark_conf``.
 
     ``env`` defaults to ``os.environ``; ``spark_conf`` is anything with ``get(key, default)``
-    (``spark.conf`` or a dict). Raises ``ConfigError`` naming the key when a secret is unset.
+    (``spark.conf`` or a dict), by default the active Spark session's conf (looked up only for
+    a ``{spark_conf: key}`` reference). Raises ``ConfigError`` naming the config key and the
+    reference, never the value, when a secret is unset.
     Every connection (snapshot and delete) is made from this value.
     """
     kafka = cfg.kafka if isinstance(cfg, PurgeConfig) else cfg
@@ -951,7 +1006,7 @@ def connection_settings(
         values.update(
             sasl_mechanism=sec.sasl_mechanism,
             sasl_plain_username=(
-                user.resolve(f"{base}.sasl_username", environ, spark_conf) if isinstance(user, SecretRef) else user
+                user.resolve(f"{base}.sasl_username", environ, spark_conf, secret=False) if isinstance(user, SecretRef) else user
             ),
             sasl_plain_password=sec.sasl_password.resolve(f"{base}.sasl_password", environ, spark_conf),
         )
@@ -1003,6 +1058,7 @@ __all__ = [
     "StaticHold",
     "StreamConfig",
     "TopicRule",
+    "active_spark_conf",
     "canonical_json",
     "config_fingerprint",
     "connection_settings",

@@ -35,7 +35,9 @@ Options (keys are case-insensitive):
 Where things run (see DESIGN.md pitfalls): ``partitions()`` / ``latestOffset()`` / ``commit()``
 run in a driver-side Python process; ``read()`` on executors, on another reader instance that
 sees only the pickled input partition. So the snapshot is taken on the driver side and its rows
-travel inside the input partitions; nothing that holds a socket is pickled.
+travel inside the input partitions; nothing that holds a socket is pickled, and no secret:
+what reaches executors (the readers, this data source inside the read function's closure)
+pickles with the connection's passwords dropped, since ``read()`` never connects.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ import logging
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -56,7 +58,7 @@ from spark_purge import schemas
 from spark_purge._time import parse_duration
 from spark_purge.errors import ConfigError
 from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, SnapshotRequest, TimeFloor
-from spark_purge.kafka.settings import ConnectionSettings
+from spark_purge.kafka.settings import ConnectionSettings, is_secret_option
 
 if TYPE_CHECKING:
     from spark_purge.kafka.client import ClusterClient
@@ -94,6 +96,11 @@ class SourceOptions:
     time_floors: tuple[TimeFloor, ...] = ()
     poll_interval_ms: int = 10_000
     rows_per_partition: int = 5_000
+
+    def without_secrets(self) -> SourceOptions:
+        """These options with the connection's secrets dropped (what a pickled reader carries)."""
+        client = replace(self.client, connection=self.client.connection.without_secrets())
+        return replace(self, client=client)
 
     def snapshot_request(self, snapshot_time_ms: Optional[int] = None) -> SnapshotRequest:
         return SnapshotRequest(
@@ -284,7 +291,8 @@ class KafkaStateReader(DataSourceReader):
         self._planned: Optional[list[SnapshotChunk]] = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "_planned": None}  # the rows travel in the partitions only
+        # Pickled for read() on executors: the rows travel in the partitions, secrets not at all.
+        return {"options": self.options.without_secrets(), "_planned": None}
 
     def partitions(self) -> Sequence[InputPartition]:
         # Planning may run more than once: the same reader answers with the same snapshot.
@@ -320,6 +328,7 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         state = dict(self.__dict__)
         state["_client"] = None  # sockets never travel
         state["_taken"] = {}  # nor snapshots: read() gets its rows from the input partitions
+        state["options"] = self.options.without_secrets()  # read() never connects
         return state
 
     def initialOffset(self) -> dict[str, int]:
@@ -392,11 +401,25 @@ def _open(cfg: ClientConfig) -> ClusterClient:
 
 
 class KafkaStateDataSource(DataSource):
-    """The ``kafka_state`` data source; options are validated when it is created."""
+    """The ``kafka_state`` data source; options are validated when it is created.
+
+    Spark pickles this object twice: from where it is created to the driver-side Python
+    processes that plan reads (they connect, so the secrets must come along), and from there,
+    inside the read function's closure, to every executor. The second happens only after that
+    process asked for a reader, so from then on this object pickles without secrets.
+    """
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.parsed = parse_options(options)
+        self._reader_made = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self._reader_made:
+            state["options"] = {k: v for k, v in self.options.items() if not is_secret_option(str(k))}
+            state["parsed"] = self.parsed.without_secrets()
+        return state
 
     @classmethod
     def name(cls) -> str:
@@ -406,9 +429,11 @@ class KafkaStateDataSource(DataSource):
         return VIEWS[self.parsed.view]
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        self._reader_made = True
         return KafkaStateReader(self.parsed)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        self._reader_made = True
         return KafkaStateStreamReader(self.parsed)
 
 

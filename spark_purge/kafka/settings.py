@@ -14,7 +14,7 @@ from references in the config; they never appear in ``repr``/``str`` (nor in the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional
 
 from spark_purge.errors import ConfigError
@@ -114,6 +114,12 @@ class ConnectionSettings:
     def secrets(self) -> tuple[str, ...]:
         return tuple(v for v in (self.sasl_plain_password, self.ssl_password) if v)
 
+    def without_secrets(self) -> ConnectionSettings:
+        """These settings with every secret dropped: what may travel to executors, which never
+        connect (a connection made from it fails to authenticate, it does not leak)."""
+        dropped: dict[str, Any] = dict.fromkeys(SECRET_FIELDS)
+        return replace(self, **dropped)
+
     def kafka_kwargs(self) -> ClientKwargs:
         """Keyword arguments for kafka-python clients (``retries`` is ours, not kafka-python's)."""
         kwargs = ClientKwargs(
@@ -177,6 +183,12 @@ class ConnectionSettings:
         return cls(**values)
 
 
+def is_secret_option(key: str) -> bool:
+    """Whether data-source option ``key`` (any case, dots or underscores) carries a secret."""
+    key = key.lower()
+    return key.startswith(_KAFKA_PREFIX) and key[len(_KAFKA_PREFIX):].replace(".", "_") in SECRET_FIELDS
+
+
 def _option_key(name: str) -> str:
     return _OPTION_KEYS.get(name, _KAFKA_PREFIX + name)
 
@@ -212,4 +224,4 @@ def _check_int(key: str, value: object, minimum: int) -> None:
         raise ConfigError(f"{key}: expected {what}, got {value!r}")
 
 
-__all__ = ["SECRET_FIELDS", "ClientKwargs", "ConnectionSettings"]
+__all__ = ["SECRET_FIELDS", "ClientKwargs", "ConnectionSettings", "is_secret_option"]

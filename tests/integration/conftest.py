@@ -1,5 +1,6 @@
 """Integration fixtures: one real single-node KRaft cluster per test run (started from the
-Maven-resolved jars), plus helpers to make uniquely named topics."""
+Maven-resolved jars), plus helpers to make uniquely named topics; and, started only when a test
+asks for it, one SASL/SCRAM-secured single-node cluster shared by the security tests."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -9,12 +10,20 @@ from kafka import KafkaAdminClient
 
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.workload import create_topic
+from tests.integration.secure_helpers import SCRAM_USERS
 
 
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[LocalKafka]:
     """A real Apache Kafka broker on 127.0.0.1, stopped by PID at the end of the run."""
     with LocalKafka(nodes=1) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def secure_cluster() -> Iterator[LocalKafka]:
+    """SASL/SCRAM-SHA-512 + ACLs (users in ``secure_helpers``), stopped by PID at the end."""
+    with LocalKafka(nodes=1, scram_users=SCRAM_USERS) as cluster:
         yield cluster
 
 

@@ -1,6 +1,6 @@
 """Security on a real broker: SASL/SCRAM-SHA-512 + StandardAuthorizer with ACLs.
 
-One secured single-node cluster for this module: ``admin`` (super user, sets things up) and
+One secured single-node cluster (``secure_cluster``, shared with the other security tests): ``admin`` (super user, sets things up) and
 ``purger`` (the purge principal). The purger has exactly the ACLs the design lists — Topic
 Describe / Delete / DescribeConfigs, Group Describe, Cluster Describe — except Topic Delete on
 one topic. Its password reaches spark-purge only as a secret reference ``{env: ...}``.
@@ -37,12 +37,9 @@ from spark_purge.errors import AuthorizationError
 from spark_purge.kafka import open_client
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.workload import commit, create_topics, log_starts, new_admin, produce
+from tests.integration.secure_helpers import NOCLUSTER_PASSWORD, PURGER_PASSWORD
 
 PASSWORD_ENV = "SPARK_PURGE_TEST_PURGER_PASSWORD"
-# Distinctive strings, so a leak cannot hide behind a common substring.
-PURGER_PASSWORD = f"purger-pw-{uuid.uuid4().hex}"
-ADMIN_PASSWORD = f"admin-pw-{uuid.uuid4().hex}"
-NOCLUSTER_PASSWORD = f"nocluster-pw-{uuid.uuid4().hex}"
 WRONG_PASSWORD = f"wrong-pw-{uuid.uuid4().hex}"
 GROUP = "sec-billing"
 PARTITIONS = 2
@@ -61,13 +58,6 @@ class _Collect(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         text = self.format(record)  # includes exc_info tracebacks
         self.lines.append(text)
-
-
-@pytest.fixture(scope="module")
-def secure_cluster() -> Iterator[LocalKafka]:
-    users = {"admin": ADMIN_PASSWORD, "purger": PURGER_PASSWORD, "nocluster": NOCLUSTER_PASSWORD}
-    with LocalKafka(nodes=1, scram_users=users) as cluster:
-        yield cluster
 
 
 @pytest.fixture(scope="module")

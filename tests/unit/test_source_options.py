@@ -315,7 +315,8 @@ def test_readers_pickle_without_clients_or_cached_rows(tmp_path: Path, monkeypat
     assert isinstance(batch, KafkaStateReader)
     batch._planned = plan_chunks(_snapshot(), "groups", 10)
     restored: Any = pickle.loads(pickle.dumps(batch))
-    assert restored._planned is None and restored.options == batch.options
+    assert restored._planned is None and restored.options == batch.options.without_secrets()
+    assert restored.options.client.connection.secrets == () and batch.options.client.connection.secrets == ("pw",)
 
     fake, clock = FakeClient(), [0.0]
     stream = _stream_reader(tmp_path, monkeypatch, fake, clock)
