@@ -26,6 +26,7 @@ from spark_purge.testing.workload import (
     new_pipeline,
     produce,
     purge_config,
+    recreate_topic,
     run_cycle,
 )
 
@@ -58,12 +59,12 @@ def test_replay_executes_the_recorded_intents_bounded_by_a_rewind_under_a_change
     spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     bootstrap = kafka_cluster.bootstrap_servers
-    w, y = new_topic("w"), new_topic("y")
-    for topic in (w, y):
+    w, x, y = new_topic("w"), new_topic("x"), new_topic("y")
+    for topic in (w, x, y):
         produce(bootstrap, topic, [100])
     ga, gb = f"{w}-a", f"{w}-b"
-    commit(admin, ga, {(w, 0): 60, (y, 0): 80})
-    topics = f"{re.escape(w)}|{re.escape(y)}"
+    commit(admin, ga, {(w, 0): 60, (x, 0): 100, (y, 0): 80})
+    topics = f"{re.escape(w)}|{re.escape(x)}|{re.escape(y)}"
     listed = purge_config(tmp_path, bootstrap, topics, [ga])
     assert listed.stream is not None
 
@@ -75,19 +76,26 @@ def test_replay_executes_the_recorded_intents_bounded_by_a_rewind_under_a_change
         query.awaitTermination(300)
     crashing.close()
     intents = audit_rows(spark, listed, "intent")
-    assert sorted((r["topic"], r["cutoff"]) for r in intents) == sorted([(w, 60), (y, 80)])
+    assert sorted((r["topic"], r["cutoff"]) for r in intents) == sorted([(w, 60), (x, 100), (y, 80)])
     assert audit_rows(spark, listed) == [] and log_starts(admin, w, 1) == log_starts(admin, y, 1) == [0]
 
-    # Before the restart: ga rewinds on y, gb appears on w, and the rule turns to discovery.
+    # Before the restart: x is deleted and recreated with 100 records nobody has read (Kafka drops
+    # ga's commit with the old topic), ga rewinds on y, gb appears on w, the rule turns to discovery.
+    recreate_topic(admin, x, 1)
+    produce(bootstrap, x, [100])
     commit(admin, ga, {(y, 0): 20})
     commit(admin, gb, {(w, 0): 90})
     discovering = purge_config(tmp_path, bootstrap, topics, None)
     assert config_fingerprint(discovering) != intents[0]["config_fingerprint"]
     restarted = run_once(spark, discovering)
 
-    # w: the intent's 60 (the fresh plan, min(60, 90), agrees); y: never past the rewound ga.
-    assert log_starts(admin, w, 1) == [60] and log_starts(admin, y, 1) == [20]
+    # w: the intent's 60 (the fresh plan, min(60, 90), agrees); y: never past the rewound ga;
+    # x: the intent's 100 was for the old incarnation: the new one keeps every record.
+    assert log_starts(admin, w, 1) == [60] and log_starts(admin, y, 1) == [20] and log_starts(admin, x, 1) == [0]
     replayed = audit_rows(spark, listed, batch_id=0)
+    (x_row,) = [r for r in replayed if r["topic"] == x]
+    assert (x_row["status"], x_row["records_deleted"]) == ("skipped", 0), x_row
+    replayed = [r for r in replayed if r["topic"] != x]
     assert sorted((r["topic"], r["status"], r["cutoff"], r["low_watermark"], r["records_deleted"], r["blocking_group"]) for r in replayed) == sorted(
         [(w, "deleted", 60, 60, 60, ga), (y, "deleted", 20, 20, 20, ga)]
     )
