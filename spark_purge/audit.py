@@ -428,7 +428,28 @@ COMPACT_EVERY = 100  # batches between compactions of the progress table's small
 
 
 @dataclass(frozen=True)
-class ProgressStore:
+class CheckpointTable:
+    """A Delta table the job keeps beside its checkpoint (the progress store, the append
+    history): its absolute location, whether a batch wrote it yet, and its rows."""
+
+    spark: SparkSession
+    path: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", absolute_location(self.path))
+
+    def exists(self) -> bool:
+        from delta.tables import DeltaTable
+
+        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
+
+    def _stored(self) -> DataFrame | None:
+        """The table as stored, or None before the first batch wrote it."""
+        return self.spark.read.format("delta").load(self.path) if self.exists() else None
+
+
+@dataclass(frozen=True)
+class ProgressStore(CheckpointTable):
     """A Delta table (``schemas.PROGRESS_STORE``) of every (group, topic, partition) position the
     purge has seen (>= 0), the group's type, and when the position last changed.
 
@@ -440,24 +461,14 @@ class ProgressStore:
     their keys already at those offsets and change nothing.
     """
 
-    spark: SparkSession
-    path: str
     app_id: str
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "path", absolute_location(self.path))
-
-    def exists(self) -> bool:
-        from delta.tables import DeltaTable
-
-        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
-
     def read(self) -> DataFrame:
         """The store (``PROGRESS_STORE`` columns; empty when there is no table yet)."""
-        if not self.exists():
+        df = self._stored()
+        if df is None:
             return self.spark.createDataFrame([], PROGRESS_STORE)
-        df = self.spark.read.format("delta").load(self.path)
         for name in _PROGRESS_ADDED:  # a table written before these columns existed
             if name not in df.columns:
                 df = df.withColumn(name, F.lit(None).cast("string"))

@@ -28,10 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_purge._time import as_utc
+from spark_purge.audit import CheckpointTable, retry_conflicts
 from spark_purge.errors import AuditError
 from spark_purge.schemas import APPEND_HISTORY
 
@@ -40,28 +41,17 @@ _READY: set[str] = set()  # paths whose table this process already created
 
 
 @dataclass(frozen=True)
-class AppendHistory:
+class AppendHistory(CheckpointTable):
     """The append-history Delta table at ``path`` (see the module docstring)."""
 
-    spark: SparkSession
-    path: str
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        from spark_purge.audit import absolute_location
-
-        object.__setattr__(self, "path", absolute_location(self.path))
-
-    def exists(self) -> bool:
-        from delta.tables import DeltaTable
-
-        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
 
     def read(self) -> DataFrame:
         """Every stored row (``APPEND_HISTORY``; empty before the first batch)."""
-        if not self.exists():
+        df = self._stored()
+        if df is None:
             return self.spark.createDataFrame([], APPEND_HISTORY)
-        return self.spark.read.format("delta").load(self.path).select(*APPEND_HISTORY.fieldNames())
+        return df.select(*APPEND_HISTORY.fieldNames())
 
     def read_if_exists(self) -> DataFrame | None:
         return self.read() if self.exists() else None
@@ -137,8 +127,6 @@ class AppendHistory:
         )
 
     def _retry(self, what: str, action: Callable[[], object]) -> None:
-        from spark_purge.audit import retry_conflicts
-
         retry_conflicts(f"{what} on {self.path}", action, self.sleep)
 
 
