@@ -28,6 +28,22 @@ os.environ.setdefault(SPARK_KAFKA_JARS_ENV, str(REPO_ROOT / ".cache/jars/spark-k
 os.environ.setdefault(STREAMS_JARS_ENV, str(REPO_ROOT / ".cache/jars/kafka-streams"))
 
 
+#: Heavy optional runs, out of the default command: each runs only when its marker is selected
+#: (``./dev.sh test -m wheel``, ``./dev.sh test -m multiprocess``).
+OPT_IN = {
+    "wheel": "builds a wheel and a virtualenv (minutes)",
+    "multiprocess": "its own Spark driver on local-cluster executors (about a minute)",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    selected = config.option.markexpr or ""
+    for item in items:
+        for marker, why in OPT_IN.items():
+            if item.get_closest_marker(marker) is not None and marker not in selected:
+                item.add_marker(pytest.mark.skip(reason=f"{why}: run with -m {marker}"))
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """local[2], UTC, 1 shuffle partition, UI off, Delta (and Spark's Kafka connector, when

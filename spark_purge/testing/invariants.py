@@ -50,7 +50,8 @@ whose product support exists, ``DEFAULT_KINDS``):
 - ``spark_stream``: a real Spark Structured Streaming query (Spark's Kafka connector, Kafka ->
   Delta) on topics A and B, configured as an ``external_consumers`` ``spark_checkpoint`` entry.
   It runs (``availableNow``, a random ``maxOffsetsPerTrigger``, so a few micro-batches, then it
-  stops) before the first cycle and every ``STREAM_EVERY`` cycles. Its oracle position on p is
+  stops) before the first cycle and every ``STREAM_EVERY`` cycles (under a fixed schedule: where
+  it is scheduled). Its oracle position on p is
   computed from what the query wrote, never from its checkpoint: the highest offset in its Delta
   sink + 1; where it wrote nothing, the log start when it first saw p (0 for a partition added
   after its last run: it will read that one from the start). A query run that fails (e.g. Kafka's
@@ -80,6 +81,7 @@ import argparse
 import logging
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -269,6 +271,7 @@ class InvariantWorkload:
         self.stream_sink = self.workdir / "stream-sink"
         self.stream_read: dict[TopicPartitionKey, int] = {}  # sink max offset + 1
         self.stream_first_seen: dict[TopicPartitionKey, int] = {}  # log start when it first saw p
+        self.stream_records_before = 0  # records read by the query's earlier lives (see _reset_stream)
         # topic_recreate: recreate topic A at the intent write of this cycle; what it recreated.
         self._recreate_mid_cycle = False
         self.recreated: set[TopicPartitionKey] = set()
@@ -353,7 +356,8 @@ class InvariantWorkload:
         if fault in NODE_FAULTS and len(self.cluster.node_ids) < 3:
             others = [k for k in self.drawn if k not in NODE_FAULTS]  # one node: no node faults
             fault = self.rng.choice(others) if others else None
-        stream_due = "spark_stream" in self.kinds and (cycle % STREAM_EVERY == 0 or fault == "spark_stream")
+        periodic = self.schedule is None and cycle % STREAM_EVERY == 0  # a fixed schedule says where
+        stream_due = "spark_stream" in self.kinds and (periodic or fault == "spark_stream")
         if stream_due:
             self._stream_run()
             self.report.faults["spark_stream"] += 1
@@ -527,11 +531,14 @@ class InvariantWorkload:
                 self.report.notes.append(f"spark query run {self.report.stream_runs} failed: {err}")
         self.report.stream_runs += 1
         self.stream_read = workload.sink_positions(self.spark, self.stream_sink)
-        self.report.stream_records = sum(self.stream_read.get(tp, start) - start for tp, start in self.stream_first_seen.items())
+        self.report.stream_records = self.stream_records_before + sum(
+            self.stream_read.get(tp, start) - start for tp, start in self.stream_first_seen.items()
+        )
 
     def _stream_position(self, tp: TopicPartitionKey) -> Optional[int]:
-        """The query's position on ``tp`` as the checker knows it (None: it has not run yet)."""
-        if not self.report.stream_runs:
+        """The query's position on ``tp`` as the checker knows it (None: it has not run yet, in
+        this life: a query started over reads from the log start, whatever it is then)."""
+        if not self.stream_first_seen:
             return None
         return self.stream_read.get(tp, self.stream_first_seen.get(tp, 0))
 
@@ -621,6 +628,20 @@ class InvariantWorkload:
         # kafka-python's producer caches the old topic's metadata: a fresh one looks it up again.
         self.producer.close()
         self.producer = self._new_producer()
+        if "spark_stream" in self.kinds:
+            self._reset_stream()
+
+    def _reset_stream(self) -> None:
+        """A topic the Spark query reads was recreated: its checkpoint's offsets belong to the old
+        incarnation (Spark itself then fails the query as data loss, whatever the purge does), so
+        the query starts over, as its operator would: a fresh checkpoint and sink. Until its next
+        run it needs nothing (it will start at the log start, whatever it is then) and the purge
+        finds no checkpoint (it blocks A and B)."""
+        for folder in (self.workdir / "stream-checkpoint", self.stream_sink):
+            shutil.rmtree(folder, ignore_errors=True)
+        self.stream_records_before += self.report.stream_records
+        self.stream_read = {}
+        self.stream_first_seen = {}
 
     def _driver_kill_rewind(self, cycle: int) -> None:
         """The batch dies after its intents; a required group of A rewinds; a restarted pipeline

@@ -98,7 +98,7 @@ def _files_containing(root: Path, needle: str) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and not p.is_symlink() and data in p.read_bytes()]
 
 
-@pytest.mark.slow
+@pytest.mark.multiprocess
 def test_purge_on_local_cluster_executors(spark: SparkSession, secure_cluster: LocalKafka, tmp_path: Path) -> None:
     servers = secure_cluster.bootstrap_servers
     admin = new_admin(servers, **secure_cluster.client_kwargs())

@@ -124,7 +124,7 @@ def test_spark_conf_password_plans_purges_and_leaks_nowhere(
         options = source_options(from_dict(data))
         batch_bytes = _executor_bound_bytes(options, streaming=False)
         assert topic.encode() in batch_bytes  # the snapshot's rows travel in the partitions
-        stream_options = {**options, "snapshot.dir": str(tmp_path / "snapshots")}
+        stream_options = dict(options)
         stream_bytes = _executor_bound_bytes(stream_options, streaming=True)
         stream_reader = KafkaStateStreamReader(KafkaStateDataSource(stream_options).parsed)
         try:

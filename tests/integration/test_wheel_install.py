@@ -27,12 +27,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 STEP_TIMEOUT_S = 900
 
 
-@pytest.fixture(autouse=True)
-def only_when_selected(request: pytest.FixtureRequest) -> None:
-    if "wheel" not in (request.config.option.markexpr or ""):
-        pytest.skip("builds a wheel and a virtualenv (minutes): run with -m wheel")
-
-
 def step(argv: list[str], cwd: Path, **env: str | None) -> str:
     done = run_reaped(argv, cwd=cwd, env=python_env(**env), timeout_s=STEP_TIMEOUT_S)
     assert done.returncode == 0, f"{argv} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
