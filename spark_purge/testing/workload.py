@@ -33,7 +33,7 @@ from pyspark.sql import SparkSession
 
 from spark_purge._time import Backoff, Deadline
 from spark_purge.config import PurgeConfig, from_dict
-from spark_purge.pipeline import BatchResult, PurgePipeline, default_client_factory, read_snapshot
+from spark_purge.pipeline import BatchResult, PurgePipeline, default_client_factory, read_snapshot, start_stream
 from spark_purge.testing.errors import HarnessError, NotReadyError, WorkloadError
 
 T = TypeVar("T")
@@ -356,6 +356,21 @@ def new_pipeline(
         fault_hook=fault_hook,
         query_id_override=query_id or f"harness-{uuid.uuid4().hex}",
     )
+
+
+def run_available_now(spark: SparkSession, cfg: PurgeConfig, *, dry_run: bool = False, timeout_s: int = 180) -> PurgePipeline:
+    """One-shot run of the real purge stream (``availableNow``, as ``spark-purge run``): it must
+    end within ``timeout_s`` without an error; returns its (closed) pipeline."""
+    query, pipeline = start_stream(spark, cfg, available_now=True, dry_run=dry_run)
+    try:
+        if not query.awaitTermination(timeout_s):
+            query.stop()
+            raise WorkloadError(f"the purge stream did not finish within {timeout_s}s")
+        if query.exception() is not None:
+            raise WorkloadError(f"the purge stream failed: {query.exception()}")
+    finally:
+        pipeline.close()
+    return pipeline
 
 
 def run_cycle(pipeline: PurgePipeline, batch_id: int) -> BatchResult:

@@ -19,6 +19,7 @@ from spark_purge.testing.workload import (
     log_starts,
     produce,
     purge_config,
+    run_available_now,
 )
 
 
@@ -27,13 +28,7 @@ def make_config(tmp: Path, bootstrap: str, topic: str, groups: list[str] | None,
 
 
 def run_once(spark: SparkSession, cfg: PurgeConfig, dry_run: bool = False) -> PurgePipeline:
-    query, pipeline = start_stream(spark, cfg, available_now=True, dry_run=dry_run)
-    try:
-        query.awaitTermination(180)
-        assert query.exception() is None, query.exception()
-    finally:
-        pipeline.close()
-    return pipeline
+    return run_available_now(spark, cfg, dry_run=dry_run, timeout_s=180)
 
 
 @pytest.fixture

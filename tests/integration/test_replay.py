@@ -27,6 +27,7 @@ from spark_purge.testing.workload import (
     produce,
     purge_config,
     recreate_topic,
+    run_available_now,
     run_cycle,
 )
 
@@ -36,14 +37,8 @@ def crash_after_intents(step: str, batch_id: int) -> None:
         raise RuntimeError("simulated driver crash after the intent write")
 
 
-def run_once(spark: SparkSession, cfg: PurgeConfig, pipeline: PurgePipeline | None = None) -> PurgePipeline:
-    query, pipeline = start_stream(spark, cfg, available_now=True, pipeline=pipeline)
-    try:
-        query.awaitTermination(300)
-        assert query.exception() is None, query.exception()
-    finally:
-        pipeline.close()
-    return pipeline
+def run_once(spark: SparkSession, cfg: PurgeConfig) -> PurgePipeline:
+    return run_available_now(spark, cfg, timeout_s=300)
 
 
 def deletes_without_intent(spark: SparkSession, audit_path: str) -> list[Any]:
