@@ -78,7 +78,9 @@ case $cmd in
   test)  setup
          say "ruff (lint) and mypy --strict (types) on the package"
          "$VENV/bin/ruff" check --quiet . && "$VENV/bin/mypy" --no-error-summary
-         exec "$VENV/bin/python" -m pytest "$@" ;;
+         # Two workers (pytest-xdist, grouped by the cluster their tests share: tests/conftest.py);
+         # SPARK_PURGE_TEST_WORKERS=0 runs everything in this one process.
+         exec "$VENV/bin/python" -m pytest -n "${SPARK_PURGE_TEST_WORKERS:-2}" --dist loadgroup "$@" ;;
   bench) setup; setup_jars tools; for b in bench/*_bench.py; do "$VENV/bin/python" "$b" "$@"; done ;;
   py)    setup; exec "$VENV/bin/python" "$@" ;;
   *) sed -n '2,9p' "$0"; exit 2 ;;

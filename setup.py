@@ -28,6 +28,9 @@ setup(
             "pytest>=8,<10",
             "chispa>=0.11,<0.13",
             "hypothesis>=6.100,<7",
+            # ./dev.sh test runs the suite on two workers: the fault suite's 3-node cluster on one,
+            # the single-node integration tests on the other (tests/conftest.py groups them)
+            "pytest-xdist>=3.6,<4",
             # lint and type gates run by ./dev.sh test (configured in pyproject.toml)
             "ruff>=0.8,<1",
             "mypy>=1.13,<2",

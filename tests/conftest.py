@@ -36,9 +36,24 @@ OPT_IN = {
 }
 
 
+#: Under pytest-xdist (``./dev.sh test`` runs two workers with ``--dist loadgroup``) every test
+#: that uses the fault suite's 3-node cluster runs on one worker and every other real-broker test
+#: on one worker, so each worker starts only the clusters its tests share; unit tests go wherever
+#: a worker is free.
+XDIST_GROUPS = (("faults", "tests/integration/faults/"), ("integration", "tests/integration/"))
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    path = Path(str(item.fspath)).resolve().relative_to(REPO_ROOT).as_posix()
+    return next((group for group, prefix in XDIST_GROUPS if path.startswith(prefix)), None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     selected = config.option.markexpr or ""
     for item in items:
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         for marker, why in OPT_IN.items():
             if item.get_closest_marker(marker) is not None and marker not in selected:
                 item.add_marker(pytest.mark.skip(reason=f"{why}: run with -m {marker}"))

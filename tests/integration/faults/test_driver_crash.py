@@ -60,11 +60,12 @@ def run_driver(config_path: Path, kill_at: str | None) -> subprocess.CompletedPr
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-@pytest.mark.parametrize("kill_at", ["intents_written", "deletes_sent"])
-def test_driver_killed_mid_batch_restarts_exactly_once(
-    spark: SparkSession, fault_cluster: LocalKafka, fadmin: KafkaAdminClient, tmp_path: Path, kill_at: str
+def test_driver_killed_at_each_step_of_a_batch_and_of_its_replay_restarts_exactly_once(
+    spark: SparkSession, fault_cluster: LocalKafka, fadmin: KafkaAdminClient, tmp_path: Path
 ) -> None:
-    topic = create_topic(fadmin, f"dk-{kill_at.split('_')[0]}", partitions=3)
+    """Killed after the intents; a group rewinds; the restart (replaying that batch) killed after
+    its deletes; the third start completes. Three real driver processes, one checkpoint."""
+    topic = create_topic(fadmin, "dk", partitions=3)
     produce(fault_cluster.bootstrap_servers, topic, [100, 100, 100])
     group = f"{topic}-g"
     first_commits = [30, 50, 70]
@@ -74,18 +75,28 @@ def test_driver_killed_mid_batch_restarts_exactly_once(
     config_path.write_text(yaml.safe_dump(data))
     cfg = from_dict(data)
 
-    crashed = run_driver(config_path, kill_at)
+    def intents_only() -> None:
+        assert [(r["batch_id"], r["cutoff"]) for r in audit_rows(spark, cfg, "intent")] == [(0, c) for c in first_commits]
+        assert audit_rows(spark, cfg) == []  # died before any outcome
 
+    crashed = run_driver(config_path, "intents_written")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    assert f"SIGKILL at {kill_at} of batch 0" in crashed.stderr
-    assert [(r["batch_id"], r["cutoff"]) for r in audit_rows(spark, cfg, "intent")] == [(0, c) for c in first_commits]
-    assert audit_rows(spark, cfg) == []  # died before any outcome
-    expected_now = [0, 0, 0] if kill_at == "intents_written" else first_commits
-    assert log_starts(fadmin, topic, 3) == expected_now
+    assert "SIGKILL at intents_written of batch 0" in crashed.stderr
+    intents_only()
+    assert log_starts(fadmin, topic, 3) == [0, 0, 0]
 
-    # Consumers move on while the driver is down; the replayed batch must still plan from
-    # the snapshot it persisted before the crash.
-    commit_topic(fadmin, group, topic, [90, 90, 90])
+    # While the driver is down the group rewinds on p0 and moves on elsewhere. The replay
+    # executes batch 0's recorded intents (never a new plan), each bounded by a fresh snapshot:
+    # p0 only to the rewound 20, p2 no further than its intent's 70. It dies again, this time
+    # after its deletes reached Kafka.
+    commit_topic(fadmin, group, topic, [20, 90, 90])
+    replayed = [20, 50, 70]
+    crashed_again = run_driver(config_path, "deletes_sent")
+    assert crashed_again.returncode == -signal.SIGKILL, crashed_again.stderr[-3000:]
+    assert "SIGKILL at deletes_sent of batch 0" in crashed_again.stderr
+    intents_only()  # the replay wrote no second intent
+    assert log_starts(fadmin, topic, 3) == replayed
+
     restarted = run_driver(config_path, None)
     assert restarted.returncode == 0, restarted.stderr[-3000:]
 
@@ -97,18 +108,19 @@ def test_driver_killed_mid_batch_restarts_exactly_once(
     intent_keys = {(r["batch_id"], r["partition"]): r for r in intents}
     outcome_keys = {(r["batch_id"], r["partition"]): r for r in outcomes}
     assert set(intent_keys) <= set(outcome_keys)
-    # Batch 0 replayed with its own cutoffs, and counted its deletes once.
+    # Batch 0 replayed twice, bounded by the rewind, and counted its deletes once.
     replay = [outcome_keys[(0, p)] for p in range(3)]
-    assert [(r["status"], r["cutoff"], r["low_watermark"]) for r in replay] == [("deleted", c, c) for c in first_commits]
-    assert [r["records_deleted"] for r in replay] == first_commits
-    # Every delete has an intent with the same cutoff, committed to Delta before the outcome.
+    assert [(r["status"], r["cutoff"], r["low_watermark"]) for r in replay] == [("deleted", c, c) for c in replayed]
+    assert [r["records_deleted"] for r in replay] == replayed
+    # Every delete has an intent whose cutoff is at least its own, committed to Delta before it.
     versions = audit_commit_versions(spark, cfg)
     for (batch, part), r in outcome_keys.items():
         if r["status"] == "deleted":
-            assert intent_keys[(batch, part)]["cutoff"] == r["cutoff"]
+            assert intent_keys[(batch, part)]["cutoff"] >= r["cutoff"]
             assert versions[f"intent:{batch}"] < versions[f"outcome:{batch}"]
     # Kafka is cut exactly where the last deleted outcome says, never further.
     final = log_starts(fadmin, topic, 3)
     last_cut = [max(r["cutoff"] for r in outcomes if r["partition"] == p and r["status"] == "deleted") for p in range(3)]
     assert final == last_cut
+    assert final[0] == 20  # the rewound group's position: nothing past it, ever
     assert all(start <= 90 for start in final)
