@@ -28,7 +28,7 @@ import logging
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from spark_purge.errors import AuditError, ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.logs import NORMAL, QUIET, VERBOSE, Verbosity, configure_logging
@@ -172,7 +172,7 @@ def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
         rows = [] if plan is None else [r.asDict() for r in plan.rows.orderBy("topic", "partition").collect()]
     except Exception as exc:
         raise _translate(exc) from exc
-    shown = rows if args.all else [r for r in rows if r["binding_constraint"] != "nothing_to_do"]
+    shown = rows if args.all else [r for r in rows if _worth_showing(r)]
     skew = describe_skew(plan.clock if plan else None)
     if args.json:
         for r in shown:
@@ -193,6 +193,11 @@ def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
         if skew:
             print(f"\nwarning: {skew}")
     return EXIT_OK
+
+
+def _worth_showing(row: Mapping[str, Any]) -> bool:
+    """A plan row an operator needs without ``--all``: it acts, it is blocked, or it holds records."""
+    return bool(row["actionable"] or row["cutoff"] is None or row["high_watermark"] > row["log_start_offset"])
 
 
 def cmd_run(cfg: PurgeConfig, args: argparse.Namespace) -> int:

@@ -63,14 +63,15 @@ Decisions (binding_constraint, first match wins):
    end offset in the log (``epoch_end_offset``, OffsetForLeaderEpoch) is below it (KIP-320).
    Both block: a commit of another history says nothing about what was read of this one.
 4. ``time_floor``: the rule needs a floor and the snapshot has none usable ("floor unknown").
-5. Otherwise the bound itself. Ties prefer the consumer (``group``, ``stale_group``,
+5. Otherwise the bound itself. A cutoff at the high watermark is ``high_watermark`` (nothing is
+   held back, whoever else sits there). Other ties prefer the consumer (``group``, ``stale_group``,
    ``vanished_group`` or ``external``, by the kind at the minimum), then ``time_floor``, then
    ``high_watermark``, then ``last_stable_offset`` (so the last stable offset binds only while a
    transaction keeps it below the high watermark). Among groups: lowest offset, an active group before a stale one,
    then group id. A manual offset binds (``manual``) when it is <= the safe cutoff.
-   Then: cutoff <= log start -> ``nothing_to_do`` (but a binding ``stale_group``,
-   ``vanished_group`` or ``external`` keeps its name, and so does a ``time_floor`` with no
-   append history yet);
+   Then: cutoff <= log start -> the bound keeps its name (a group sitting at the log start is
+   ``group``, holding back every record; an emptied partition is ``high_watermark``), not
+   actionable;
    cutoff - log start < min_step -> ``below_min_step`` (manual entries skip min_step);
    else actionable.
 

@@ -243,7 +243,8 @@ def with_bounds(df: DataFrame) -> DataFrame:
     """Adds ``c_cutoff``, the cutoff the bounds allow (ignoring blockers), and ``c_bound``, the
     bound that sets it: ``group`` (or ``stale_group``, ``vanished_group``, ``external`` for the
     kind of consumer at the minimum), ``time_floor``, ``high_watermark``,
-    ``last_stable_offset`` or ``manual`` (ties in that order; see the module docstring)."""
+    ``last_stable_offset`` or ``manual`` (ties: the high watermark first, then in that order;
+    see the module docstring)."""
     high_watermark, last_stable_offset = F.col("high_watermark"), F.col("last_stable_offset")
     group_bound = F.col("gmin.offset")
     floor_bound = F.when(F.col("floor_time").isNotNull(), F.col("time_floor_offset"))
@@ -254,10 +255,10 @@ def with_bounds(df: DataFrame) -> DataFrame:
         .when(F.col("gmin.group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit("external"))
         .otherwise(F.lit("group"))
     )
-    safe_bound = (
-        F.when(group_bound == safe, group_kind)
+    safe_bound = (  # at the high watermark nothing is held back, whoever else sits there
+        F.when(high_watermark == safe, F.lit("high_watermark"))
+        .when(group_bound == safe, group_kind)
         .when(floor_bound == safe, F.lit("time_floor"))
-        .when(high_watermark == safe, F.lit("high_watermark"))
         .otherwise(F.lit("last_stable_offset"))
     )
     target, manual, forced = F.col("m_target"), _manual(), _forced()
@@ -281,9 +282,6 @@ def with_bounds(df: DataFrame) -> DataFrame:
 
 # Consumers that keep their name in the plan even when they hold a partition at its log start:
 # the ones an operator would not expect to be holding anything.
-_NAMED_AT_LOG_START = ("stale_group", "vanished_group", "external")
-
-
 def _blockers() -> list[tuple[Column, str]]:
     """(condition, binding_constraint) for what blocks a partition outright, first match wins."""
     forced = _forced()
@@ -325,15 +323,16 @@ def with_binding_constraint(df: DataFrame) -> DataFrame:
     for condition, name in blockers[1:]:
         binding = binding.when(condition, F.lit(name))
     step, bound = _step(), F.col("c_bound")
-    no_history = (bound == "time_floor") & (F.col("time_floor_source") == "no_history")
+    # Whatever stops the partition from going further binds it, also at its log start: a group
+    # sitting there holds back every record (``group``), an emptied partition is at its
+    # ``high_watermark``.
     binding = (
-        binding.when((step <= 0) & (bound.isin(*_NAMED_AT_LOG_START) | no_history), bound)
-        .when(step <= 0, F.lit("nothing_to_do"))
+        binding.when(step <= 0, bound)
         .when(~_manual() & (step < F.col("min_step")), F.lit("below_min_step"))
         .otherwise(bound)
     )
     df = df.select("*", blocked.alias("blocked"), binding.alias("binding_constraint"))
-    actionable = ~F.col("blocked") & ~F.col("binding_constraint").isin("nothing_to_do", "below_min_step") & (step > 0)
+    actionable = ~F.col("blocked") & (F.col("binding_constraint") != "below_min_step") & (step > 0)
     return df.select("*", F.coalesce(actionable, F.lit(False)).alias("actionable"))
 
 
@@ -436,6 +435,7 @@ def _time_floor_unknown() -> Column:
 def _detail() -> Column:
     """Why the partition's plan is what it is, for an operator reading ``spark-purge plan``."""
     bc, blocked, missing, log_start, why = F.col("binding_constraint"), F.col("blocked"), _missing(), F.col("log_start_offset"), _why_bound()
+    held = F.col("high_watermark") - F.greatest(F.col("c_cutoff"), log_start)  # records the bound keeps
     reason = (
         F.when(bc == "internal", F.lit("internal topic: never purged"))
         .when(bc == "protected", F.lit("topic matches protected_topics: never purged"))
@@ -477,7 +477,7 @@ def _detail() -> Column:
             ),
         )
         .when((bc == "time_floor") & blocked, _time_floor_unknown())
-        .when(bc == "nothing_to_do", F.format_string("nothing to delete: %s, log start %d", why, log_start))
+        .when((_step() <= 0) & (held <= 0), F.format_string("nothing left to delete: log start %d is the high watermark", log_start))
         .when(bc == "stale_group", F.format_string("%s, log start %d: set on_stale_group: ignore to skip it", why, log_start))
         .when(
             (bc == "vanished_group") & (_step() <= 0),
@@ -488,7 +488,9 @@ def _detail() -> Column:
             bc == "below_min_step",
             F.format_string("%s: only %d records deletable, min_step %d", why, _step(), F.col("min_step")),
         )
-        .otherwise(F.format_string("%s holds back %d records", why, F.col("high_watermark") - F.col("c_cutoff")))
+        .when((_step() <= 0), F.format_string("%s, log start %d: holds back %d records", why, log_start, held))
+        .when(held <= 0, F.format_string("%s: nothing held back (the high watermark)", why))
+        .otherwise(F.format_string("%s holds back %d records", why, held))
     )
     stale = _stale()
     ignored = F.when(

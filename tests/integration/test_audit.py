@@ -64,6 +64,9 @@ def test_operator_queries(spark: SparkSession, tmp_path: Path) -> None:
             _row(batch_id=1, planned_at=later, partition=0, status="skipped", binding_constraint="missing_commit",
                  blocking_group="analytics", records_deleted=0, cutoff=None),
             _row(batch_id=1, planned_at=later, partition=1, status="deleted", records_deleted=3),
+            # A group sitting at the log start holds back every record: it binds as ``group``.
+            _row(batch_id=1, planned_at=later, partition=2, status="skipped", prior_log_start_offset=30, cutoff=30,
+                 low_watermark=30, records_deleted=0, blocking_group="reporting"),
         ],
         "outcome",
         batch_id=1,
@@ -75,6 +78,8 @@ def test_operator_queries(spark: SparkSession, tmp_path: Path) -> None:
     blocked = [(r.topic, r.partition, r.blocking_group) for r in blocked_now(audit).collect()]
     # partition 1's latest outcome is also bound by a group, partition 0's by a missing commit.
     assert ("orders", 0, "analytics") in blocked
+    held = {(r.topic, r.partition): r.records_held for r in blocked_now(audit).collect()}
+    assert held[("orders", 2)] == 70  # 100 - 30: the group at the log start, every record
     assert [(r.topic, r.error) for r in errors(audit).collect()] == [("clicks", "POLICY_VIOLATION")]
 
 

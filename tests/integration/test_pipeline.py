@@ -206,7 +206,7 @@ def test_cli_plan_prints_the_plan_without_a_stream_or_any_change(
 
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["partition"], r["cutoff"], r["binding_constraint"], r["actionable"]) for r in rows] == [
-        (0, 25, "group", True), (1, 50, "group", True), (2, 0, "nothing_to_do", False),
+        (0, 25, "group", True), (1, 50, "group", True), (2, 0, "group", False),
     ]
     assert log_starts(admin, topic3, 3) == [0, 0, 0]
     assert not (tmp_path / "audit").exists()

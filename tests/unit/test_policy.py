@@ -157,7 +157,7 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         "orders.txn": ("last_stable_offset", 200, 200, True, None),
         "orders.missing": ("missing_commit", None, 0, False, "billing"),
         "orders.step": ("below_min_step", 5, 0, False, "billing"),
-        "orders.none": ("nothing_to_do", 300, 0, False, "billing"),
+        "orders.none": ("group", 300, 0, False, "billing"),
         "aged": ("time_floor", 150, 150, True, None),
         "__consumer_offsets": ("internal", None, 0, False, None),
         "secret": ("protected", None, 0, False, None),
@@ -178,11 +178,13 @@ def test_last_stable_offset_binds_only_below_high_watermark(spark: SparkSession)
     got = rows(run(spark, cfg, parts, groups))
     assert brief(got[("orders", 0)]) == ("last_stable_offset", 450, 450, True, None)
     assert got[("orders", 0)].detail == "open transaction: last stable offset 450 holds back 50 records"
-    # No open transaction: last stable offset == high watermark, the consumers at it are named.
-    assert brief(got[("orders", 1)]) == ("group", 500, 500, True, "analytics")
+    # No open transaction: last stable offset == high watermark, and the consumers at it hold
+    # nothing back: the high watermark binds.
+    assert brief(got[("orders", 1)]) == ("high_watermark", 500, 500, True, None)
+    assert got[("orders", 1)].detail == "high watermark 500: nothing held back (the high watermark)"
 
 
-def test_ties_prefer_group_then_time_floor_then_high_watermark(spark: SparkSession) -> None:
+def test_ties_prefer_high_watermark_then_group_then_time_floor(spark: SparkSession) -> None:
     cfg = config({**ORDERS, "min_retention": "1h"})
     ft = NOW - timedelta(hours=1)
     parts = [
@@ -194,7 +196,7 @@ def test_ties_prefer_group_then_time_floor_then_high_watermark(spark: SparkSessi
     got = rows(run(spark, cfg, parts, groups))
     assert brief(got[("orders", 0)])[:2] == ("group", 300)
     assert brief(got[("orders", 1)])[:2] == ("time_floor", 400)
-    assert brief(got[("orders", 2)]) == ("group", 500, 500, True, "analytics")  # group id breaks ties
+    assert brief(got[("orders", 2)]) == ("high_watermark", 500, 500, True, None)  # nothing held back
 
 
 def test_time_floor_bounds_and_blocks_when_unknown(spark: SparkSession) -> None:
@@ -329,16 +331,17 @@ def test_group_progress_anywhere_means_not_stale(spark: SparkSession) -> None:
     assert got[("orders", 0)].stale_groups == [] and got[("orders", 0)].cutoff == 100
 
 
-def test_below_min_step_and_nothing_to_do(spark: SparkSession) -> None:
+def test_below_min_step_and_a_group_at_the_log_start(spark: SparkSession) -> None:
     cfg = config({**ORDERS, "min_step": 100})
     parts = [part("orders", 0, log_start=100, hw=500), part("orders", 1, log_start=100, hw=500), part("orders", 2, log_start=100, hw=500), part("orders", 3, log_start=100, hw=500)]
     groups = both_groups("orders", 0, 150, 400) + both_groups("orders", 1, 100, 400) + both_groups("orders", 2, 60, 400) + both_groups("orders", 3, 200, 400)
     got = rows(run(spark, cfg, parts, groups))
     assert brief(got[("orders", 0)]) == ("below_min_step", 150, 0, False, "billing")
     assert got[("orders", 0)].detail == "group billing at 150: only 50 records deletable, min_step 100"
-    assert brief(got[("orders", 1)]) == ("nothing_to_do", 100, 0, False, "billing")
-    assert brief(got[("orders", 2)]) == ("nothing_to_do", 60, 0, False, "billing")
-    assert got[("orders", 2)].detail == "nothing to delete: group billing at 60, log start 100"
+    # A group at (or below) the log start binds as itself and holds back every record.
+    assert brief(got[("orders", 1)]) == ("group", 100, 0, False, "billing")
+    assert brief(got[("orders", 2)]) == ("group", 60, 0, False, "billing")
+    assert got[("orders", 2)].detail == "group billing at 60, log start 100: holds back 400 records"
     assert brief(got[("orders", 3)]) == ("group", 200, 100, True, "billing")  # exactly min_step acts
 
 
