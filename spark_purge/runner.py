@@ -70,13 +70,17 @@ class BatchResult:
 class BatchRunner:
     """Executes one batch's plan. ``client`` opens (or returns) the Kafka client, lazily: a batch
     with nothing actionable, or a dry run, never connects. ``fault_hook`` is a test hook called
-    between steps (``"intents_written"``, ``"deletes_sent"``) to simulate a crash."""
+    between steps (``"intents_written"``, ``"lease_checked"``, ``"deletes_sent"``) to simulate a
+    crash or a pause."""
 
     audit: AuditWriter
     client: Callable[[], PurgeClient]
     delete_timeout_ms: int
     fault_hook: Callable[[str, int], None] | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    # Called right before DeleteRecords is sent (the purger lease's renewal: a fenced job
+    # raises ``FencedError`` there and sends nothing).
+    before_delete: Callable[[], object] | None = None
 
     def run(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
         """Intents first, then :meth:`execute`."""
@@ -103,6 +107,9 @@ class BatchRunner:
             cutoffs = {(r["topic"], r["partition"]): int(r["cutoff"]) for r in actionable}
             # The topic ids the plan was made for: a topic recreated since is never cut by name.
             topic_ids = {r["topic"]: r["topic_id"] for r in actionable if r["topic_id"] is not None}
+            if self.before_delete is not None:
+                self.before_delete()
+            self._fault("lease_checked", ctx.batch_id)
             log.info("batch %d: DeleteRecords for %d partitions", ctx.batch_id, len(cutoffs))
             for outcome in self.client().delete_records(cutoffs, timeout_ms=self.delete_timeout_ms, topic_ids=topic_ids):
                 outcomes[(outcome.topic, outcome.partition)] = outcome
