@@ -125,6 +125,7 @@ def _audit_row(
         time_floor_source=plan["time_floor_source"],
         topic_id=plan["topic_id"],
         lease_generation=ctx.lease_generation,
+        active_producers=plan["active_producers"] if "active_producers" in plan.__fields__ else None,
         event_date=ctx.planned_at.strftime("%Y-%m-%d"),
     )
     return Row(**{f.name: values[f.name] for f in AUDIT.fields})

@@ -176,14 +176,22 @@ def _spark(args: argparse.Namespace) -> SparkSession:
 
 
 def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    from spark_purge.config import purger_id_of
+    from spark_purge.kafka import open_client
     from spark_purge.kafka.clock import describe_skew
-    from spark_purge.pipeline import check_offsets_retention, plan_snapshot
+    from spark_purge.lease import LeaseTable, lease_status
+    from spark_purge.pipeline import check_offsets_retention, plan_snapshot, with_producers
 
     spark = _spark(args)
     warning = check_offsets_retention(cfg)  # logged too
     try:
         plan = plan_snapshot(spark, cfg)
-        rows = [] if plan is None else [r.asDict() for r in plan.rows.orderBy("topic", "partition").collect()]
+        collected = [] if plan is None else plan.rows.orderBy("topic", "partition").collect()
+        if plan is not None and plan.open_transactions:  # name the producers pinning them
+            with open_client(cfg) as client:
+                collected = with_producers(plan, collected, lambda: client)
+        rows = [r.asDict() for r in collected]
+        lease = lease_status(LeaseTable.of(spark, cfg), purger_id_of(cfg), datetime.now(timezone.utc)) if cfg.lease.enabled else None
     except Exception as exc:
         raise _translate(exc) from exc
     shown = rows if args.all else [r for r in rows if r["binding_constraint"] != "nothing_to_do"]
@@ -202,6 +210,8 @@ def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
             f"{total} records would be deleted"
             + ("" if args.all else f" ({len(rows) - len(shown)} with nothing to do hidden; --all shows them)")
         )
+        if lease:
+            print(f"lease: {lease}")
         if warning:
             print(f"\nwarning: {warning}")
         if skew:
@@ -349,7 +359,7 @@ def _operator() -> str | None:
 def cmd_lease(cfg: PurgeConfig, args: argparse.Namespace) -> int:
     """Print the purger lease (stdout: one line); ``--release`` ends the current generation."""
     from spark_purge.config import purger_id_of
-    from spark_purge.lease import LeaseTable, release_current
+    from spark_purge.lease import LeaseTable, lease_status, release_current
 
     table = LeaseTable.of(_spark(args), cfg)
     purger_id = purger_id_of(cfg)
@@ -357,15 +367,7 @@ def cmd_lease(cfg: PurgeConfig, args: argparse.Namespace) -> int:
         released = release_current(table, purger_id)
         print(f"purger {purger_id}: " + (f"released {released.describe()}" if released else "no live lease to release"))
         return EXIT_OK
-    current = table.current(purger_id)
-    if current is None:
-        print(f"purger {purger_id}: never leased ({table.path})")
-        return EXIT_OK
-    state = "released" if current.event == "released" else "live" if current.live(datetime.now(timezone.utc)) else "expired"
-    print(
-        f"purger {purger_id}: generation {current.generation} {state}; holder {current.holder} run {current.run_id}; "
-        f"{current.event} at {current.at.isoformat()}; expires {current.expires_at.isoformat()}; config {current.config_fingerprint[:12]}"
-    )
+    print(lease_status(table, purger_id, datetime.now(timezone.utc)))
     return EXIT_OK
 
 

@@ -296,6 +296,18 @@ class PurgerLease:
             log.warning("lease %s: releasing generation %d failed (%s); it expires in %d ms", self.purger_id, generation, exc, self.ttl_ms)
 
 
+def lease_status(table: LeaseStore, purger_id: str, now: datetime) -> str:
+    """One line: the purger's lease as the table has it (``spark-purge lease``, under ``plan``)."""
+    current = table.current(purger_id)
+    if current is None:
+        return f"purger {purger_id}: never leased ({table.path})"
+    state = "released" if current.event == "released" else "live" if current.live(now) else "expired"
+    return (
+        f"purger {purger_id}: generation {current.generation} {state}; holder {current.holder} run {current.run_id}; "
+        f"{current.event} at {current.at.isoformat()}; expires {current.expires_at.isoformat()}; config {current.config_fingerprint[:12]}"
+    )
+
+
 def release_current(table: LeaseStore, purger_id: str, clock: Callable[[], datetime] = _utcnow) -> LeaseState | None:
     """An operator's release (``spark-purge lease --release``): a ``released`` row at the
     current generation's last version, so the next job takes over at once and the holder, if
@@ -339,6 +351,7 @@ __all__ = [
     "PurgerLease",
     "holder_identity",
     "lease_app_id",
+    "lease_status",
     "release_current",
     "txn_version",
     "user_at_host",

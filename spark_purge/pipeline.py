@@ -54,9 +54,11 @@ from spark_purge.fs import Files, HadoopFiles, join
 from spark_purge.history import AppendHistory
 from spark_purge.kafka.clock import BrokerClock, ClockReading, describe_skew
 from spark_purge.kafka.model import TopicPartitionKey
+from spark_purge.kafka.producers import OpenTransactions
 from spark_purge.lease import FencedAudit, PurgerLease
 from spark_purge.planner import Plan, Planner
 from spark_purge.policy import retention_floors, split_snapshot
+from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from spark_purge.runner import AuditWriter, BatchResult, BatchRunner, PurgeClient
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
@@ -299,7 +301,7 @@ class PurgePipeline:
                 if plan is None:
                     return self._done(BatchResult(batch_id))
                 read_clock(self._clock)
-                plan_rows = plan.rows.collect()  # one row per partition: small, and used twice
+                plan_rows = with_producers(plan, plan.rows.collect(), self.client)  # one row per partition: small
                 ctx = BatchContext(
                     self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint, lease_generation=generation
                 )
@@ -431,6 +433,20 @@ def read_clock(clock: BrokerClock | None) -> ClockReading | None:
     if line:
         log.warning("%s", line)
     return reading
+
+
+def with_producers(plan: Plan, rows: Sequence[Row], client: Callable[[], PurgeClient]) -> list[Row]:
+    """``rows`` (collected ``plan.rows``) with ``active_producers`` and the open-transaction note
+    in ``detail`` (``policy.producers``): one DescribeProducers per leader, only when some
+    partition has an open transaction. A failed read is logged; the plan stands as it is."""
+    found = OpenTransactions({}, None)
+    if plan.open_transactions:
+        try:
+            found = client().open_transactions(plan.open_transactions)
+        except KafkaError as exc:
+            log.warning("active producers not read for %d partition(s) with open transactions: %s", len(plan.open_transactions), exc)
+    now_ms = int(plan.planned_at.timestamp() * 1000)
+    return [Row(**values) for values in annotate([r.asDict() for r in rows], plan.open_transactions, found, now_ms)]
 
 
 def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Callable[[], PurgeClient] | None = None) -> Plan | None:

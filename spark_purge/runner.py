@@ -9,7 +9,7 @@ The rows themselves come from the pure mapping in ``audit`` (``intent_rows``/``o
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Protocol
@@ -18,6 +18,7 @@ from pyspark.sql import Row
 
 from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows
 from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
+from spark_purge.kafka.producers import OpenTransactions
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,8 @@ class PurgeClient(Protocol):
     def delete_records(
         self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int, topic_ids: Mapping[str, str] | None = None
     ) -> Sequence[DeleteOutcome]: ...
+
+    def open_transactions(self, tps: Iterable[TopicPartitionKey]) -> OpenTransactions: ...
 
     def close(self) -> None: ...
 

@@ -317,6 +317,8 @@ AUDIT = StructType(
         StructField("topic_id", StringType(), True),
         # The purger lease generation that wrote the row (null: no lease, a dry run, older rows)
         StructField("lease_generation", LongType(), True),
+        # Active producers (DescribeProducers) of a partition with an open transaction; null elsewhere
+        StructField("active_producers", IntegerType(), True),
         StructField("event_date", StringType(), False),  # yyyy-MM-dd (UTC), the partition column
     ]
 )

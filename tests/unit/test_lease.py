@@ -95,7 +95,7 @@ def test_an_operator_release_fences_the_holder_and_frees_the_lease() -> None:
     released = release_current(store, "p", clock)
     assert released is not None and released.run_id == "a"
     assert release_current(store, "p", clock) is None  # nothing live any more
-    with pytest.raises(FencedError, match="now generation 1 held by .* released"):
+    with pytest.raises(FencedError, match=r"now generation 1 held by .* released"):
         a.renew("at the start of batch 3")
     b = lease(store, clock, "b")
     assert (b.acquire().generation, clock.slept) == (2, [])
