@@ -3,6 +3,9 @@ wire format is checked byte for byte in test_messages.py, a real transaction in
 tests/integration/test_producers.py)."""
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from spark_purge.kafka.messages import PartitionProducers, ProducerState
 from spark_purge.kafka.producers import OpenTransactions
 from spark_purge.policy.producers import annotate, is_hanging, transaction_note
@@ -47,3 +50,37 @@ def test_annotate_counts_producers_only_where_a_transaction_is_open() -> None:
     assert [r["active_producers"] for r in out] == [2, None]
     assert out[0]["detail"].startswith("open transaction: last stable offset 40; pinned at last stable offset 40 by producer 1000")
     assert out[1]["detail"] == "group g" and rows[0]["detail"] == "open transaction: last stable offset 40"  # input untouched
+
+
+_producers = st.lists(
+    st.builds(
+        ProducerState,
+        producer_id=st.integers(0, 50),
+        producer_epoch=st.integers(0, 5),
+        last_sequence=st.integers(-1, 100),
+        last_timestamp=st.integers(-1, NOW),
+        coordinator_epoch=st.integers(-1, 3),
+        txn_start_offset=st.one_of(st.none(), st.integers(0, 100)),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(producers=_producers, lso=st.integers(0, 100), max_timeout=st.one_of(st.none(), st.integers(1, 2 * MAX)))
+def test_the_note_names_an_open_transaction_and_flags_exactly_the_hanging_ones(
+    producers: list[ProducerState], lso: int, max_timeout: int | None
+) -> None:
+    # Independent of the policy code: a transaction hangs when open and silent longer than the timeout.
+    hanging = [p for p in producers if p.txn_start_offset is not None and max_timeout is not None
+               and p.last_timestamp >= 0 and NOW - p.last_timestamp > max_timeout]
+    note = transaction_note(PartitionProducers("t", 0, tuple(producers)), lso, NOW, max_timeout)
+    opened = [p for p in producers if p.txn_start_offset is not None]
+    if not opened:
+        assert note is None
+        return
+    assert note is not None
+    pinned = note.split(" by producer ", 1)[1].split(" ", 1)[0]
+    candidates = [p for p in opened if p.txn_start_offset == lso] or [min(opened, key=lambda p: (p.txn_start_offset, p.producer_id))]
+    assert int(pinned) in {p.producer_id for p in candidates}
+    assert note.count("HANGING transaction") == len(hanging)
