@@ -3,13 +3,19 @@
 This module is the only place that wires I/O together. Per micro-batch (``foreachBatch``),
 ``PurgePipeline.process_batch``:
 
-0. adds the configured external consumers (a Spark query's checkpoint position, static holds)
+0. takes the purger lease before its first batch (writing the generation's ``lease`` audit row)
+   and renews it before every later one (``spark_purge.lease``); a fenced job raises
+   ``FencedError``. A dry run takes no lease;
+   then adds the configured external consumers (a Spark query's checkpoint position, static holds)
    to the snapshot as group rows (``external_snapshot``), read on the driver through Hadoop's
    FileSystem, fresh for every batch (a replayed batch sees the current positions);
 1. plans the snapshot (``schemas.SNAPSHOT``) with a ``planner.Planner``, as of the snapshot's
    own time;
 2. runs the plan with a ``runner.BatchRunner``: intents to the Delta audit before any delete,
-   DeleteRecords batched per leader, one outcome row per planned partition (exactly once).
+   the lease renewed right before DeleteRecords, DeleteRecords batched per leader, one outcome
+   row per planned partition (exactly once; under the lease's Delta txn ids, so a fenced
+   generation's writes are refused). Partitions with an open transaction get their active
+   producers named first (``with_producers``: DescribeProducers, ``policy.producers``).
    A batch Spark replays after a crash never plans anew: it executes the intents it recorded,
    each bounded by the fresh snapshot's plan, none older than ``stream.max_snapshot_age``
    (``spark_purge.replay``); a batch whose outcomes are recorded is not redone;

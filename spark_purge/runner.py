@@ -1,7 +1,8 @@
 """The batch runner: a batch's plan rows -> intents -> DeleteRecords -> outcomes, in the audit.
 
 1. write the actionable rows to the Delta audit as **intents**, before any delete;
-2. send DeleteRecords batched per leader, leaders in parallel (the client does the batching);
+2. renew the purger lease (``before_delete``: a fenced job stops here), then send DeleteRecords
+   batched per leader, leaders in parallel (the client does the batching);
 3. write one **outcome** row per planned partition (exactly once per batch: Delta txn ids).
 
 The rows themselves come from the pure mapping in ``audit`` (``intent_rows``/``outcome_rows``).
