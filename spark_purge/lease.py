@@ -41,6 +41,7 @@ from spark_purge._time import Backoff, Deadline
 from spark_purge.audit import AuditSink, absolute_location, retry_conflicts
 from spark_purge.config import PurgeConfig, config_fingerprint, purger_id_of
 from spark_purge.errors import AuditError, FencedError
+from spark_purge.fs import HadoopFiles, join
 from spark_purge.schemas import LEASES
 
 log = logging.getLogger(__name__)
@@ -132,9 +133,9 @@ class LeaseTable:
         return cls(spark, absolute_location(path))
 
     def exists(self) -> bool:
-        from delta.tables import DeltaTable
-
-        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
+        # Through the filesystem, not DeltaTable.isDeltaTable: a session that looked before
+        # another job created the table keeps a cached "no table" answer for it.
+        return HadoopFiles(self.spark).exists(join(self.path, "_delta_log"))
 
     def current(self, purger_id: str) -> LeaseState | None:
         """The newest row of ``purger_id`` (highest version), or None: never leased."""
@@ -236,7 +237,7 @@ class PurgerLease:
                         f"; took over from the expired {current.describe()}" if event == "takeover" and current else "",
                     )
                     return won
-                backoff.reset()  # another job won this generation: look again
+                self.sleep(backoff.next())  # another job won this generation: look again
                 continue
             if deadline.expired():
                 raise FencedError(

@@ -37,7 +37,10 @@ def test_an_open_transaction_is_named_at_the_lso_counted_in_the_audit_and_flagge
     bootstrap = kafka_cluster.bootstrap_servers
     topic = new_topic("txn")
     produce(bootstrap, topic, [30])  # offsets 0-29, no transaction
-    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"tx-{topic}", acks="all")
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=f"tx-{topic}", acks="all",
+        transaction_timeout_ms=600_000,  # stays open through a slow test (the default, 60 s, could end it)
+    )
     try:
         producer.init_transactions()
         producer.begin_transaction()
