@@ -143,8 +143,8 @@ def test_a_job_killed_holding_the_lease_is_taken_over_after_its_expiry(
     b = new_pipeline(spark, cfg)
     run_cycle(b, 0)
     state = table.current(f"k-{topic}")
-    assert state is not None and (state.generation, state.event) == (2, "takeover")
-    assert state.at >= _last_expiry(spark, cfg, 1)  # never taken before the killed job's last renewal expired
+    assert state is not None and (state.generation, state.run_id) == (2, b.run_id)  # taken over, then renewed
+    assert _takeover_at(spark, cfg, 2) >= _last_expiry(spark, cfg, 1)  # never before the killed job's lease expired
     b.close()
     assert cli.main(["lease", "-c", str(path)]) == 0
     assert re.search(rf"purger k-{re.escape(topic)}: generation 2 released; holder \S+ pid=\d+ run {b.run_id}", capsys.readouterr().out)
