@@ -37,7 +37,7 @@ from pyspark.sql.window import Window
 
 from spark_purge._time import Backoff
 from spark_purge.errors import AuditError
-from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, PROGRESS_STORE
+from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, LEASE_RECORD, PROGRESS_STORE
 
 if TYPE_CHECKING:
     from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
@@ -82,6 +82,7 @@ class BatchContext:
     planned_at: datetime  # the snapshot's time: the batch plans as of it
     dry_run: bool
     config_fingerprint: str
+    lease_generation: int | None = None  # the purger lease generation writing (None: no lease)
 
 
 def _audit_row(
@@ -123,6 +124,8 @@ def _audit_row(
         operator=None,
         time_floor_source=plan["time_floor_source"],
         topic_id=plan["topic_id"],
+        lease_generation=ctx.lease_generation,
+        active_producers=plan["active_producers"] if "active_producers" in plan.__fields__ else None,
         event_date=ctx.planned_at.strftime("%Y-%m-%d"),
     )
     return Row(**{f.name: values[f.name] for f in AUDIT.fields})
@@ -167,6 +170,23 @@ def _outcome_row(plan: Row, ctx: BatchContext, executed_at: datetime, outcome: D
     return _audit_row(
         plan, ctx, "outcome", executed_at, status="deleted", low_watermark=outcome.low_watermark, records_deleted=deleted
     )
+
+
+def lease_row(
+    run_id: str, query_id: str, at: datetime, purger_id: str, generation: int, event: str, holder: str,
+    detail: str | None, config_fingerprint: str,
+) -> Row:
+    """The audit row a new lease generation writes first (``spark_purge.lease``): record_type
+    and binding_constraint ``lease``, status ``acquired`` or ``takeover``, ``operator`` the
+    holder, ``error`` what was taken over, ``snapshot_id`` ``lease:<purger id>``; no partition
+    (topic ``""``, partition and log offsets -1)."""
+    values: dict[str, Any] = dict(
+        run_id=run_id, query_id=query_id, batch_id=-1, record_type=LEASE_RECORD, planned_at=at, executed_at=at,
+        snapshot_id=f"{LEASE_RECORD}:{purger_id}", topic="", partition=-1, prior_log_start_offset=-1, high_watermark=-1,
+        binding_constraint=LEASE_RECORD, stale_groups=[], status=event, error=detail, dry_run=False,
+        config_fingerprint=config_fingerprint, operator=holder, lease_generation=generation, event_date=at.strftime("%Y-%m-%d"),
+    )
+    return Row(**{f.name: values.get(f.name) for f in AUDIT.fields})  # every other column: null
 
 
 FORGET = "forget"  # record_type (and binding_constraint) of an operator's forget-group
@@ -257,13 +277,17 @@ class AuditSink:
         except Exception as exc:  # Py4J errors carry the JVM message; keep it
             raise AuditError(f"cannot create the audit table at {self.path}: {exc}") from exc
 
-    def write(self, rows: Sequence[Row] | DataFrame, kind: str, batch_id: int) -> bool:
+    def write(self, rows: Sequence[Row] | DataFrame, kind: str, batch_id: int, txn: tuple[str, int] | None = None) -> bool:
         """Append ``rows`` as the ``kind`` commit of ``batch_id``; a replay is skipped by Delta.
 
+        ``txn`` replaces the (app id, version) Delta dedupes on — ``(<query id>:<kind>,
+        batch_id)`` by default; a purger lease passes its own (``spark_purge.lease``), under
+        which Delta skips the write of a generation the audit has seen superseded.
         Returns False when there was nothing to write.
         """
-        if kind not in ("intent", "outcome", "forget"):
-            raise ValueError(f"audit write kind must be 'intent', 'outcome' or 'forget', got {kind!r}")
+        if kind not in ("intent", "outcome", "forget", LEASE_RECORD):
+            raise ValueError(f"audit write kind must be 'intent', 'outcome', 'forget' or 'lease', got {kind!r}")
+        app_id, version = txn if txn is not None else (f"{self.app_id}:{kind}", batch_id)
         df = rows if isinstance(rows, DataFrame) else self.spark.createDataFrame(list(rows), AUDIT)
         if not isinstance(rows, DataFrame) and not rows:
             return False
@@ -276,8 +300,8 @@ class AuditSink:
                     df.write.format("delta")
                     .mode("append")
                     .option("mergeSchema", "true")  # tables written before a column was added
-                    .option("txnAppId", f"{self.app_id}:{kind}")
-                    .option("txnVersion", str(batch_id))
+                    .option("txnAppId", app_id)
+                    .option("txnVersion", str(version))
                     .option("userMetadata", f"{kind}:{batch_id}")  # DESCRIBE HISTORY shows the order
                     .save(self.path)
                 )

@@ -5,6 +5,7 @@
     spark-purge run   -c conf/prod.yaml --follow     # keep purging every stream.trigger_interval
     spark-purge audit -c conf/prod.yaml [--report deleted|blocked|errors|all] [--days N]
     spark-purge forget-group GROUP -c conf/prod.yaml [--topic REGEX]  # a vanished group stops holding
+    spark-purge lease -c conf/prod.yaml [--release]  # the purger lease: holder, generation, expiry
 
 stdout carries the command's output only; log lines go to stderr: ours at INFO, Spark's at WARN
 with its start-up noise silenced (``-q``: warnings and errors only; ``-v``: debug, Spark at INFO;
@@ -18,6 +19,7 @@ Exit codes (like ``rpk``: non-zero when anything failed):
     3  the Kafka cluster could not be reached or read
     4  the Delta audit table could not be read or written
     5  any other spark-purge error
+    6  fenced: another purge job holds (or took over) this purger id's lease (FencedError)
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from spark_purge.errors import AuditError, ConfigError, KafkaError, SparkPurgeError, from_spark_exception
+from spark_purge.errors import AuditError, ConfigError, FencedError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.logs import NORMAL, QUIET, VERBOSE, Verbosity, configure_logging
 
 if TYPE_CHECKING:  # the CLI imports Spark only once a command needs it
@@ -38,7 +40,7 @@ if TYPE_CHECKING:  # the CLI imports Spark only once a command needs it
 
     from spark_purge.config import PurgeConfig
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KAFKA, EXIT_AUDIT, EXIT_OTHER = 0, 1, 2, 3, 4, 5
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KAFKA, EXIT_AUDIT, EXIT_OTHER, EXIT_FENCED = 0, 1, 2, 3, 4, 5, 6
 
 log = logging.getLogger("spark_purge.cli")
 
@@ -101,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     common(forget)
     forget.add_argument("--topic", help="only positions on topics fully matching this regex (default: all)")
     forget.add_argument("--checkpoint", help="override stream.checkpoint_location")
+
+    lease = sub.add_parser("lease", help="show the purger lease (holder, generation, expiry), or --release it")
+    common(lease)
+    lease.add_argument(
+        "--release", action="store_true",
+        help="release the current generation now (its holder, if still alive, is fenced); the next job takes over at once",
+    )
     return parser
 
 
@@ -131,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(cfg, args)
         if args.command == "forget-group":
             return cmd_forget_group(cfg, args)
+        if args.command == "lease":
+            return cmd_lease(cfg, args)
         return cmd_audit(cfg, args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -141,6 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AuditError as exc:
         print(f"error: audit: {exc}", file=sys.stderr)
         return EXIT_AUDIT
+    except FencedError as exc:
+        print(f"error: fenced: {exc}", file=sys.stderr)
+        return EXIT_FENCED
     except SparkPurgeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_OTHER
@@ -162,14 +176,22 @@ def _spark(args: argparse.Namespace) -> SparkSession:
 
 
 def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    from spark_purge.config import purger_id_of
+    from spark_purge.kafka import open_client
     from spark_purge.kafka.clock import describe_skew
-    from spark_purge.pipeline import check_offsets_retention, plan_snapshot
+    from spark_purge.lease import LeaseTable, lease_status
+    from spark_purge.pipeline import check_offsets_retention, plan_snapshot, with_producers
 
     spark = _spark(args)
     warning = check_offsets_retention(cfg)  # logged too
     try:
         plan = plan_snapshot(spark, cfg)
-        rows = [] if plan is None else [r.asDict() for r in plan.rows.orderBy("topic", "partition").collect()]
+        collected = [] if plan is None else plan.rows.orderBy("topic", "partition").collect()
+        if plan is not None and plan.open_transactions:  # name the producers pinning them
+            with open_client(cfg) as client:
+                collected = with_producers(plan, collected, lambda: client)
+        rows = [r.asDict() for r in collected]
+        lease = lease_status(LeaseTable.of(spark, cfg), purger_id_of(cfg), datetime.now(timezone.utc)) if cfg.lease.enabled else None
     except Exception as exc:
         raise _translate(exc) from exc
     shown = rows if args.all else [r for r in rows if _worth_showing(r)]
@@ -188,6 +210,8 @@ def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
             f"{total} records would be deleted"
             + ("" if args.all else f" ({len(rows) - len(shown)} with nothing to do hidden; --all shows them)")
         )
+        if lease:
+            print(f"lease: {lease}")
         if warning:
             print(f"\nwarning: {warning}")
         if skew:
@@ -332,17 +356,24 @@ FORGET_COLUMNS = (("group_id", "group"), ("group_type", "type"), ("topic", "topi
 
 def _operator() -> str | None:
     """user@host of whoever runs the command, as far as the OS says."""
-    import getpass
-    import socket
+    from spark_purge.lease import user_at_host
 
-    try:
-        user = getpass.getuser()
-    except Exception:  # no user name in this environment
-        user = "unknown"
-    try:
-        return f"{user}@{socket.gethostname()}"
-    except OSError:
-        return user
+    return user_at_host()
+
+
+def cmd_lease(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    """Print the purger lease (stdout: one line); ``--release`` ends the current generation."""
+    from spark_purge.config import purger_id_of
+    from spark_purge.lease import LeaseTable, lease_status, release_current
+
+    table = LeaseTable.of(_spark(args), cfg)
+    purger_id = purger_id_of(cfg)
+    if args.release:
+        released = release_current(table, purger_id)
+        print(f"purger {purger_id}: " + (f"released {released.describe()}" if released else "no live lease to release"))
+        return EXIT_OK
+    print(lease_status(table, purger_id, datetime.now(timezone.utc)))
+    return EXIT_OK
 
 
 def _translate(exc: BaseException) -> BaseException:

@@ -25,6 +25,7 @@ Top-level YAML keys (see ``conf/example.yaml`` for every option)::
     manual:           [{topic, partition, offset, force}]
     audit:            path, table_name
     stream:           checkpoint_location, trigger_interval, query_name, max_snapshot_age
+    lease:            enabled, purger_id, ttl, wait, path
     external_consumers: [{name, spark_checkpoint, topics} | {name, hold: {topic, partition, offset} | [...]}]
     dry_run:          bool
 
@@ -435,6 +436,34 @@ class StreamConfig:
                 raise _FieldError(key, f"expected a positive duration, got {getattr(self, key)}ms")
 
 
+_PURGER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,200}")
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    """The purger lease (``spark_purge.lease``): one job at a time acts for ``purger_id``.
+
+    ``purger_id`` None: derived from the cluster (``purger_id_of``). ``path`` None: the Delta
+    table ``<audit.path>_leases``. A starting job waits up to ``wait`` for another holder's
+    lease to expire (``ttl`` after its last renewal) before failing with ``FencedError``."""
+
+    enabled: bool = True
+    purger_id: str | None = None
+    ttl: int = 60_000
+    wait: int = 120_000
+    path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.purger_id is not None and not _PURGER_ID.fullmatch(self.purger_id):
+            raise _FieldError("purger_id", f"expected 1-200 characters of [A-Za-z0-9._:@-], got {self.purger_id!r}")
+        if self.ttl < 1000:
+            raise _FieldError("ttl", f"expected a duration of at least 1s, got {self.ttl}ms")
+        if self.wait < 0:
+            raise _FieldError("wait", f"expected a duration >= 0s, got {self.wait}ms")
+        if self.path is not None and not self.path.strip():
+            raise _FieldError("path", f"expected a non-empty path or URI, got {self.path!r}")
+
+
 @dataclass(frozen=True)
 class StaticHold:
     """Never cut ``topic`` (one ``partition``, or every one: None) past ``offset``."""
@@ -513,6 +542,7 @@ class PurgeConfig:
     stream: StreamConfig | None = None
     external_consumers: tuple[ExternalConsumer, ...] = ()
     dry_run: bool = False
+    lease: LeaseConfig = field(default_factory=LeaseConfig)
 
     def __post_init__(self) -> None:
         if not self.rules and not self.manual:
@@ -784,6 +814,7 @@ _RULE_KEYS = tuple(f.name for f in dataclasses.fields(TopicRule))
 _MANUAL_KEYS = ("topic", "partition", "offset", "force")
 _AUDIT_KEYS = tuple(f.name for f in dataclasses.fields(AuditConfig))
 _STREAM_KEYS = tuple(f.name for f in dataclasses.fields(StreamConfig))
+_LEASE_KEYS = tuple(f.name for f in dataclasses.fields(LeaseConfig))
 _EXTERNAL_KEYS = tuple(f.name for f in dataclasses.fields(ExternalConsumer))
 _HOLD_KEYS = ("topic", "partition", "offset")
 _ROOT_KEYS = tuple(f.name for f in dataclasses.fields(PurgeConfig))
@@ -891,6 +922,12 @@ def _stream(value: object, path: str) -> StreamConfig:
     return _build(StreamConfig, path, **_given(d, path, StreamConfig, checks))
 
 
+def _lease(value: object, path: str) -> LeaseConfig:
+    d = _section(value, path, _LEASE_KEYS)
+    checks = {"enabled": _bool, "purger_id": _str, "ttl": _duration, "wait": _duration, "path": _str}
+    return _build(LeaseConfig, path, **_given(d, path, LeaseConfig, checks))
+
+
 def _partition(value: object, path: str) -> int | None:
     """A partition number, or ``'all'`` (None)."""
     if value == "all":
@@ -940,6 +977,7 @@ def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
         "stream": _stream,
         "external_consumers": lambda v, p: _list(v, p, _external),
         "dry_run": _bool,
+        "lease": _lease,
     }
     return _build(PurgeConfig, "", defaults=defaults, **_given(d, "", PurgeConfig, checks, problems))
 
@@ -979,6 +1017,15 @@ def canonical_json(cfg: PurgeConfig) -> str:
 def config_fingerprint(cfg: PurgeConfig) -> str:
     """sha256 hex of ``canonical_json(cfg)``: which configuration made a decision, for the audit."""
     return hashlib.sha256(canonical_json(cfg).encode("utf-8")).hexdigest()
+
+
+def purger_id_of(cfg: PurgeConfig) -> str:
+    """``lease.purger_id``, or one derived from the cluster: ``cluster-`` + 12 hex digits of the
+    sha256 of the sorted bootstrap servers (one purger per cluster and lease table by default)."""
+    if cfg.lease.purger_id is not None:
+        return cfg.lease.purger_id
+    servers = ",".join(sorted(s.strip().lower() for s in cfg.kafka.bootstrap_servers))
+    return "cluster-" + hashlib.sha256(servers.encode("utf-8")).hexdigest()[:12]
 
 
 def connection_settings(

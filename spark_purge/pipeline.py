@@ -3,13 +3,19 @@
 This module is the only place that wires I/O together. Per micro-batch (``foreachBatch``),
 ``PurgePipeline.process_batch``:
 
-0. adds the configured external consumers (a Spark query's checkpoint position, static holds)
+0. takes the purger lease before its first batch (writing the generation's ``lease`` audit row)
+   and renews it before every later one (``spark_purge.lease``); a fenced job raises
+   ``FencedError``. A dry run takes no lease;
+   then adds the configured external consumers (a Spark query's checkpoint position, static holds)
    to the snapshot as group rows (``external_snapshot``), read on the driver through Hadoop's
    FileSystem, fresh for every batch (a replayed batch sees the current positions);
 1. plans the snapshot (``schemas.SNAPSHOT``) with a ``planner.Planner``, as of the snapshot's
    own time;
 2. runs the plan with a ``runner.BatchRunner``: intents to the Delta audit before any delete,
-   DeleteRecords batched per leader, one outcome row per planned partition (exactly once).
+   the lease renewed right before DeleteRecords, DeleteRecords batched per leader, one outcome
+   row per planned partition (exactly once; under the lease's Delta txn ids, so a fenced
+   generation's writes are refused). Partitions with an open transaction get their active
+   producers named first (``with_producers``: DescribeProducers, ``policy.producers``).
    A batch Spark replays after a crash never plans anew: it executes the intents it recorded,
    each bounded by the fresh snapshot's plan, none older than ``stream.max_snapshot_age``
    (``spark_purge.replay``); a batch whose outcomes are recorded is not redone;
@@ -46,7 +52,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location
+from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location, lease_row
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
 from spark_purge.errors import ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.external_snapshot import with_external_consumers
@@ -54,10 +60,13 @@ from spark_purge.fs import Files, HadoopFiles, join
 from spark_purge.history import AppendHistory
 from spark_purge.kafka.clock import BrokerClock, ClockReading, describe_skew
 from spark_purge.kafka.model import TopicPartitionKey
+from spark_purge.kafka.producers import OpenTransactions
+from spark_purge.lease import FencedAudit, PurgerLease
 from spark_purge.planner import Plan, Planner
 from spark_purge.policy import retention_floors, split_snapshot
+from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
-from spark_purge.runner import BatchResult, BatchRunner, PurgeClient
+from spark_purge.runner import AuditWriter, BatchResult, BatchRunner, PurgeClient
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
 from spark_purge.vanished import retention_warning
 
@@ -158,6 +167,10 @@ class PurgePipeline:
         self._registered = False
         self._last_batch: int | None = None
         self._clock: BrokerClock | None = broker_clock(self.config)
+        # A dry run deletes nothing and never fences the real job: no lease.
+        self.lease: PurgerLease | None = (
+            PurgerLease.of(self.spark, self.config, self.run_id) if self.config.lease.enabled and not self.dry_run else None
+        )
 
     # The query id lives in the checkpoint's metadata file (Spark writes it when the query
     # first starts): stable across restarts, so it is the key Delta uses to make each batch's
@@ -205,7 +218,14 @@ class PurgePipeline:
 
     @property
     def runner(self) -> BatchRunner:
-        return BatchRunner(self.audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook)
+        lease = self.lease
+        if lease is None:
+            return BatchRunner(self.audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook)
+        audit: AuditWriter = FencedAudit(self.audit, lease)
+        return BatchRunner(
+            audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook,
+            before_delete=lambda: lease.renew("right before DeleteRecords"),
+        )
 
     @property
     def max_snapshot_age_ms(self) -> int:
@@ -218,6 +238,9 @@ class PurgePipeline:
         return self._client
 
     def close(self) -> None:
+        """Release the lease (a clean shutdown: the next job takes over at once), close clients."""
+        if self.lease is not None:
+            self.lease.release()
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -244,10 +267,31 @@ class PurgePipeline:
             self.registry.register(location, self.query_id, name, self.clock())
         self._registered = True
 
+    def _hold_lease(self, batch_id: int) -> int | None:
+        """Acquire the lease before the first batch (and write its audit fence row), renew it
+        before every later one; the generation held (None: no lease). ``FencedError`` when fenced."""
+        lease = self.lease
+        if lease is None:
+            return None
+        if lease.held:
+            return lease.renew(f"at the start of batch {batch_id}").generation
+        state = lease.acquire()
+        before = lease.taken_over
+        detail = f"took over from the expired {before.describe()}" if before is not None else None
+        row = lease_row(
+            self.run_id, self.query_id, state.at, state.purger_id, state.generation, state.event, state.holder, detail, self._fingerprint
+        )
+        sink = self.audit
+        sink.ensure_table()
+        sink.write([row], "lease", -1, txn=lease.fence_txn())
+        lease.check(f"after writing its generation's audit fence ({state.event})")
+        return state.generation
+
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
         base = snapshot.persist()
         try:
             self._register()
+            generation = self._hold_lease(batch_id)
             snapshot = with_external(self.spark, self.config, base)
             # Only the first batch a process sees (or one it saw already) can be a replay.
             maybe_replay = self._last_batch is None or batch_id <= self._last_batch
@@ -257,14 +301,16 @@ class PurgePipeline:
                 log.info("batch %d: its outcomes are already in the audit; nothing to redo", batch_id)
                 return self._done(BatchResult(batch_id))
             if recorded is not None and recorded.intents:
-                result, plan = self._replay(snapshot, recorded.intents)
+                result, plan = self._replay(snapshot, recorded.intents, generation)
             else:
                 plan = self.planner.plan(snapshot)
                 if plan is None:
                     return self._done(BatchResult(batch_id))
                 read_clock(self._clock)
-                plan_rows = plan.rows.collect()  # one row per partition: small, and used twice
-                ctx = BatchContext(self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint)
+                plan_rows = with_producers(plan, plan.rows.collect(), self.client)  # one row per partition: small
+                ctx = BatchContext(
+                    self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint, lease_generation=generation
+                )
                 result = self.runner.run(plan_rows, ctx)
             if plan is not None:
                 self._remember(snapshot, plan.planned_at, batch_id)
@@ -282,10 +328,10 @@ class PurgePipeline:
         if keep_ms:
             self.history.update(partitions, datetime.now(timezone.utc), keep_ms, batch_id)
 
-    def _replay(self, snapshot: DataFrame, intents: Sequence[Row]) -> tuple[BatchResult, Plan | None]:
+    def _replay(self, snapshot: DataFrame, intents: Sequence[Row], generation: int | None) -> tuple[BatchResult, Plan | None]:
         """Execute a replayed batch's recorded intents, bounded by a fresh plan of ``snapshot``
         (``spark_purge.replay``); none when they are older than ``stream.max_snapshot_age``."""
-        ctx = replay_context(intents, self.run_id)
+        ctx = dataclasses.replace(replay_context(intents, self.run_id), lease_generation=generation)
         if is_stale(ctx.planned_at, self.clock(), self.max_snapshot_age_ms):
             log.warning(
                 "batch %d: replayed intents planned at %s are older than stream.max_snapshot_age (%d ms): "
@@ -393,6 +439,20 @@ def read_clock(clock: BrokerClock | None) -> ClockReading | None:
     if line:
         log.warning("%s", line)
     return reading
+
+
+def with_producers(plan: Plan, rows: Sequence[Row], client: Callable[[], PurgeClient]) -> list[Row]:
+    """``rows`` (collected ``plan.rows``) with ``active_producers`` and the open-transaction note
+    in ``detail`` (``policy.producers``): one DescribeProducers per leader, only when some
+    partition has an open transaction. A failed read is logged; the plan stands as it is."""
+    found = OpenTransactions({}, None)
+    if plan.open_transactions:
+        try:
+            found = client().open_transactions(plan.open_transactions)
+        except KafkaError as exc:
+            log.warning("active producers not read for %d partition(s) with open transactions: %s", len(plan.open_transactions), exc)
+    now_ms = int(plan.planned_at.timestamp() * 1000)
+    return [Row(**values) for values in annotate([r.asDict() for r in rows], plan.open_transactions, found, now_ms)]
 
 
 def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Callable[[], PurgeClient] | None = None) -> Plan | None:

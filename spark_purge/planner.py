@@ -16,7 +16,7 @@ replayed batch plans exactly what it planned the first time.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
@@ -42,6 +42,8 @@ class Plan:
     rows: DataFrame
     planned_at: datetime
     clock: ClockReading | None = None
+    # Last stable offset of each partition with an open transaction (LSO < high watermark).
+    open_transactions: Mapping[TopicPartitionKey, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,9 @@ class Planner:
             unreadable_groups=unreadable,
             append_history=self.history(snapshot.sparkSession),
         )
-        return Plan(rows, now)
+        pending = partitions.where(F.col("last_stable_offset") < F.col("high_watermark"))
+        lsos = {(r["topic"], r["partition"]): int(r["last_stable_offset"]) for r in pending.select("topic", "partition", "last_stable_offset").collect()}
+        return Plan(rows, now, open_transactions=lsos)
 
     def history(self, spark: SparkSession) -> DataFrame | None:
         """The append history to plan with: None when none is kept, empty before the first row."""

@@ -1,7 +1,8 @@
 """The batch runner: a batch's plan rows -> intents -> DeleteRecords -> outcomes, in the audit.
 
 1. write the actionable rows to the Delta audit as **intents**, before any delete;
-2. send DeleteRecords batched per leader, leaders in parallel (the client does the batching);
+2. renew the purger lease (``before_delete``: a fenced job stops here), then send DeleteRecords
+   batched per leader, leaders in parallel (the client does the batching);
 3. write one **outcome** row per planned partition (exactly once per batch: Delta txn ids).
 
 The rows themselves come from the pure mapping in ``audit`` (``intent_rows``/``outcome_rows``).
@@ -9,7 +10,7 @@ The rows themselves come from the pure mapping in ``audit`` (``intent_rows``/``o
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Protocol
@@ -18,6 +19,7 @@ from pyspark.sql import Row
 
 from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows
 from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
+from spark_purge.kafka.producers import OpenTransactions
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,8 @@ class PurgeClient(Protocol):
     def delete_records(
         self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int, topic_ids: Mapping[str, str] | None = None
     ) -> Sequence[DeleteOutcome]: ...
+
+    def open_transactions(self, tps: Iterable[TopicPartitionKey]) -> OpenTransactions: ...
 
     def close(self) -> None: ...
 
@@ -70,13 +74,17 @@ class BatchResult:
 class BatchRunner:
     """Executes one batch's plan. ``client`` opens (or returns) the Kafka client, lazily: a batch
     with nothing actionable, or a dry run, never connects. ``fault_hook`` is a test hook called
-    between steps (``"intents_written"``, ``"deletes_sent"``) to simulate a crash."""
+    between steps (``"intents_written"``, ``"lease_checked"``, ``"deletes_sent"``) to simulate a
+    crash or a pause."""
 
     audit: AuditWriter
     client: Callable[[], PurgeClient]
     delete_timeout_ms: int
     fault_hook: Callable[[str, int], None] | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    # Called right before DeleteRecords is sent (the purger lease's renewal: a fenced job
+    # raises ``FencedError`` there and sends nothing).
+    before_delete: Callable[[], object] | None = None
 
     def run(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
         """Intents first, then :meth:`execute`."""
@@ -103,6 +111,9 @@ class BatchRunner:
             cutoffs = {(r["topic"], r["partition"]): int(r["cutoff"]) for r in actionable}
             # The topic ids the plan was made for: a topic recreated since is never cut by name.
             topic_ids = {r["topic"]: r["topic_id"] for r in actionable if r["topic_id"] is not None}
+            if self.before_delete is not None:
+                self.before_delete()
+            self._fault("lease_checked", ctx.batch_id)
             log.info("batch %d: DeleteRecords for %d partitions", ctx.batch_id, len(cutoffs))
             for outcome in self.client().delete_records(cutoffs, timeout_ms=self.delete_timeout_ms, topic_ids=topic_ids):
                 outcomes[(outcome.topic, outcome.partition)] = outcome

@@ -12,6 +12,8 @@
   (rules resolved per topic, manual entries, answers to ``@timestamp`` lookups).
 - ``PLAN``: the purge plan, one row per selected partition.
 - ``AUDIT``: the Delta audit table, one row per partition decision (intent or outcome).
+- ``LEASES``: the purger lease table beside the audit (``spark_purge.lease``), one row per
+  acquisition, renewal or release.
 """
 from __future__ import annotations
 
@@ -238,6 +240,24 @@ CHECKPOINT_QUERIES = StructType(
     ]
 )
 
+LEASES = StructType(
+    [
+        StructField("purger_id", StringType(), False),
+        StructField("generation", LongType(), False),  # 1, 2, ...: +1 at every acquisition
+        StructField("run_id", StringType(), False),  # the holding pipeline (one process run)
+        StructField("holder", StringType(), False),  # user@host pid=N
+        StructField("config_fingerprint", StringType(), False),
+        StructField("event", StringType(), False),  # LEASE_EVENTS
+        StructField("at", TimestampType(), False),  # the holder's clock when it wrote the row
+        StructField("expires_at", TimestampType(), False),  # at + lease.ttl (= at on release)
+        StructField("version", LongType(), False),  # the Delta txnVersion it was written with: its order
+    ]
+)
+LEASE_EVENTS = ("acquired", "takeover", "renewed", "released")
+# AUDIT.record_type / binding_constraint of the row a new lease generation writes first: from
+# that commit on the audit refuses every write of an older generation (``spark_purge.lease``).
+LEASE_RECORD = "lease"
+
 PLAN = StructType(
     [
         StructField("snapshot_id", StringType(), False),
@@ -267,7 +287,7 @@ AUDIT = StructType(
         StructField("run_id", StringType(), False),  # one per process run of the job
         StructField("query_id", StringType(), False),  # the streaming query (stable across restarts)
         StructField("batch_id", LongType(), False),
-        StructField("record_type", StringType(), False),  # "intent" | "outcome" | "forget"
+        StructField("record_type", StringType(), False),  # "intent" | "outcome" | "forget" | "lease"
         StructField("planned_at", TimestampType(), False),
         StructField("executed_at", TimestampType(), True),
         StructField("snapshot_id", StringType(), False),
@@ -295,6 +315,10 @@ AUDIT = StructType(
         StructField("time_floor_source", StringType(), True),  # as in PLAN (null on forget rows)
         # The topic id the decision was made for (null: unknown, or a table written before)
         StructField("topic_id", StringType(), True),
+        # The purger lease generation that wrote the row (null: no lease, a dry run, older rows)
+        StructField("lease_generation", LongType(), True),
+        # Active producers (DescribeProducers) of a partition with an open transaction; null elsewhere
+        StructField("active_producers", IntegerType(), True),
         StructField("event_date", StringType(), False),  # yyyy-MM-dd (UTC), the partition column
     ]
 )

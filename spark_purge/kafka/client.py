@@ -13,7 +13,8 @@ partitions or groups:
 - ``lineage``: OffsetForLeaderEpoch per leader for commits carrying a leader epoch (KIP-320),
   and the topic-id re-check right before DeleteRecords;
 - ``snapshot``: the snapshot assembled from the above;
-- ``delete``: DeleteRecords per leader via ``DeleteExecutor``.
+- ``delete``: DeleteRecords per leader via ``DeleteExecutor``;
+- ``producers``: DescribeProducers per leader for partitions with an open transaction (KIP-664).
 
 ``request_counts`` counts every request the client sends, by API name.
 """
@@ -25,11 +26,13 @@ from typing import TYPE_CHECKING, Optional, Protocol
 
 from kafka import KafkaAdminClient
 
+from spark_purge._time import Deadline
 from spark_purge.kafka.configs import snapshot_configs
 from spark_purge.kafka.delete import delete_records
 from spark_purge.kafka.groups import GroupReader
 from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, DeleteOutcome, SnapshotRequest, TopicPartitionKey
 from spark_purge.kafka.offsets import OffsetReader
+from spark_purge.kafka.producers import OpenTransactions, describe_producers, transaction_max_timeout_ms
 from spark_purge.kafka.settings import ConnectionSettings
 from spark_purge.kafka.snapshot import take_snapshot
 from spark_purge.kafka.wire import Wire, error_name
@@ -79,6 +82,8 @@ class KafkaPythonClient:
         self.wire = Wire(self.config.connection, admin_factory)
         self._offsets = OffsetReader(self.wire)
         self._groups = GroupReader(self.wire, self._offsets)
+        self._txn_timeout: Optional[int] = None  # the broker's transaction.max.timeout.ms ...
+        self._txn_timeout_read = False  # ... read once per client
 
     @property
     def settings(self) -> ConnectionSettings:
@@ -131,6 +136,24 @@ class KafkaPythonClient:
             return (await snapshot_configs(self.wire, (), sorted(meta.brokers)))[2]
 
         return self.wire.run(read)
+
+    def open_transactions(self, tps: Iterable[TopicPartitionKey]) -> OpenTransactions:
+        """Active producers of ``tps`` (partitions with an open transaction): one DescribeProducers
+        per leader, in parallel; and the broker's ``transaction.max.timeout.ms`` (read once per
+        client; None: unknown). See ``kafka.producers``."""
+        wanted = sorted(set(tps))
+
+        async def read() -> OpenTransactions:
+            deadline = Deadline(self.config.connection.request_timeout_ms / 1000)
+            leaders = await self._offsets.leaders_for(wanted, refresh=False)
+            found = await describe_producers(self.wire, wanted, leaders, deadline)
+            brokers = sorted(b for b in leaders.values() if b is not None)
+            if not self._txn_timeout_read and brokers:
+                self._txn_timeout = await transaction_max_timeout_ms(self.wire, brokers[0])
+                self._txn_timeout_read = True
+            return OpenTransactions(found, self._txn_timeout)
+
+        return self.wire.run(read) if wanted else OpenTransactions({}, None)
 
     def delete_records(
         self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int = 30_000, topic_ids: Optional[Mapping[str, str]] = None

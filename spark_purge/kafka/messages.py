@@ -11,6 +11,7 @@ DescribeShareGroupOffsets       90       0-1 (v1 adds Lag)   share-partition sta
 ShareGroupDescribe              77       1 (v0 removed 4.1)  state, members, member assignments
 ConsumerGroupDescribe           69       0-1 (v1 MemberType) KIP-848 state, members, assignments
 StreamsGroupDescribe            89       0 (v1: KIP-1331)    KIP-1071 state, topology, members' tasks
+DescribeProducers (KIP-664)     61       0                   active producers, open transactions
 ==============================  =======  ==================  ======================================
 
 ListGroups with ``TypesFilter`` (v5, KIP-848) is already in kafka-python 3.0.12: the builder below
@@ -72,12 +73,21 @@ class StreamsGroupDescribeResponse(ApiMessage, load_json=SCHEMA_PACKAGE):  # typ
     pass
 
 
+class DescribeProducersRequest(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
+    pass
+
+
+class DescribeProducersResponse(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
+    pass
+
+
 # Versions the builders pin: the ones a Kafka 4.4 broker answers (ApiVersions) and these schemas
 # define. kafka-python picks the highest version both sides support within [min, max].
 SHARE_OFFSETS_VERSIONS = (0, 1)
 SHARE_DESCRIBE_VERSIONS = (1, 1)
 CONSUMER_DESCRIBE_VERSIONS = (0, 1)
 STREAMS_DESCRIBE_VERSIONS = (0, 0)
+DESCRIBE_PRODUCERS_VERSIONS = (0, 0)
 LIST_GROUPS_TYPES_MIN_VERSION = 5
 
 
@@ -169,6 +179,35 @@ class ListedGroups:
         return sorted(g.group_id for g in self.groups if g.group_type == group_type)
 
 
+@dataclass(frozen=True)
+class ProducerState:
+    """One active producer of a partition, as its leader reports it (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int  # the timestamp of its last append (ms; -1: unknown)
+    coordinator_epoch: int
+    # First offset of its open transaction on this partition; None: no transaction open.
+    txn_start_offset: Optional[int]
+
+
+@dataclass(frozen=True)
+class PartitionProducers:
+    """A partition's active producers, or the leader's error for it."""
+
+    topic: str
+    partition: int
+    producers: tuple[ProducerState, ...] = ()
+    error: Optional[str] = None
+    error_message: Optional[str] = None
+
+    @property
+    def open_transactions(self) -> tuple[ProducerState, ...]:
+        """Producers with a transaction open here, oldest first (by its start offset)."""
+        return tuple(sorted((p for p in self.producers if p.txn_start_offset is not None), key=lambda p: (p.txn_start_offset, p.producer_id)))
+
+
 # ---- builders -----------------------------------------------------------------------------------
 
 
@@ -217,6 +256,19 @@ def build_streams_group_describe(groups: Iterable[str]) -> Any:
         include_authorized_operations=False,
         min_version=STREAMS_DESCRIBE_VERSIONS[0],
         max_version=STREAMS_DESCRIBE_VERSIONS[1],
+    )
+
+
+def build_describe_producers(tps: Iterable[TopicPartitionKey]) -> Any:
+    """DescribeProducers for ``tps`` (all led by the broker it is sent to), topics and partitions sorted."""
+    by_topic: dict[str, set[int]] = {}
+    for topic, partition in tps:
+        by_topic.setdefault(topic, set()).add(int(partition))
+    _Topic = DescribeProducersRequest.TopicRequest
+    return DescribeProducersRequest(
+        topics=[_Topic(name=t, partition_indexes=sorted(ps)) for t, ps in sorted(by_topic.items())],
+        min_version=DESCRIBE_PRODUCERS_VERSIONS[0],
+        max_version=DESCRIBE_PRODUCERS_VERSIONS[1],
     )
 
 
@@ -334,6 +386,25 @@ def parse_list_groups(response: Any) -> ListedGroups:
         )
     )
     return ListedGroups(groups, err)
+
+
+def parse_describe_producers(response: Any) -> dict[TopicPartitionKey, PartitionProducers]:
+    """(topic, partition) -> its active producers, or its error (then no producers)."""
+    out: dict[TopicPartitionKey, PartitionProducers] = {}
+    for t in response.topics:
+        for p in t.partitions:
+            err = error_name(p.error_code)
+            producers = tuple(
+                ProducerState(
+                    int(s.producer_id), int(s.producer_epoch), int(s.last_sequence), int(s.last_timestamp),
+                    int(s.coordinator_epoch), int(s.current_txn_start_offset) if s.current_txn_start_offset >= 0 else None,
+                )
+                for s in p.active_producers or ()
+            )
+            out[(t.name, int(p.partition_index))] = PartitionProducers(
+                t.name, int(p.partition_index), () if err else producers, err, p.error_message if err else None
+            )
+    return out
 
 
 def parse_classic_group_assignments(response: Any) -> dict[str, GroupDescription]:
@@ -480,17 +551,22 @@ def _uuid_or_none(value: Any) -> Optional[uuid.UUID]:
 
 __all__ = [
     "CONSUMER_DESCRIBE_VERSIONS",
+    "DESCRIBE_PRODUCERS_VERSIONS",
     "SHARE_DESCRIBE_VERSIONS",
     "SHARE_OFFSETS_VERSIONS",
     "STREAMS_DESCRIBE_VERSIONS",
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupDescribeResponse",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
     "DescribeShareGroupOffsetsRequest",
     "DescribeShareGroupOffsetsResponse",
     "GroupDescription",
     "ListGroupsRequest",
     "ListedGroup",
     "ListedGroups",
+    "PartitionProducers",
+    "ProducerState",
     "ShareGroupDescribeRequest",
     "ShareGroupDescribeResponse",
     "ShareGroupOffsets",
@@ -498,6 +574,7 @@ __all__ = [
     "StreamsGroupDescribeRequest",
     "StreamsGroupDescribeResponse",
     "build_consumer_group_describe",
+    "build_describe_producers",
     "build_describe_share_group_offsets",
     "build_list_groups",
     "build_share_group_describe",
@@ -505,6 +582,7 @@ __all__ = [
     "error_name",
     "parse_classic_group_assignments",
     "parse_consumer_group_describe",
+    "parse_describe_producers",
     "parse_describe_share_group_offsets",
     "parse_list_groups",
     "parse_share_group_describe",

@@ -30,6 +30,16 @@ batch; it must execute only the recorded intents and never cut past the rewound 
 intents are checked against the commits they were planned on, before the rewind; every delete
 must have an intent whose cutoff is at least its own (a replay may cut less, never more).
 
+And ``overlap_job``: a second job with the same purger id (``lease.purger_id``, its own query
+id) starts while the cycle's job has written its intents (an Airflow retry overlapping a slow
+run); it waits for the first job's lease to expire (``lease.ttl`` 2 s here), takes it over
+(generation + 1), runs the same batch and shuts down cleanly; the first job must then stop with
+``FencedError`` right before DeleteRecords. The oracle: the fenced generation has no outcome
+in the batch, none of its rows landed in the audit after the takeover began (Delta time travel
+to the version read just before), and the audit records generation + 1 as a ``takeover``; the
+log start offsets are checked as in every cycle (both jobs cut only to what their own snapshot
+allowed).
+
 Consumer kinds beyond committing groups (``--faults`` chooses the kinds; default: every kind
 whose product support exists, ``DEFAULT_KINDS``):
 
@@ -68,6 +78,7 @@ whose product support exists, ``DEFAULT_KINDS``):
     ./dev.sh py -m spark_purge.testing.invariants --cycles 20 --seed 1 --nodes 1 # no node faults
     ./dev.sh py -m spark_purge.testing.invariants --cycles 5 --nodes 1 --faults group_expiry,share_consume
     ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults spark_stream
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults overlap_job,group_rewind --fault-rate 0.6
 
 It prints cycles, faults injected by kind, records produced, share records accepted, groups
 expired, Spark query runs and records read, records deleted, audit rows checked and violations, and exits
@@ -100,7 +111,7 @@ from kafka.structs import TopicPartition
 from pyspark.sql import SparkSession
 
 from spark_purge.config import PurgeConfig, from_dict
-from spark_purge.errors import from_spark_exception
+from spark_purge.errors import FencedError, from_spark_exception
 from spark_purge.pipeline import PurgePipeline
 from spark_purge.testing import share, workload
 from spark_purge.testing.cluster import LocalKafka
@@ -116,7 +127,7 @@ MAX_PARTITIONS = 6
 GROUP_SPEEDS = {"g0": 40, "g1": 20, "g2": 8}
 FAULTS = (
     "node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added", "backdated_records", "topic_recreate",
-    "driver_kill_rewind",
+    "driver_kill_rewind", "overlap_job",
 )
 CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
 ALL_KINDS = FAULTS + CONSUMER_KINDS
@@ -174,6 +185,8 @@ class InvariantReport:
     cycle_errors: list[str] = field(default_factory=list)
     failed_cycles: set[int] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
+    fenced_jobs: int = 0  # overlap_job: first jobs fenced by a second one's takeover
+    fenced_rows: int = 0  # audit rows a fenced generation committed after its takeover (must stay 0)
     seconds: float = 0.0
     interrupted: bool = False
 
@@ -190,6 +203,7 @@ class InvariantReport:
             f"records deleted:    {self.records_deleted}",
             f"audit rows checked: {self.audit_rows_checked}",
             f"cycle errors:       {len(self.cycle_errors)}",
+            f"fenced jobs:        {self.fenced_jobs} (audit rows from a fenced generation after its takeover: {self.fenced_rows})",
             f"violations:         {len(self.violations)}",
             f"seconds:            {self.seconds:.0f}",
         ]
@@ -279,6 +293,10 @@ class InvariantWorkload:
         # before the rewind (against the commits they were planned on).
         self._kill_driver = False
         self.prechecked: set[int] = set()
+        # overlap_job: a second job (same purger id) takes the lease over mid-cycle; per cycle,
+        # (fenced generation, the audit's version before the takeover).
+        self._overlap = False
+        self.overlaps: dict[int, tuple[int, int]] = {}
 
     # ---- setup ------------------------------------------------------------------------------
     def _config(self, delete_timeout: str) -> PurgeConfig:
@@ -297,6 +315,8 @@ class InvariantWorkload:
                 "audit": {"path": str(self.workdir / "audit")},
                 "stream": {"checkpoint_location": str(self.workdir / "checkpoint"), "trigger_interval": "1s"},
                 "external_consumers": self._external_consumers(),
+                # A short ttl: overlap_job's second job waits for the first one's lease to expire.
+                "lease": {"purger_id": "inv-purger", "ttl": "2s", "wait": "120s"},
             }
         )
 
@@ -386,6 +406,7 @@ class InvariantWorkload:
             self.cluster.kill_node(victim)
             self.down.append(victim)
         self._mid_cycle_kill = fault == "leader_kill_mid_cycle"
+        self._overlap = fault == "overlap_job"
         if fault:
             self.report.faults[fault] += 1
         before = self._log_starts()
@@ -396,6 +417,12 @@ class InvariantWorkload:
                 self._driver_kill_rewind(cycle)
             else:
                 workload.run_cycle(self.pipeline, cycle)
+        except FencedError:  # overlap_job: the first job, fenced, must stop (checked in _check_fenced)
+            if cycle not in self.overlaps:
+                raise
+            self.report.fenced_jobs += 1
+            self.report.failed_cycles.add(cycle)
+            self.pipeline.close()
         except Exception as exc:
             first_line = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
             # Spark wraps a data-source or foreachBatch error: name spark-purge's own error inside.
@@ -407,6 +434,7 @@ class InvariantWorkload:
                 f.write(f"=== cycle {cycle} (fault: {fault})\n{traceback.format_exc()}\n")
             self.pipeline.close()  # a fresh client next cycle
         self._recreate_mid_cycle = False
+        self._overlap = False
         for tp in self.recreated:  # a new log: it starts from 0 again
             before[tp] = 0
         if self.sabotage_cycle == cycle:
@@ -661,7 +689,27 @@ class InvariantWorkload:
         self.pipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id)
         workload.run_cycle(self.pipeline, cycle)
 
+    def _overlap_job(self, batch_id: int) -> None:
+        """A second job with the same purger id starts while the first has written its intents:
+        it waits for the first one's lease to expire, takes it over (generation + 1), runs the
+        same batch under its own query id and shuts down cleanly. The first must then be fenced."""
+        self._overlap = False
+        lease = self.pipeline.lease
+        if lease is None or lease.generation is None:
+            return
+        self.overlaps[batch_id] = (lease.generation, self._audit_version())
+        second = workload.new_pipeline(self.spark, self.config)
+        try:
+            workload.run_cycle(second, batch_id)
+        finally:
+            second.close()
+
+    def _audit_version(self) -> int:
+        return int(self.spark.sql(f"DESCRIBE HISTORY delta.`{self.config.audit.path}` LIMIT 1").collect()[0]["version"])
+
     def _mid_cycle_hook(self, step: str, batch_id: int) -> None:
+        if step == "intents_written" and self._overlap:
+            self._overlap_job(batch_id)
         if step == "intents_written" and self._recreate_mid_cycle:
             self._recreate_topic()
             self._produce()  # fresh unread records the planned cutoffs would reach
@@ -734,23 +782,45 @@ class InvariantWorkload:
             self.report.records_deleted += max(0, start - prior)
         if cycle not in self.prechecked:
             self._check_intents(cycle, rows)
-        intents = {(r["topic"], r["partition"]): r for r in rows if r["record_type"] == "intent"}
+        if cycle in self.overlaps:
+            self._check_fenced(cycle, rows)
+        # Per query: an overlapping second job audits the same batch id under its own query id.
+        intents = {(r["query_id"], r["topic"], r["partition"]): r for r in rows if r["record_type"] == "intent"}
         outcomes = [r for r in rows if r["record_type"] == "outcome"]
-        keys = Counter((r["record_type"], r["topic"], r["partition"]) for r in rows)
-        for key, n in keys.items():
+        counts = Counter((r["query_id"], r["record_type"], r["topic"], r["partition"]) for r in rows)
+        for counted, n in counts.items():
             if n > 1:
-                self.report.violations.append(f"cycle {cycle}: {n} audit rows for {key}")
-        outcome_keys = {(r["topic"], r["partition"]) for r in outcomes}
-        for tp in intents:
-            if tp not in outcome_keys and not self._cycle_failed(cycle):
-                self.report.violations.append(f"cycle {cycle}: intent without outcome for {tp}")
+                self.report.violations.append(f"cycle {cycle}: {n} audit rows for {counted[1:]}")
+        outcome_keys = {(r["query_id"], r["topic"], r["partition"]) for r in outcomes}
+        for intent_key in intents:
+            if intent_key not in outcome_keys and not self._cycle_failed(cycle):
+                self.report.violations.append(f"cycle {cycle}: intent without outcome for {intent_key[1:]}")
         for r in outcomes:
+            key = (r["query_id"], r["topic"], r["partition"])
             tp = (r["topic"], r["partition"])
             # A replayed batch may cut less than its intent (a fresh check binds), never more.
-            if r["status"] == "deleted" and (tp not in intents or r["cutoff"] > intents[tp]["cutoff"]):
+            if r["status"] == "deleted" and (key not in intents or r["cutoff"] > intents[key]["cutoff"]):
                 self.report.violations.append(f"cycle {cycle}: delete without a matching intent for {tp}")
-            if tp in self.recreated and tp in intents and r["status"] == "deleted":
+            if tp in self.recreated and key in intents and r["status"] == "deleted":
                 self.report.violations.append(f"cycle {cycle}: {tp} recreated after its intent, yet cut (status deleted)")
+
+    def _check_fenced(self, cycle: int, rows: Sequence[dict[str, Any]]) -> None:
+        """overlap_job: the fenced generation has no outcome in this batch, and no row of it
+        landed in the audit after the version read just before the takeover began (Delta
+        time travel: its rows then and now are the same)."""
+        fenced, before = self.overlaps[cycle]
+        path = self.config.audit.path
+        late_outcomes = [r for r in rows if r["record_type"] == "outcome" and r["lease_generation"] == fenced]
+        if late_outcomes:
+            self.report.violations.append(f"cycle {cycle}: {len(late_outcomes)} outcome row(s) of fenced generation {fenced}")
+        then = self.spark.read.format("delta").option("versionAsOf", before).load(path).where(f"lease_generation = {fenced}").count()
+        now = self.spark.read.format("delta").load(path).where(f"lease_generation = {fenced}").count()
+        if now != then:
+            self.report.fenced_rows += now - then
+            self.report.violations.append(f"cycle {cycle}: {now - then} audit row(s) of generation {fenced} landed after its takeover began")
+        taken = [r for r in workload.audit_rows(self.spark, self.config, "lease") if r["lease_generation"] == fenced + 1]
+        if [r["status"] for r in taken] != ["takeover"]:
+            self.report.violations.append(f"cycle {cycle}: generation {fenced + 1} was not recorded as a takeover ({taken})")
 
     def _check_intents(self, cycle: int, rows: Sequence[dict[str, Any]]) -> None:
         """No intent cuts past what the checker's own commits and timestamps allow (an intent

@@ -43,3 +43,19 @@ def run_reaped(
             pass
         proc.wait(timeout=30)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def spawn(argv: Sequence[str], *, cwd: str | os.PathLike[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``argv`` started in its own session (its group id is its pid), stdout and stderr to
+    ``log``; stop it with :func:`kill_group`, also on failure."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(list(argv), cwd=Path(cwd), env=dict(env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_group(proc: subprocess.Popen[bytes], sig: signal.Signals = signal.SIGKILL) -> None:
+    """Send ``sig`` to ``proc``'s process group (by its own id) and reap it."""
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)

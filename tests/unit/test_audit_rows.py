@@ -59,7 +59,8 @@ def test_intents_are_the_actionable_rows_with_the_batch_context() -> None:
         "prior_log_start_offset": 10, "high_watermark": 500, "cutoff": 100, "low_watermark": None,
         "records_deleted": None, "binding_constraint": "group", "blocking_group": "billing", "blocking_group_type": "classic", "stale_groups": [],
         "rule": "orders", "status": "planned", "error": None, "dry_run": False, "remote_storage_enable": None,
-        "config_fingerprint": "fp", "operator": None, "time_floor_source": "append_history", "topic_id": "id-orders", "event_date": "2026-11-22",  # the planning day, not the execution day
+        "config_fingerprint": "fp", "operator": None, "time_floor_source": "append_history", "topic_id": "id-orders",
+        "lease_generation": None, "active_producers": None, "event_date": "2026-11-22",  # the planning day, not the execution day
     }
 
 

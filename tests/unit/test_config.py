@@ -96,7 +96,7 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any]], None]], str, list[str]]] 
     ("zero snapshot age", [with_("stream", {"checkpoint_location": "cp", "max_snapshot_age": "0s"})], "stream.max_snapshot_age:", ["positive duration"]),
     ("bad snapshot age", [with_("stream", {"checkpoint_location": "cp", "max_snapshot_age": "ten"})], "stream.max_snapshot_age:", ["duration"]),
     ("missing checkpoint", [with_("stream", {"trigger_interval": "5s"})], "stream.checkpoint_location:", ["required key is missing"]),
-    ("lease is not a section (yet)", [with_("lease", {"ttl": "10m"})], "lease:", ["unknown key", "expected one of: kafka, audit"]),
+    ("short lease ttl", [with_("lease", {"ttl": "100ms"})], "lease.ttl:", ["at least 1s", "100ms"]),
     ("zero request timeout", [with_("kafka.request_timeout", 0)], "kafka.request_timeout:", ["positive duration"]),
     ("negative retries", [with_("kafka.retries", -1)], "kafka.retries:", ["non-negative integer"]),
     ("bad policy", [with_("rules[0].on_missing_commit", "skip")], "rules[0].on_missing_commit:", ["expected 'block' or 'ignore'", "'skip'"]),
@@ -398,3 +398,23 @@ def test_clock_probe_topic_is_optional_and_must_be_a_topic_name() -> None:
     bad["kafka"]["clock_probe_topic"] = "no spaces"
     with pytest.raises(ConfigError, match=r"^kafka\.clock_probe_topic: expected a Kafka topic name .*'no spaces'"):
         c.from_dict(bad)
+
+
+def test_lease_section_defaults_and_bad_values_name_their_key() -> None:
+    cfg = c.from_dict(base())
+    assert (cfg.lease.enabled, cfg.lease.ttl, cfg.lease.wait, cfg.lease.path) == (True, 60_000, 120_000, None)
+    # Derived from the cluster, whatever order the servers are listed in.
+    assert c.purger_id_of(cfg) == c.purger_id_of(build(with_("kafka.bootstrap_servers", ["K2:9092", "k1:9092"])))
+    assert re.fullmatch(r"cluster-[0-9a-f]{12}", c.purger_id_of(cfg))
+    named = build(with_("lease", {"purger_id": "prod-purge", "ttl": "5s", "wait": "0s", "path": "s3a://b/leases"}))
+    assert (c.purger_id_of(named), named.lease.ttl, named.lease.wait, named.lease.path) == ("prod-purge", 5000, 0, "s3a://b/leases")
+    for key, value, expected in [
+        ("lease.ttl", "500ms", r"^lease\.ttl: expected a duration of at least 1s, got 500ms"),
+        ("lease.purger_id", "has space", r"^lease\.purger_id: expected 1-200 characters of .*'has space'"),
+        ("lease.wait", "soon", r"^lease\.wait: expected a duration"),
+        ("lease.enabled", "yes", r"^lease\.enabled: expected"),
+    ]:
+        with pytest.raises(ConfigError, match=expected):
+            build(with_(key, value))
+    with pytest.raises(ConfigError, match=r"^lease\.tll: unknown key; did you mean 'ttl'"):
+        build(with_("lease", {"tll": "5s"}))

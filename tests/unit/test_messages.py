@@ -58,6 +58,14 @@ GOLDEN = {
     "0000000001000302300300000000000000010002310200000002000101000000800000000000000007756e696e6974094e6f745265"
     "6164790000000100000001ff02036d320000000100000363320b2f3132372e302e302e3100000000037032ff010101020230020000"
     "0000000101000101010000008000000000004505676f6e6504626164010000000000000000ff01800000000000",
+    # orders [2, 0], t [1]
+    "DP_REQ_V0": "03076f726465727303000000000000000200027402000000010000",
+    # orders p0: producer 1000 epoch 3 seq 9 last 1700000000000 coordinator epoch 2, txn open at 40;
+    #            producer 1001 epoch 0 seq 4 last 1700000001000, no txn (coordinator epoch -1, -1);
+    #        p2: error 6 "not leader"
+    "DP_RESP_V0": "0000000002076f726465727303000000000000000300000000000003e800000003000000090000018bcfe568000000000200"
+    "000000000000280000000000000003e900000000000000040000018bcfe56be8ffffffffffffffffffffffff00000000000200060b6e"
+    "6f74206c656164657201000000",
     "LG_REQ_V5": "010309636f6e73756d657206736861726500",
     # sq share/Empty/share, k consumer/Stable/consumer
     "LG_RESP_V5": "0000000000000303737106736861726506456d70747906736861726500026b09636f6e73756d657207537461626c6509636f6e"
@@ -108,6 +116,24 @@ def test_describe_requests_match_kafka() -> None:
     assert m.build_consumer_group_describe(["k"]).encode(version=1) == golden("CGD_REQ_V1")
     assert m.build_consumer_group_describe(["k"]).encode(version=0) == golden("CGD_REQ_V1")
     assert m.build_streams_group_describe(["bad", "app"]).encode(version=0) == golden("STGD_REQ_V0")
+
+
+def test_describe_producers_request_matches_kafka() -> None:
+    request = m.build_describe_producers([("t", 1), ("orders", 2), ("orders", 0), ("orders", 2)])
+    assert request.API_KEY == 61 and (request._min_version, request._max_version) == (0, 0)
+    assert request.encode(version=0) == golden("DP_REQ_V0")
+
+
+def test_parse_describe_producers_names_open_transactions_and_errors() -> None:
+    response = m.DescribeProducersResponse.decode(golden("DP_RESP_V0"), version=0)
+    assert reencode(response, 0) == golden("DP_RESP_V0")
+    parsed = m.parse_describe_producers(response)
+    p0, p2 = parsed[("orders", 0)], parsed[("orders", 2)]
+    assert [(s.producer_id, s.producer_epoch, s.last_timestamp, s.txn_start_offset) for s in p0.producers] == [
+        (1000, 3, 1_700_000_000_000, 40), (1001, 0, 1_700_000_001_000, None)
+    ]
+    assert [s.producer_id for s in p0.open_transactions] == [1000] and p0.error is None
+    assert (p2.producers, p2.error, p2.error_message) == ((), "NOT_LEADER_OR_FOLLOWER", "not leader")
 
 
 def test_list_groups_types_filter_matches_kafka() -> None:

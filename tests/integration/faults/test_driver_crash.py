@@ -71,6 +71,7 @@ def test_driver_killed_at_each_step_of_a_batch_and_of_its_replay_restarts_exactl
     first_commits = [30, 50, 70]
     commit_topic(fadmin, group, topic, first_commits)
     data = purge_config_dict(tmp_path, fault_cluster.bootstrap_servers, topic, [group])
+    data["lease"] = {"ttl": "3s"}  # the killed driver's lease: the restart takes it over once it expired
     config_path = tmp_path / "purge.yaml"
     config_path.write_text(yaml.safe_dump(data))
     cfg = from_dict(data)

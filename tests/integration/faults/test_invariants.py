@@ -40,6 +40,7 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
     assert report.stream_runs == 2 and report.stream_records > 0, report.summary()
     assert report.records_deleted > 0 and report.audit_rows_checked >= len(schedule) * 6, report.summary()
     assert len(report.cycle_errors) <= 2, report.summary()  # a cycle may fail under a fault, not most
+    assert (report.fenced_jobs, report.fenced_rows) == (1, 0), report.summary()  # overlap_job
 
 
 def test_checker_catches_an_unsafe_delete(spark: SparkSession, fault_cluster: LocalKafka, tmp_path: Path) -> None:

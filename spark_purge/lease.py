@@ -1,0 +1,359 @@
+"""Purger leases: one job at a time acts for a purger id; an older generation is fenced.
+
+A job acquires the lease of its ``lease.purger_id`` before its first batch: generation + 1, a
+holder identity (``user@host pid=N``, the pipeline's run id, the config fingerprint) and an
+expiry (``lease.ttl``), renewed at the start of every batch and again right before
+DeleteRecords. A job that finds the lease held and unexpired waits for it to expire (at most
+``lease.wait``), then takes it over; the holder's next renewal finds a newer generation and
+raises ``FencedError``: it sends no DeleteRecords.
+
+**Store.** A Delta table beside the audit (``<audit.path>_leases``, ``schemas.LEASES``),
+append-only: one row per acquisition, renewal and release. Every write is a compare-and-set
+through Delta's idempotent-write ids: app id ``lease:<purger id>``, version
+``generation * 2**32 + n`` (``txn_version``; ``n`` counts the holder's writes). Delta skips a
+write whose version is not above the table's latest for that app id, and fails one racing
+another write with that app id (``ConcurrentTransactionException``, retried), so after each
+write the holder reads the newest row back: its own, or ``FencedError``.
+
+**Audit fence.** The audit table carries the same app id: a new generation's first audit
+commit is a ``lease`` row at version ``generation * 2**32``; every later audit write of the
+holder takes the next version (``PurgerLease.audit_txn``). From the takeover's commit on, Delta
+itself skips every audit write of an older generation (inside the commit: no window), and
+``FencedAudit`` reads the lease after each outcome write, so a refused write raises
+``FencedError`` instead of passing unnoticed.
+"""
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Protocol
+
+from pyspark.sql import Row, SparkSession
+from pyspark.sql import functions as F
+
+from spark_purge._time import Backoff, Deadline
+from spark_purge.audit import AuditSink, absolute_location, retry_conflicts
+from spark_purge.config import PurgeConfig, config_fingerprint, purger_id_of
+from spark_purge.errors import AuditError, FencedError
+from spark_purge.fs import HadoopFiles, join
+from spark_purge.schemas import LEASES
+
+log = logging.getLogger(__name__)
+
+GENERATION_BITS = 32  # a holder's writes per generation fit below this bit
+
+
+def txn_version(generation: int, n: int) -> int:
+    """The Delta txnVersion of a holder's ``n``-th write in ``generation``: every write of a
+    newer generation sorts above every write of an older one."""
+    return (generation << GENERATION_BITS) + n
+
+
+def lease_app_id(purger_id: str) -> str:
+    """The Delta txnAppId shared by the lease table and the audit's fenced writes."""
+    return f"lease:{purger_id}"
+
+
+def user_at_host() -> str:
+    """user@host of this process, as far as the OS says."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in this environment
+        user = "unknown"
+    try:
+        return f"{user}@{socket.gethostname()}"
+    except OSError:
+        return user
+
+
+def holder_identity() -> str:
+    return f"{user_at_host()} pid={os.getpid()}"
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """One row of the lease table (``schemas.LEASES``)."""
+
+    purger_id: str
+    generation: int
+    run_id: str
+    holder: str
+    config_fingerprint: str
+    event: str  # schemas.LEASE_EVENTS
+    at: datetime
+    expires_at: datetime
+    version: int
+
+    def live(self, now: datetime) -> bool:
+        """Held by its run at ``now`` (not released, not expired)."""
+        return self.event != "released" and self.expires_at > now
+
+    def describe(self) -> str:
+        until = "released" if self.event == "released" else f"expires {self.expires_at.isoformat()}"
+        return f"generation {self.generation} held by {self.holder} run {self.run_id} ({self.event} {self.at.isoformat()}, {until})"
+
+
+def _state(row: Row) -> LeaseState:
+    values = row.asDict()
+    for key in ("at", "expires_at"):
+        values[key] = values[key].replace(tzinfo=timezone.utc) if values[key].tzinfo is None else values[key]
+    return LeaseState(**values)
+
+
+class LeaseStore(Protocol):
+    """Where leases live (``LeaseTable``; a unit test may pass an in-memory fake)."""
+
+    @property
+    def path(self) -> str: ...
+
+    def current(self, purger_id: str) -> LeaseState | None: ...
+
+    def append(self, state: LeaseState) -> None: ...
+
+
+_LEASE_TABLES_READY: set[str] = set()  # lease tables created in this process
+
+
+@dataclass(frozen=True)
+class LeaseTable:
+    """The lease table: a Delta table, by default ``<audit.path>_leases``."""
+
+    spark: SparkSession
+    path: str
+
+    @classmethod
+    def of(cls, spark: SparkSession, config: PurgeConfig) -> LeaseTable:
+        path = config.lease.path or absolute_location(config.audit.path).rstrip("/") + "_leases"
+        return cls(spark, absolute_location(path))
+
+    def exists(self) -> bool:
+        # Through the filesystem, not DeltaTable.isDeltaTable: a session that looked before
+        # another job created the table keeps a cached "no table" answer for it.
+        return HadoopFiles(self.spark).exists(join(self.path, "_delta_log"))
+
+    def current(self, purger_id: str) -> LeaseState | None:
+        """The newest row of ``purger_id`` (highest version), or None: never leased."""
+        if not self.exists():
+            return None
+        rows = (
+            self.spark.read.format("delta").load(self.path)
+            .where(F.col("purger_id") == purger_id)
+            .orderBy(F.col("version").desc())
+            .limit(1)
+            .collect()
+        )
+        return _state(rows[0]) if rows else None
+
+    def append(self, state: LeaseState) -> None:
+        """Write ``state`` under txn (``lease:<purger id>``, ``state.version``): Delta skips it
+        when a higher version is recorded (read the newest row back to know who won)."""
+        from delta.tables import DeltaTable
+
+        row = tuple(getattr(state, f.name) for f in LEASES.fields)
+
+        def write() -> None:
+            if self.path not in _LEASE_TABLES_READY:
+                DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(LEASES).execute()
+                _LEASE_TABLES_READY.add(self.path)
+            (
+                self.spark.createDataFrame([row], LEASES)
+                .write.format("delta").mode("append")
+                .option("txnAppId", lease_app_id(state.purger_id))
+                .option("txnVersion", str(state.version))
+                .save(self.path)
+            )
+
+        try:
+            retry_conflicts(f"lease {state.event} of {state.purger_id} generation {state.generation}", write)
+        except AuditError:
+            raise
+        except Exception as exc:  # Py4J errors carry the JVM message
+            raise AuditError(f"cannot write the lease table at {self.path}: {exc}") from exc
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class PurgerLease:
+    """One job's lease on ``purger_id`` (see the module docstring)."""
+
+    table: LeaseStore
+    purger_id: str
+    run_id: str
+    config_fingerprint: str
+    ttl_ms: int
+    wait_ms: int
+    holder: str = field(default_factory=holder_identity)
+    clock: Callable[[], datetime] = _utcnow
+    sleep: Callable[[float], None] = time.sleep
+    generation: int | None = None
+    taken_over: LeaseState | None = None  # the live-or-expired lease this one superseded
+    _writes: int = 0
+    _audit_writes: int = 0
+
+    @classmethod
+    def of(cls, spark: SparkSession, config: PurgeConfig, run_id: str) -> PurgerLease:
+        lease = config.lease
+        return cls(LeaseTable.of(spark, config), purger_id_of(config), run_id, config_fingerprint(config), lease.ttl, lease.wait)
+
+    @property
+    def held(self) -> bool:
+        return self.generation is not None
+
+    def _row(self, generation: int, event: str, n: int) -> LeaseState:
+        now = self.clock()
+        expires = now if event == "released" else now + timedelta(milliseconds=self.ttl_ms)
+        return LeaseState(
+            self.purger_id, generation, self.run_id, self.holder, self.config_fingerprint, event, now, expires, txn_version(generation, n)
+        )
+
+    def acquire(self) -> LeaseState:
+        """Take the lease: generation + 1 once the current one is released or expired (waiting
+        up to ``wait_ms`` for that); ``FencedError`` when another holder keeps it longer."""
+        deadline = Deadline(self.wait_ms / 1000, clock=lambda: self.clock().timestamp())  # the lease's own clock
+        backoff = Backoff(first=0.2, cap=2.0)
+        while True:
+            current = self.table.current(self.purger_id)
+            now = self.clock()
+            if current is None or not current.live(now) or current.run_id == self.run_id:
+                generation = (current.generation if current is not None else 0) + 1
+                event = "acquired" if current is None or current.event == "released" or current.run_id == self.run_id else "takeover"
+                self.table.append(self._row(generation, event, 0))
+                won = self.table.current(self.purger_id)
+                if won is not None and won.generation == generation and won.run_id == self.run_id:
+                    self.generation, self._writes, self._audit_writes = generation, 0, 0
+                    self.taken_over = current if event == "takeover" else None
+                    log.log(
+                        logging.WARNING if event == "takeover" else logging.INFO,
+                        "lease %s: %s generation %d (%s)%s", self.purger_id, event, generation, self.holder,
+                        f"; took over from the expired {current.describe()}" if event == "takeover" and current else "",
+                    )
+                    return won
+                self.sleep(backoff.next())  # another job won this generation: look again
+                continue
+            if deadline.expired():
+                raise FencedError(
+                    f"lease.purger_id {self.purger_id}: {current.describe()}; still held after waiting lease.wait "
+                    f"({self.wait_ms} ms): another purge job is acting for this purger id"
+                )
+            pause = min((current.expires_at - now).total_seconds() + 0.05, deadline.remaining())
+            log.info("lease %s: %s; waiting %.1fs", self.purger_id, current.describe(), pause)
+            self.sleep(max(pause, 0.01))
+
+    def _generation(self, why: str) -> int:
+        if self.generation is None:
+            raise FencedError(f"lease.purger_id {self.purger_id}: no lease held {why}")
+        return self.generation
+
+    def renew(self, why: str) -> LeaseState:
+        """Extend the lease by ``ttl`` (a compare-and-set write); ``FencedError`` when a newer
+        generation holds it (the write was refused)."""
+        generation = self._generation(why)
+        self._writes += 1
+        self.table.append(self._row(generation, "renewed", self._writes))
+        return self.check(why)
+
+    def check(self, why: str) -> LeaseState:
+        """The newest lease row, which must be this job's; else ``FencedError`` naming the holder."""
+        generation = self._generation(why)
+        current = self.table.current(self.purger_id)
+        if current is None or current.generation != generation or current.run_id != self.run_id or current.event == "released":
+            now_held = current.describe() if current is not None else "no lease row"
+            self.generation = None
+            raise FencedError(
+                f"lease.purger_id {self.purger_id}: this job's generation {generation} (run {self.run_id}) is fenced {why}: "
+                f"now {now_held}; nothing more is deleted or audited by this job"
+            )
+        return current
+
+    def audit_txn(self) -> tuple[str, int]:
+        """(app id, version) for the holder's next audit write: above every older generation's."""
+        generation = self._generation("before an audit write")
+        self._audit_writes += 1
+        return lease_app_id(self.purger_id), txn_version(generation, self._audit_writes)
+
+    def fence_txn(self) -> tuple[str, int]:
+        """(app id, version) of the generation's first audit commit (its ``lease`` row)."""
+        return lease_app_id(self.purger_id), txn_version(self._generation("before the audit fence"), 0)
+
+    def release(self) -> None:
+        """End this job's lease (clean shutdown): the next job takes over at once. A fenced
+        job's release is refused by Delta (an older version) and changes nothing."""
+        if self.generation is None:
+            return
+        generation, self.generation = self.generation, None
+        try:
+            self.table.append(self._row(generation, "released", self._writes + 1))
+            log.info("lease %s: generation %d released", self.purger_id, generation)
+        except AuditError as exc:
+            log.warning("lease %s: releasing generation %d failed (%s); it expires in %d ms", self.purger_id, generation, exc, self.ttl_ms)
+
+
+def lease_status(table: LeaseStore, purger_id: str, now: datetime) -> str:
+    """One line: the purger's lease as the table has it (``spark-purge lease``, under ``plan``)."""
+    current = table.current(purger_id)
+    if current is None:
+        return f"purger {purger_id}: never leased ({table.path})"
+    state = "released" if current.event == "released" else "live" if current.live(now) else "expired"
+    return (
+        f"purger {purger_id}: generation {current.generation} {state}; holder {current.holder} run {current.run_id}; "
+        f"{current.event} at {current.at.isoformat()}; expires {current.expires_at.isoformat()}; config {current.config_fingerprint[:12]}"
+    )
+
+
+def release_current(table: LeaseStore, purger_id: str, clock: Callable[[], datetime] = _utcnow) -> LeaseState | None:
+    """An operator's release (``spark-purge lease --release``): a ``released`` row at the
+    current generation's last version, so the next job takes over at once and the holder, if
+    it still runs, is fenced at its next renewal (refused by Delta: a lower version). Returns
+    the lease released, or None when none was live."""
+    current = table.current(purger_id)
+    now = clock()
+    if current is None or not current.live(now):
+        return None
+    last = txn_version(current.generation, (1 << GENERATION_BITS) - 1)
+    table.append(LeaseState(purger_id, current.generation, current.run_id, user_at_host(), current.config_fingerprint, "released", now, now, last))
+    log.warning("lease %s: %s released by %s", purger_id, current.describe(), user_at_host())
+    return current
+
+
+@dataclass
+class FencedAudit:
+    """The audit as a lease holder writes it: every write under the lease's txn ids, so Delta
+    skips it once a newer generation wrote; each outcome (and lease) write is followed by a
+    lease check, so a skipped write raises ``FencedError``. (Intent writes are checked by the
+    renewal right before DeleteRecords.)"""
+
+    sink: AuditSink
+    lease: PurgerLease
+
+    def ensure_table(self) -> None:
+        self.sink.ensure_table()
+
+    def write(self, rows: Sequence[Row], kind: str, batch_id: int) -> bool:
+        wrote = self.sink.write(rows, kind, batch_id, txn=self.lease.audit_txn())
+        if wrote and kind != "intent":
+            self.lease.check(f"after its audit {kind} write for batch {batch_id} (an older generation's write is refused)")
+        return wrote
+
+
+__all__ = [
+    "FencedAudit",
+    "LeaseState",
+    "LeaseStore",
+    "LeaseTable",
+    "PurgerLease",
+    "holder_identity",
+    "lease_app_id",
+    "lease_status",
+    "release_current",
+    "txn_version",
+    "user_at_host",
+]

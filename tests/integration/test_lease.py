@@ -1,0 +1,178 @@
+"""Purger leases on a real broker with real Spark + Delta (issue 13): overlapping jobs, a job
+killed while holding the lease, a fenced job's late audit write. Everything is checked against
+Kafka's log start offsets and the Delta audit, not the jobs' own word."""
+from __future__ import annotations
+
+import re
+import signal
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kafka import KafkaAdminClient
+from pyspark.sql import Row, SparkSession
+
+from spark_purge import cli
+from spark_purge.audit import AuditSink
+from spark_purge.config import PurgeConfig, purger_id_of
+from spark_purge.errors import FencedError
+from spark_purge.lease import FencedAudit, LeaseTable, PurgerLease, lease_app_id, txn_version
+from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.processes import kill_group, python_env, spawn
+from spark_purge.testing.workload import (
+    audit_rows,
+    commit,
+    log_starts,
+    new_pipeline,
+    produce,
+    purge_config,
+    purge_config_dict,
+    retry,
+    run_cycle,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fence_commits(spark: SparkSession, audit_path: str) -> list[int]:
+    """Delta versions of the audit's lease (fence) commits, oldest first."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{audit_path}`").collect()
+    return sorted(h["version"] for h in history if h["userMetadata"] == "lease:-1")
+
+
+def generations_at(spark: SparkSession, audit_path: str, version: int | None = None) -> list[Any]:
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return sorted((r["lease_generation"], r["record_type"]) for r in reader.load(audit_path).collect())
+
+
+def test_overlapping_jobs_the_fenced_one_sends_no_delete_and_its_late_audit_write_is_refused(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = new_topic("lease")
+    produce(bootstrap, topic, [100])
+    old_group, new_group = f"{topic}-old", f"{topic}-new"
+    commit(admin, old_group, {(topic, 0): 60})
+    commit(admin, new_group, {(topic, 0): 30})
+    lease = {"purger_id": f"p-{topic}", "ttl": "2s", "wait": "60s"}
+    # Job A runs an older config (only old_group); job B the newer one that also requires new_group.
+    old = purge_config(tmp_path, bootstrap, re.escape(topic), [old_group], lease=lease)
+    new = purge_config(tmp_path, bootstrap, re.escape(topic), [old_group, new_group], lease=lease)
+    seen: dict[str, Any] = {}
+
+    def stall(step: str, batch_id: int) -> None:
+        # A has planned 60 and written its intent, then stalls past its ttl (a long GC pause, a
+        # slow driver): B starts meanwhile, waits for A's lease to expire and takes it over.
+        if step == "intents_written" and "b" not in seen:
+            b = new_pipeline(spark, new)
+            seen["b"] = run_cycle(b, 0)
+            seen["b_generation"] = b.lease.generation if b.lease else None
+            b.close()  # released
+
+    a = new_pipeline(spark, old, fault_hook=stall)
+    with pytest.raises(FencedError, match=rf"purger_id p-{re.escape(topic)}: this job's generation 1 .* is fenced right before DeleteRecords: now generation 2"):
+        run_cycle(a, 0)
+    assert a.lease is not None and not a.lease.held
+    assert seen["b_generation"] == 2 and seen["b"].deleted == 1
+
+    # Kafka: only B's cut (30) happened; A's 60 was never sent.
+    assert log_starts(admin, topic, 1) == [30]
+    rows = audit_rows(spark, old, None)
+    leases = {r["lease_generation"]: (r["status"], r["run_id"]) for r in rows if r["record_type"] == "lease"}
+    assert sorted(leases) == [1, 2] and leases[1] == ("acquired", a.run_id) and leases[2][0] == "takeover"
+    takeover = next(r for r in rows if r["record_type"] == "lease" and r["lease_generation"] == 2)
+    assert "generation 1 held by" in takeover["error"] and a.run_id in takeover["error"]
+    decisions = sorted((r["lease_generation"], r["record_type"], r["status"], r["cutoff"]) for r in rows if r["record_type"] != "lease")
+    assert decisions == [(1, "intent", "planned", 60), (2, "intent", "planned", 30), (2, "outcome", "deleted", 30)]
+
+    # A's late outcome write, as if it had not noticed: Delta refuses it inside the commit ...
+    sink = AuditSink(spark, old.audit.path, app_id=a.query_id)
+    late = [r for r in rows if r["record_type"] == "intent" and r["lease_generation"] == 1]
+    late_rows = [Row(**{**r, "record_type": "outcome", "status": "deleted", "error": "LATE"}) for r in late]
+    sink.write(late_rows, "outcome", 0, txn=(lease_app_id(purger_id_of(old)), txn_version(1, 99)))
+    # ... and through the job's own fenced audit it raises instead of passing unnoticed.
+    stale = PurgerLease(LeaseTable.of(spark, old), purger_id_of(old), a.run_id, "fp", 2000, 0, generation=1)
+    with pytest.raises(FencedError, match="after its audit outcome write for batch 0"):
+        FencedAudit(sink, stale).write(late_rows, "outcome", 0)
+    final = audit_rows(spark, old, None)
+    assert [r for r in final if r["error"] == "LATE"] == [] and len(final) == len(rows)
+    # No row of generation 1 was committed after generation 2's fence commit.
+    fence = fence_commits(spark, old.audit.path)[-1]
+    assert [g for g in generations_at(spark, old.audit.path) if g[0] == 1] == [
+        g for g in generations_at(spark, old.audit.path, fence) if g[0] == 1
+    ]
+    # B took over only once A's lease had expired (A renewed it at the start of its batch).
+    assert _takeover_at(spark, old, 2) >= _last_expiry(spark, old, 1)
+
+
+def test_a_job_killed_holding_the_lease_is_taken_over_after_its_expiry(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = new_topic("killed")
+    produce(bootstrap, topic, [50])
+    commit(admin, f"{topic}-g", {(topic, 0): 20})
+    data = purge_config_dict(tmp_path, bootstrap, re.escape(topic), [f"{topic}-g"])
+    data["lease"] = {"purger_id": f"k-{topic}", "ttl": "5s", "wait": "60s"}
+    path = tmp_path / "purge.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cfg = purge_config(tmp_path, bootstrap, re.escape(topic), [f"{topic}-g"], lease=data["lease"])
+    table = LeaseTable.of(spark, cfg)
+
+    proc = spawn([sys.executable, "-m", "spark_purge.cli", "run", "-c", str(path), "--follow"], cwd=REPO, env=python_env(),
+                 log=tmp_path / "job.log")
+    try:
+        retry(lambda: _held_by(table, f"k-{topic}", proc.pid), "the job's lease", 600, also=(AssertionError,))
+        retry(lambda: _assert(log_starts(admin, topic, 1) == [20]), "the job's first cut", 600, also=(AssertionError,))
+    finally:
+        kill_group(proc, signal.SIGKILL)  # no clean shutdown: the lease stays until it expires
+    assert proc.returncode == -signal.SIGKILL
+
+    assert cli.main(["lease", "-c", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert f"purger k-{topic}: generation 1 " in shown and f"pid={proc.pid}" in shown
+
+    commit(admin, f"{topic}-g", {(topic, 0): 35})
+    b = new_pipeline(spark, cfg)
+    run_cycle(b, 0)
+    state = table.current(f"k-{topic}")
+    assert state is not None and (state.generation, state.run_id) == (2, b.run_id)  # taken over, then renewed
+    assert _takeover_at(spark, cfg, 2) >= _last_expiry(spark, cfg, 1)  # never before the killed job's lease expired
+    b.close()
+    assert cli.main(["lease", "-c", str(path)]) == 0
+    assert re.search(rf"purger k-{re.escape(topic)}: generation 2 released; holder \S+ pid=\d+ run {b.run_id}", capsys.readouterr().out)
+    assert log_starts(admin, topic, 1) == [35]
+    takeover = [r for r in audit_rows(spark, cfg, "lease") if r["lease_generation"] == 2]
+    assert len(takeover) == 1 and takeover[0]["status"] == "takeover" and f"pid={proc.pid}" in takeover[0]["error"]
+
+
+def _lease_rows(spark: SparkSession, cfg: PurgeConfig, generation: int) -> list[Row]:
+    table = LeaseTable.of(spark, cfg)
+    df = spark.read.format("delta").load(table.path)
+    return df.where((df.purger_id == purger_id_of(cfg)) & (df.generation == generation)).collect()
+
+
+def _last_expiry(spark: SparkSession, cfg: PurgeConfig, generation: int) -> datetime:
+    return max(r["expires_at"] for r in _lease_rows(spark, cfg, generation) if r["event"] != "released")
+
+
+def _takeover_at(spark: SparkSession, cfg: PurgeConfig, generation: int) -> datetime:
+    (row,) = [r for r in _lease_rows(spark, cfg, generation) if r["event"] == "takeover"]
+    return row["at"]  # type: ignore[no-any-return]
+
+
+def _assert(condition: bool) -> None:
+    assert condition
+
+
+def _held_by(table: LeaseTable, purger_id: str, pid: int) -> Any:
+    state = table.current(purger_id)
+    assert state is not None and f"pid={pid}" in state.holder and state.generation == 1, state
+    return state

@@ -1,0 +1,133 @@
+"""Purger lease logic (acquire, wait for expiry, takeover, fencing, release) on an in-memory
+store that keeps Delta's idempotent-write rule: a write whose txnVersion is not above the
+latest recorded for its app id is skipped. The Delta table itself: tests/integration/test_lease.py."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pyspark.sql import Row
+
+from spark_purge.errors import FencedError
+from spark_purge.lease import FencedAudit, LeaseState, PurgerLease, lease_app_id, release_current, txn_version
+
+T0 = datetime(2026, 11, 23, 8, 0, tzinfo=timezone.utc)
+
+
+@dataclass
+class MemoryStore:
+    """Rows per purger; Delta's txn rule: a version not above the latest is skipped."""
+
+    path: str = "memory"
+    rows: list[LeaseState] = field(default_factory=list)
+
+    def current(self, purger_id: str) -> LeaseState | None:
+        mine = [r for r in self.rows if r.purger_id == purger_id]
+        return max(mine, key=lambda r: r.version) if mine else None
+
+    def append(self, state: LeaseState) -> None:
+        latest = self.current(state.purger_id)
+        if latest is None or state.version > latest.version:
+            self.rows.append(state)
+
+
+@dataclass
+class Clock:
+    now: datetime = T0
+    slept: list[float] = field(default_factory=list)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += timedelta(seconds=seconds)
+
+
+def lease(store: MemoryStore, clock: Clock, run_id: str, ttl_ms: int = 5000, wait_ms: int = 60_000) -> PurgerLease:
+    return PurgerLease(store, "p", run_id, "fp", ttl_ms, wait_ms, holder=f"host pid={run_id}", clock=clock, sleep=clock.sleep)
+
+
+def test_acquire_renew_release_then_the_next_job_takes_over_at_once() -> None:
+    store, clock = MemoryStore(), Clock()
+    a = lease(store, clock, "a")
+    first = a.acquire()
+    assert (first.generation, first.event, first.expires_at, first.version) == (1, "acquired", T0 + timedelta(seconds=5), 1 << 32)
+    clock.now += timedelta(seconds=3)
+    assert a.renew("test").expires_at == T0 + timedelta(seconds=8)
+    a.release()
+    assert (store.current("p").event, a.held) == ("released", False)  # type: ignore[union-attr]
+    b = lease(store, clock, "b")
+    assert (b.acquire().generation, b.taken_over, clock.slept) == (2, None, [])  # no wait after a release
+
+
+def test_a_live_lease_is_waited_for_then_taken_over_and_its_holder_is_fenced() -> None:
+    store, clock = MemoryStore(), Clock()
+    a, b = lease(store, clock, "a"), lease(store, clock, "b")
+    a.acquire()
+    taken = b.acquire()
+    assert (taken.generation, taken.event) == (2, "takeover")
+    assert sum(clock.slept) == pytest.approx(5.05)  # until a's expiry, not a poll interval more
+    assert b.taken_over is not None and (b.taken_over.generation, b.taken_over.run_id) == (1, "a")
+    with pytest.raises(FencedError, match=r"purger_id p: this job's generation 1 \(run a\) is fenced right before DeleteRecords: now generation 2 held by host pid=b run b"):
+        a.renew("right before DeleteRecords")
+    assert store.current("p") == taken  # a's renewal was refused, not recorded
+    with pytest.raises(FencedError):
+        a.audit_txn()  # nothing more is audited either
+    a.release()  # a fenced job's release changes nothing
+    assert store.current("p") == taken
+
+
+def test_waiting_longer_than_lease_wait_fails_naming_the_holder() -> None:
+    store, clock = MemoryStore(), Clock()
+    a = lease(store, clock, "a", ttl_ms=60_000)
+    a.acquire()
+    with pytest.raises(FencedError, match=r"lease.purger_id p: generation 1 held by host pid=a run a .* still held after waiting lease.wait \(2000 ms\)"):
+        lease(store, clock, "b", wait_ms=2000).acquire()
+    assert sum(clock.slept) == pytest.approx(2.0)
+
+
+def test_an_operator_release_fences_the_holder_and_frees_the_lease() -> None:
+    store, clock = MemoryStore(), Clock()
+    a = lease(store, clock, "a", ttl_ms=60_000)
+    a.acquire()
+    released = release_current(store, "p", clock)
+    assert released is not None and released.run_id == "a"
+    assert release_current(store, "p", clock) is None  # nothing live any more
+    with pytest.raises(FencedError, match=r"now generation 1 held by .* released"):
+        a.renew("at the start of batch 3")
+    b = lease(store, clock, "b")
+    assert (b.acquire().generation, clock.slept) == (2, [])
+
+
+def test_every_newer_generation_write_sorts_above_every_older_one() -> None:
+    assert txn_version(2, 0) > txn_version(1, (1 << 32) - 1) > txn_version(1, 0)
+    assert lease_app_id("p") == "lease:p"
+
+
+@dataclass
+class Sink:
+    writes: list[tuple[str, int, tuple[str, int] | None]] = field(default_factory=list)
+
+    def ensure_table(self) -> None: ...
+
+    def write(self, rows: list[Row], kind: str, batch_id: int, txn: tuple[str, int] | None = None) -> bool:
+        self.writes.append((kind, batch_id, txn))
+        return True
+
+
+def test_fenced_audit_writes_under_the_lease_txn_and_checks_after_outcomes() -> None:
+    store, clock = MemoryStore(), Clock()
+    a = lease(store, clock, "a")
+    a.acquire()
+    sink = Sink()
+    audit = FencedAudit(sink, a)  # type: ignore[arg-type]
+    audit.write([], "intent", 4)
+    audit.write([], "outcome", 4)
+    assert sink.writes == [("intent", 4, ("lease:p", txn_version(1, 1))), ("outcome", 4, ("lease:p", txn_version(1, 2)))]
+    clock.now += timedelta(seconds=10)
+    lease(store, clock, "b").acquire()  # a expired: taken over
+    with pytest.raises(FencedError, match="after its audit outcome write for batch 5"):
+        audit.write([], "outcome", 5)  # Delta would skip it (version below generation 2's)
+    assert sink.writes[-1] == ("outcome", 5, ("lease:p", txn_version(1, 3)))
