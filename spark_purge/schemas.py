@@ -209,6 +209,37 @@ BINDING_CONSTRAINTS = (
     "external",
     "below_min_step",
     "nothing_to_do",
+    # A retiring (ReadOnly) partition: purged only to its high watermark once drained and quiet
+    # (spark_purge.retirement); blocking_group / detail name what still holds it.
+    "retiring",
+    # A retired (None) partition written to since it was reclaimed: reported in every plan.
+    "writes_to_retired_partition",
+)
+
+# Partition retirement statuses (seed 002's StatusMode): ReadWrite, ReadOnly (retiring: no new
+# writes wanted, drained then reclaimed), None (retired: reclaimed to its high watermark).
+READ_WRITE, READ_ONLY, RETIRED = 0, 1, -1
+RETIREMENT_STATUS_NAMES = {READ_WRITE: "ReadWrite", READ_ONLY: "ReadOnly", RETIRED: "None"}
+# RETIREMENTS.event values: an operator's retire / cancel, the job's reclaim intent (written
+# before DeleteRecords) and its confirmation (written once the log start reached the offset).
+RETIREMENT_EVENTS = ("retire", "cancel", "reclaim_intent", "reclaimed")
+
+# The retirement registry (``spark_purge.retirement``): an append-only Delta table beside the
+# audit (``<audit.path>_retirements``); a partition's current state is its newest row.
+RETIREMENTS = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("status", IntegerType(), False),  # READ_WRITE | READ_ONLY | RETIRED after this event
+        StructField("event", StringType(), False),  # RETIREMENT_EVENTS
+        StructField("since", TimestampType(), False),  # when this row was written
+        StructField("requested_by", StringType(), True),  # user@host of the retire (carried along)
+        StructField("reason", StringType(), True),  # the operator's --reason (carried along)
+        # reclaim_intent / reclaimed: the offset the partition is (to be) purged to, its high
+        # watermark then; null on retire / cancel.
+        StructField("high_watermark", LongType(), True),
+        StructField("batch_id", LongType(), True),  # the purge batch of a reclaim row
+    ]
 )
 
 # Values of GROUP_OFFSETS.group_type for consumers whose positions the purge reads outside Kafka

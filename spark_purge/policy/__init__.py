@@ -105,6 +105,7 @@ from spark_purge.policy.inputs import (
     unreadable_required,
 )
 from spark_purge.policy.plan import (
+    RetirementInput,
     compute_plan,
     with_append_floor,
     with_binding_constraint,
@@ -114,6 +115,7 @@ from spark_purge.policy.plan import (
 
 __all__ = [
     "RetentionFloor",
+    "RetirementInput",
     "TimeFloorRequest",
     "TimestampLookup",
     "TopicRuleRow",
