@@ -14,7 +14,15 @@ from spark_purge.config import from_dict
 from spark_purge.errors import ConfigError, ConfigProblems
 from spark_purge.partitioner import RetirementPartitioner, closed_partitions
 from spark_purge.policy.retirement import is_reclaim
-from spark_purge.retirement import TopicFacts, check_cancel, check_request, check_retire, event_row, export_document, parse_partitions
+from spark_purge.retirement import (
+    TopicFacts,
+    check_cancel,
+    check_request,
+    check_retire,
+    event_row,
+    export_document,
+    parse_partitions,
+)
 from tests.unit.test_policy import NOW, ORDERS, brief, config, grp, part, retirement_state, rows, run
 
 RO, NONE = schemas.READ_ONLY, schemas.RETIRED
