@@ -18,8 +18,8 @@ producer needs no Spark, no JVM and no Delta reader. The file is re-read at most
 ``refresh_interval_s`` (default 30 s), so a retirement reaches producers within that interval:
 keep ``retirement.delay`` well above it. ``source`` is a local path (or ``file:`` URI): mount or
 sync the export where producers run; for anything else (s3, http) pass a callable returning the
-parsed document. A missing export means nothing is retired yet; an unreadable one is logged and
-the last good one kept.
+parsed document. Until an export has been read nothing counts as retired; after that a missing
+(being replaced) or unreadable one keeps the last good one (an unreadable one is logged).
 
     from spark_purge.partitioner import RetirementPartitioner
     producer = KafkaProducer(bootstrap_servers=..., partitioner=RetirementPartitioner("/shared/audit_retirements.json"))
@@ -51,12 +51,10 @@ def closed_partitions(document: Mapping[str, Any]) -> dict[str, frozenset[int]]:
 
 
 def file_loader(path: str) -> Loader:
-    """Read the export at a local ``path`` (``file:`` URI accepted); a missing file: nothing retired."""
+    """Read the export at a local ``path`` (``file:`` URI accepted); ``OSError`` when it is missing."""
     local = Path(path[len("file:"):] if path.startswith("file:") else path)
 
     def load() -> Mapping[str, Any]:
-        if not local.exists():
-            return {"partitions": []}
         loaded: Mapping[str, Any] = json.loads(local.read_text(encoding="utf-8"))
         return loaded
 
@@ -84,6 +82,8 @@ class RetirementPartitioner(Partitioner):  # type: ignore[misc]  # kafka-python 
                 self._loaded_at = now
                 try:
                     self._closed = closed_partitions(self._load())
+                except FileNotFoundError as exc:  # none written yet, or being replaced right now
+                    log.debug("no retirement export (%s): keeping the last one read", exc)
                 except (OSError, ValueError, KeyError, TypeError) as exc:
                     log.warning("retirement export unreadable (%s): keeping the last one read", exc)
             return self._closed.get(topic, frozenset())

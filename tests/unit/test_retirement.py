@@ -195,3 +195,5 @@ def test_partitioner_keeps_the_last_good_export(tmp_path: Any) -> None:
     assert chooser.closed("orders") == frozenset({1})
     export.write_text("{not json")
     assert chooser.closed("orders") == frozenset({1})
+    export.unlink()  # the writer replaces it: delete, then rename
+    assert chooser.closed("orders") == frozenset({1})
