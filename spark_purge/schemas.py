@@ -12,6 +12,7 @@
   (rules resolved per topic, manual entries, answers to ``@timestamp`` lookups).
 - ``PLAN``: the purge plan, one row per selected partition.
 - ``AUDIT``: the Delta audit table, one row per partition decision (intent or outcome).
+- ``RETIREMENTS``: the partition retirement registry beside the audit, one row per event.
 """
 from __future__ import annotations
 
@@ -215,6 +216,9 @@ BINDING_CONSTRAINTS = (
     # A retired (None) partition written to since it was reclaimed: reported in every plan.
     "writes_to_retired_partition",
 )
+
+# The binding constraints of retiring partitions (blocking_group names a consumer holding one).
+RETIREMENT_CONSTRAINTS = ("retiring", "writes_to_retired_partition")
 
 # Partition retirement statuses (seed 002's StatusMode): ReadWrite, ReadOnly (retiring: no new
 # writes wanted, drained then reclaimed), None (retired: reclaimed to its high watermark).

@@ -34,11 +34,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType
 
 from spark_purge._time import as_utc, format_duration
-from spark_purge.schemas import READ_ONLY, RETIRED
+from spark_purge.schemas import READ_ONLY, RETIRED, RETIREMENT_CONSTRAINTS
 
-RETIRING = "retiring"
-WRITES_TO_RETIRED = "writes_to_retired_partition"
-RETIREMENT_CONSTRAINTS = (RETIRING, WRITES_TO_RETIRED)
+RETIRING, WRITES_TO_RETIRED = RETIREMENT_CONSTRAINTS
 RECENT_WRITES = "recent_writes"  # how the detail names writes within retirement.delay
 
 

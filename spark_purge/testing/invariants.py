@@ -30,6 +30,13 @@ batch; it must execute only the recorded intents and never cut past the rewound 
 intents are checked against the commits they were planned on, before the rewind; every delete
 must have an intent whose cutoff is at least its own (a replay may cut less, never more).
 
+And ``retire`` (partition retirement, seed 002): B's last partition is retired once through the
+registry (``retirement.enable``, ``retirement.delay`` of ``RETIRE_DELAY_MS``); the producer still
+writes to it now and then (``RETIRED_WRITE_RATE``). Its safe point is that of any partition, and
+it is never purged whole while a record was sent to it within the delay before the snapshot (a
+record sent at s was appended at s or later; the checker's own send times, not the policy's
+history). The summary notes how often it was purged whole.
+
 Consumer kinds beyond committing groups (``--faults`` chooses the kinds; default: every kind
 whose product support exists, ``DEFAULT_KINDS``):
 
@@ -68,6 +75,7 @@ whose product support exists, ``DEFAULT_KINDS``):
     ./dev.sh py -m spark_purge.testing.invariants --cycles 20 --seed 1 --nodes 1 # no node faults
     ./dev.sh py -m spark_purge.testing.invariants --cycles 5 --nodes 1 --faults group_expiry,share_consume
     ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults spark_stream
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults retire --fault-rate 1
 
 It prints cycles, faults injected by kind, records produced, share records accepted, groups
 expired, Spark query runs and records read, records deleted, audit rows checked and violations, and exits

@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from spark_purge import schemas
 from spark_purge._time import Deadline
+from spark_purge.audit import blocked_now
 from spark_purge.cli import EXIT_OK, EXIT_USAGE, main
 from spark_purge.config import PurgeConfig, from_dict
 from spark_purge.partitioner import RetirementPartitioner
@@ -122,6 +123,8 @@ def test_retire_drain_reclaim_and_writes_to_a_retired_partition(
     assert log_starts(admin, topic, 3) == [high[0], high[1], 4]
     row = _outcome(spark, cfg, 0, 2)
     assert _brief(row) == ("deleted", "retiring", 4, group) and row["blocking_group_type"] == "classic"
+    held = blocked_now(spark.read.format("delta").load(cfg.audit.path)).where(f"topic = '{topic}'").collect()
+    assert [(r["partition"], r["binding_constraint"], r["blocking_group"], r["records_held"]) for r in held] == [(2, "retiring", group, 7)]
     capsys.readouterr()
     assert main(["retirements", "-c", str(path)]) == EXIT_OK
     listing = capsys.readouterr().out

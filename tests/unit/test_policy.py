@@ -164,7 +164,7 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
     ]
     progress = [prog("old", "stale", 0, 90, old)]
     retiring = retirement_state(spark, ("orders.retiring", 0, schemas.READ_ONLY, None), ("orders.retired", 0, schemas.RETIRED, 300))
-    plan = run(spark, cfg, parts, groups, progress, unreadable={"ghost": "GROUP_AUTHORIZATION_FAILED"}, retirement=retiring, history=[])
+    plan = run(spark, cfg, parts, groups, progress, unreadable={"ghost": "GROUP_AUTHORIZATION_FAILED"}, retirement=retiring)
     got = {t: brief(r) for (t, _), r in rows(plan).items()}
     assert got == {
         "orders.group": ("group", 250, 250, True, "billing"),
