@@ -37,7 +37,7 @@ from pyspark.sql.window import Window
 
 from spark_purge._time import Backoff
 from spark_purge.errors import AuditError
-from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, LEASE_RECORD, PROGRESS_STORE
+from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, LEASE_RECORD, PROGRESS_STORE, RETIREMENT_CONSTRAINTS
 
 if TYPE_CHECKING:
     from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
@@ -410,7 +410,7 @@ def latest_outcomes(audit: DataFrame) -> DataFrame:
 
 
 def blocked_now(audit: DataFrame) -> DataFrame:
-    """Partitions whose latest decision was held back by a consumer group, and by which."""
+    """Partitions whose latest decision was held back by a consumer group (a retiring one too), and by which."""
     return (
         latest_outcomes(audit)
         .withColumn(
@@ -418,7 +418,13 @@ def blocked_now(audit: DataFrame) -> DataFrame:
             F.col("high_watermark") - F.greatest(F.coalesce("low_watermark", "prior_log_start_offset"), F.coalesce("cutoff", F.lit(0))),
         )
         # A group that has read everything binds at the high watermark but holds nothing back.
-        .where(F.col("binding_constraint").isin(*BLOCKING_CONSTRAINTS) & (F.col("records_held") > 0))
+        .where(
+            (
+                F.col("binding_constraint").isin(*BLOCKING_CONSTRAINTS)
+                | (F.col("binding_constraint").isin(*RETIREMENT_CONSTRAINTS) & F.col("blocking_group").isNotNull())
+            )
+            & (F.col("records_held") > 0)
+        )
         .select(
             "topic",
             "partition",

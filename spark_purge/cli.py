@@ -6,6 +6,9 @@
     spark-purge audit -c conf/prod.yaml [--report deleted|blocked|errors|all] [--days N]
     spark-purge forget-group GROUP -c conf/prod.yaml [--topic REGEX]  # a vanished group stops holding
     spark-purge lease -c conf/prod.yaml [--release]  # the purger lease: holder, generation, expiry
+    spark-purge retire TOPIC:PARTITION[,...] -c conf/prod.yaml --reason TEXT  # ReadWrite -> ReadOnly
+    spark-purge retire --cancel TOPIC:PARTITION[,...] -c conf/prod.yaml       # ReadOnly -> ReadWrite
+    spark-purge retirements -c conf/prod.yaml        # retiring/retired partitions, drain progress
 
 stdout carries the command's output only; log lines go to stderr: ours at INFO, Spark's at WARN
 with its start-up noise silenced (``-q``: warnings and errors only; ``-v``: debug, Spark at INFO;
@@ -110,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--release", action="store_true",
         help="release the current generation now (its holder, if still alive, is fenced); the next job takes over at once",
     )
+    retire = sub.add_parser("retire", help="retire partitions (ReadWrite -> ReadOnly), or --cancel (back to ReadWrite)")
+    retire.add_argument("partitions", help="TOPIC:PARTITION[,TOPIC:PARTITION...]")
+    common(retire)
+    retire.add_argument("--reason", help="why they are retired (recorded in the registry); required unless --cancel")
+    retire.add_argument("--cancel", action="store_true", help="move ReadOnly partitions back to ReadWrite")
+
+    retirements = sub.add_parser("retirements", help="list retiring and retired partitions with their drain progress")
+    common(retirements)
     return parser
 
 
@@ -142,6 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_forget_group(cfg, args)
         if args.command == "lease":
             return cmd_lease(cfg, args)
+        if args.command == "retire":
+            return cmd_retire(cfg, args)
+        if args.command == "retirements":
+            return cmd_retirements(cfg, args)
         return cmd_audit(cfg, args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -348,6 +363,82 @@ def cmd_forget_group(cfg: PurgeConfig, args: argparse.Namespace) -> int:
         "a group that still commits is remembered again at its next commit"
     )
     return EXIT_OK
+
+
+def cmd_retire(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    """Retire partitions, or cancel a retirement: every request checked first, nothing changed on
+    bad input (``spark_purge.retirement``)."""
+    from spark_purge.pipeline import read_snapshot
+    from spark_purge.retirement import RetirementRegistry, cancel, check_request, parse_partitions, retire, topic_facts
+
+    requests = parse_partitions(args.partitions)
+    check_request(cfg, args.reason, args.cancel)  # before Spark starts
+    spark = _spark(args)
+    registry = RetirementRegistry.beside(spark, cfg.audit.path)
+    now = datetime.now(timezone.utc)
+    try:
+        if args.cancel:
+            rows = cancel(registry, cfg, requests, _operator(), now)
+        else:
+            topics = sorted({t for t, _ in requests})
+            facts = topic_facts(read_snapshot(spark, cfg, topics).select("topic", "partition", "internal", "cleanup_policy").collect())
+            rows = retire(registry, cfg, facts, requests, str(args.reason), _operator(), now)
+    except SparkPurgeError:
+        raise
+    except Exception as exc:
+        raise _translate(exc) from exc
+    print(format_table([_retirement_cells(r.asDict()) for r in rows], RETIREMENT_COLUMNS))
+    verb = "moved back to ReadWrite" if args.cancel else "now ReadOnly: keep producers off them (spark_purge.partitioner)"
+    print(f"\n{len(rows)} partition(s) {verb}; registry {registry.path}, producers' export {registry.export_path}")
+    return EXIT_OK
+
+
+def cmd_retirements(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    """Every partition ever retired, its status and the plan's verdict, then the drain progress
+    of each required consumer (position against the high watermark)."""
+    from spark_purge.pipeline import plan_snapshot, read_snapshot, with_external
+    from spark_purge.retirement import RetirementRegistry, drain_rows
+
+    spark = _spark(args)
+    registry = RetirementRegistry.beside(spark, cfg.audit.path)
+    try:
+        current = registry.current().orderBy("topic", "partition").collect()
+        if not current:
+            print(f"no partition has been retired (registry {registry.path})")
+            return EXIT_OK
+        topics = sorted({r["topic"] for r in current})
+        snapshot = with_external(spark, cfg, read_snapshot(spark, cfg, topics)).collect()
+        plan = plan_snapshot(spark, cfg) if cfg.retirement.enable else None
+        verdicts = {} if plan is None else {(r["topic"], r["partition"]): r for r in plan.rows.collect()}
+    except SparkPurgeError:
+        raise
+    except Exception as exc:
+        raise _translate(exc) from exc
+    listed = []
+    for r in current:
+        cells = _retirement_cells(r.asDict())
+        verdict = verdicts.get((r["topic"], r["partition"]))
+        cells["verdict"] = None if verdict is None else f"{verdict['binding_constraint']}: {verdict['detail']}"
+        listed.append(cells)
+    print(format_table(listed, RETIREMENT_COLUMNS + (("reclaimed_to", "reclaimed_to"), ("verdict", "plan"))))
+    print("\n== drain progress (required consumers)")
+    print(format_table(drain_rows(snapshot, current, cfg), DRAIN_COLUMNS))
+    if not cfg.retirement.enable:
+        print("\nwarning: retirement.enable is false: the purge job does not reclaim these partitions")
+    return EXIT_OK
+
+
+RETIREMENT_COLUMNS = (("topic", "topic"), ("partition", "part"), ("status_name", "status"), ("event", "event"),
+                      ("since", "since"), ("requested_by", "by"), ("reason", "reason"))
+DRAIN_COLUMNS = (("topic", "topic"), ("partition", "part"), ("status", "status"), ("consumer", "consumer"), ("type", "type"),
+                 ("position", "position"), ("high_watermark", "high_wm"), ("behind", "behind"), ("drained", "drained"))
+
+
+def _retirement_cells(row: dict[str, object]) -> dict[str, object]:
+    from spark_purge.schemas import RETIREMENT_STATUS_NAMES
+
+    status = row.get("status")
+    return {**row, "status_name": RETIREMENT_STATUS_NAMES.get(status, str(status)) if isinstance(status, int) else None}
 
 
 FORGET_COLUMNS = (("group_id", "group"), ("group_type", "type"), ("topic", "topic"), ("partition", "part"),

@@ -27,6 +27,7 @@ Top-level YAML keys (see ``conf/example.yaml`` for every option)::
     stream:           checkpoint_location, trigger_interval, query_name, max_snapshot_age
     lease:            enabled, purger_id, ttl, wait, path
     external_consumers: [{name, spark_checkpoint, topics} | {name, hold: {topic, partition, offset} | [...]}]
+    retirement:       enable, delay  (partition retirement, see ``spark_purge.retirement``)
     dry_run:          bool
 
 Each default is declared once, on its dataclass field; the loader passes only the keys a file
@@ -465,6 +466,19 @@ class LeaseConfig:
 
 
 @dataclass(frozen=True)
+class RetirementConfig:
+    """Partition retirement (seed 002): off unless ``enable``. A ReadOnly partition is reclaimed
+    (purged to its high watermark) once drained and its high watermark has not moved for ``delay``."""
+
+    enable: bool = False
+    delay: int = 300_000  # ms; seed 002's delete.topic.partition.interval.delay.ms
+
+    def __post_init__(self) -> None:
+        if self.delay <= 0:
+            raise _FieldError("delay", f"expected a positive duration, got {self.delay}ms")
+
+
+@dataclass(frozen=True)
 class StaticHold:
     """Never cut ``topic`` (one ``partition``, or every one: None) past ``offset``."""
 
@@ -541,6 +555,7 @@ class PurgeConfig:
     manual: tuple[ManualEntry, ...] = ()
     stream: StreamConfig | None = None
     external_consumers: tuple[ExternalConsumer, ...] = ()
+    retirement: RetirementConfig = field(default_factory=RetirementConfig)
     dry_run: bool = False
     lease: LeaseConfig = field(default_factory=LeaseConfig)
 
@@ -817,6 +832,7 @@ _STREAM_KEYS = tuple(f.name for f in dataclasses.fields(StreamConfig))
 _LEASE_KEYS = tuple(f.name for f in dataclasses.fields(LeaseConfig))
 _EXTERNAL_KEYS = tuple(f.name for f in dataclasses.fields(ExternalConsumer))
 _HOLD_KEYS = ("topic", "partition", "offset")
+_RETIREMENT_KEYS = tuple(f.name for f in dataclasses.fields(RetirementConfig))
 _ROOT_KEYS = tuple(f.name for f in dataclasses.fields(PurgeConfig))
 
 
@@ -957,6 +973,11 @@ def _external(value: object, path: str) -> ExternalConsumer:
     return _build(ExternalConsumer, path, **_given(d, path, ExternalConsumer, checks))
 
 
+def _retirement(value: object, path: str) -> RetirementConfig:
+    d = _section(value, path, _RETIREMENT_KEYS)
+    return _build(RetirementConfig, path, **_given(d, path, RetirementConfig, {"enable": _bool, "delay": _duration}))
+
+
 def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
     """Build and validate a ``PurgeConfig`` from parsed YAML/JSON; ``ConfigError`` on bad input."""
     problems: list[str] = []
@@ -976,6 +997,7 @@ def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
         "manual": lambda v, p: _list(v, p, _manual),
         "stream": _stream,
         "external_consumers": lambda v, p: _list(v, p, _external),
+        "retirement": _retirement,
         "dry_run": _bool,
         "lease": _lease,
     }
@@ -1099,6 +1121,7 @@ __all__ = [
     "KafkaConfig",
     "ManualEntry",
     "PurgeConfig",
+    "RetirementConfig",
     "RuleDefaults",
     "SecretRef",
     "SecurityConfig",

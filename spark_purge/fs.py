@@ -62,6 +62,24 @@ class HadoopFiles:
         finally:
             stream.close()
 
+    def write_text(self, path: str, text: str) -> None:
+        """Replace ``path`` with ``text`` (UTF-8): written beside it, then renamed over it, so a
+        reader sees the old file, the new one, or (for a moment) none; never half of one."""
+        import uuid
+
+        p, fs = self._path_fs(path)
+        tmp = self._jvm.org.apache.hadoop.fs.Path(f"{path}.{uuid.uuid4().hex}.tmp")
+        stream = fs.create(tmp, True)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+        if fs.exists(p):
+            fs.delete(p, False)
+        if not fs.rename(tmp, p):
+            fs.delete(tmp, False)
+            raise OSError(f"cannot write {path}: renaming {tmp} over it failed")
+
     def qualify(self, path: str) -> str:
         """``path`` as its file system's fully qualified URI (``/a/b`` and ``file:/a/b`` both
         give ``file:/a/b``; ``s3a://bucket/x`` keeps its bucket): one spelling per location."""

@@ -11,6 +11,8 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
    FileSystem, fresh for every batch (a replayed batch sees the current positions);
 1. plans the snapshot (``schemas.SNAPSHOT``) with a ``planner.Planner``, as of the snapshot's
    own time;
+   With ``retirement.enable``, the planner also reads the retirement registry
+   (``spark_purge.retirement``) and the runner records each reclaim in it (intent first);
 2. runs the plan with a ``runner.BatchRunner``: intents to the Delta audit before any delete,
    the lease renewed right before DeleteRecords, DeleteRecords batched per leader, one outcome
    row per planned partition (exactly once; under the lease's Delta txn ids, so a fenced
@@ -22,8 +24,9 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
 3. remembers every group position it saw and when it last moved (``audit.ProgressStore``,
    a MERGE: stale-group detection, and vanished groups — a position Kafka forgot keeps holding,
    see ``spark_purge.vanished``);
-4. when some rule has a ``min_retention``, records the partitions' high watermarks
-   (``history.AppendHistory``), so later time floors hold records by append time; with
+4. when some rule has a ``min_retention`` or ``retirement.enable`` is set, records the
+   partitions' high watermarks (``history.AppendHistory``), so later time floors hold records by
+   append time and a retiring partition's quiet time is known; with
    ``kafka.clock_probe_topic`` set, measures the broker's clock (``kafka.clock``) and warns when
    it is more than a second off the driver's.
 
@@ -66,6 +69,7 @@ from spark_purge.planner import Plan, Planner
 from spark_purge.policy import retention_floors, split_snapshot
 from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
+from spark_purge.retirement import RegistryTracker, RetirementRegistry
 from spark_purge.runner import AuditWriter, BatchResult, BatchRunner, PurgeClient
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
 from spark_purge.vanished import retention_warning
@@ -98,12 +102,17 @@ def source_options(config: PurgeConfig, poll_interval_ms: int | None = None) -> 
     return opts
 
 
-def read_snapshot(spark: SparkSession, config: PurgeConfig) -> DataFrame:
-    """One batch snapshot (SNAPSHOT schema) of the cluster, cached so it is read once."""
+def read_snapshot(spark: SparkSession, config: PurgeConfig, topics: Sequence[str] | None = None) -> DataFrame:
+    """One batch snapshot (SNAPSHOT schema) of the cluster: the topics the config can select, or
+    exactly ``topics`` (internal ones included, so they can be named as such)."""
     from spark_purge.source import register
 
     register(spark)
-    return spark.read.format(SOURCE_FORMAT).options(**source_options(config)).option("view", "snapshot").load()
+    options = source_options(config)
+    if topics is not None:
+        options["topic.include"] = "|".join(re.escape(t) for t in topics)
+        options["include.internal"] = "true"
+    return spark.read.format(SOURCE_FORMAT).options(**options).option("view", "snapshot").load()
 
 
 def with_external(spark: SparkSession, config: PurgeConfig, snapshot: DataFrame, files: Files | None = None) -> DataFrame:
@@ -208,23 +217,31 @@ class PurgePipeline:
         return history_store(self.spark, self.checkpoint_location)
 
     @property
+    def retirements(self) -> RetirementRegistry:
+        return RetirementRegistry.beside(self.spark, self.config.audit.path)
+
+    @property
     def planner(self) -> Planner:
         return Planner(
             self.config,
             lambda timestamps: self.client().offsets_for_times(timestamps),
             self.progress.read_if_exists,
             self.history.read_if_exists,
+            self.retirements.current,
         )
 
     @property
     def runner(self) -> BatchRunner:
         lease = self.lease
+        tracker = RegistryTracker(self.retirements) if self.config.retirement.enable else None
         if lease is None:
-            return BatchRunner(self.audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook)
+            return BatchRunner(
+                self.audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook, retirements=tracker
+            )
         audit: AuditWriter = FencedAudit(self.audit, lease)
         return BatchRunner(
             audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook,
-            before_delete=lambda: lease.renew("right before DeleteRecords"),
+            before_delete=lambda: lease.renew("right before DeleteRecords"), retirements=tracker,
         )
 
     @property
@@ -319,12 +336,15 @@ class PurgePipeline:
         return self._done(result)
 
     def _record_history(self, partitions: DataFrame, batch_id: int) -> None:
-        """Add the snapshot's high watermarks to the append history, when a time floor needs it.
+        """Add the snapshot's high watermarks to the append history, when a time floor or
+        partition retirement (how long a high watermark has been still) needs it.
 
         Stamped with the clock now, after the batch, not the snapshot's time (taken before the
         high watermarks were read): a row then claims only "every offset at or above it was
         appended after this time", which is true; the snapshot's earlier time would not be."""
         keep_ms = max((f.min_retention_ms for f in retention_floors(self.config)), default=0)
+        if self.config.retirement.enable:
+            keep_ms = max(keep_ms, self.config.retirement.delay)
         if keep_ms:
             self.history.update(partitions, datetime.now(timezone.utc), keep_ms, batch_id)
 
@@ -478,8 +498,9 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
         progress = progress_store(spark, checkpoint, app_id="plan").read_if_exists
         history = history_store(spark, checkpoint).read_if_exists
     clock = broker_clock(config)
+    retirements = RetirementRegistry.beside(spark, config.audit.path).current
     try:
-        plan = Planner(config, lookup, progress, history).plan(with_external(spark, config, read_snapshot(spark, config)))
+        plan = Planner(config, lookup, progress, history, retirements).plan(with_external(spark, config, read_snapshot(spark, config)))
         return None if plan is None else dataclasses.replace(plan, clock=read_clock(clock))
     finally:
         for client in opened:

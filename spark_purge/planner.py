@@ -6,7 +6,9 @@ snapshot no longer shows is added as a ``Vanished`` group row, see ``spark_purge
 the answers to the config's ``@timestamp`` manual
 entries (ListOffsets by timestamp), and the append history (``spark_purge.history``: the high
 watermarks past snapshots saw, so the time floor holds records by append time, whatever their
-CreateTime). The plan is made as of the snapshot's own time, so a
+CreateTime), and, with ``retirement.enable``, the retirement registry's current state
+(``spark_purge.retirement``: which partitions are retiring; the history says how long their high
+watermarks have been still). The plan is made as of the snapshot's own time, so a
 replayed batch plans exactly what it planned the first time.
 
     planner = Planner(config, lookup_offsets=client.offsets_for_times)
@@ -26,7 +28,7 @@ from spark_purge._time import as_utc
 from spark_purge.config import PurgeConfig
 from spark_purge.kafka.clock import ClockReading
 from spark_purge.kafka.model import TopicPartitionKey
-from spark_purge.policy import compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
+from spark_purge.policy import RetirementInput, compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
 from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS
 from spark_purge.vanished import with_vanished_groups
 
@@ -53,12 +55,15 @@ class Planner:
     ``lookup_offsets`` answers ``@timestamp`` manual entries and is only called when some exist;
     ``append_history`` reads the append history (``APPEND_HISTORY``; None from it: no history
     yet, so time floors fall to the log start). Left unset, no history is kept and time floors
-    are the timestamp lookup alone (record time): the pipeline always sets it."""
+    are the timestamp lookup alone (record time): the pipeline always sets it.
+    ``retirements`` reads the registry's current state (``RetirementRegistry.current``); it is
+    called only with ``retirement.enable``."""
 
     config: PurgeConfig
     lookup_offsets: OffsetLookup
     progress: Callable[[], DataFrame | None] = lambda: None
     append_history: Callable[[], DataFrame | None] | None = None
+    retirements: Callable[[], DataFrame] | None = None
 
     def plan(self, snapshot: DataFrame) -> Plan | None:
         """The plan for a snapshot, or None when the snapshot has no rows."""
@@ -78,10 +83,17 @@ class Planner:
             manual_offsets=self.manual_offsets(partitions),
             unreadable_groups=unreadable,
             append_history=self.history(snapshot.sparkSession),
+            retirement=self.retirement(),
         )
         pending = partitions.where(F.col("last_stable_offset") < F.col("high_watermark"))
         lsos = {(r["topic"], r["partition"]): int(r["last_stable_offset"]) for r in pending.select("topic", "partition", "last_stable_offset").collect()}
         return Plan(rows, now, open_transactions=lsos)
+
+    def retirement(self) -> RetirementInput | None:
+        """The retirement state to plan with (None: retirement off, or no registry reader)."""
+        if not self.config.retirement.enable or self.retirements is None:
+            return None
+        return RetirementInput(self.retirements(), self.config.retirement.delay)
 
     def history(self, spark: SparkSession) -> DataFrame | None:
         """The append history to plan with: None when none is kept, empty before the first row."""

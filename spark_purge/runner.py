@@ -5,6 +5,9 @@
    batched per leader, leaders in parallel (the client does the batching);
 3. write one **outcome** row per planned partition (exactly once per batch: Delta txn ids).
 
+With partition retirement on, ``retirements`` records a reclaim's intent in the registry after
+the audit intents (before any delete) and its result after the outcomes (``spark_purge.retirement``).
+
 The rows themselves come from the pure mapping in ``audit`` (``intent_rows``/``outcome_rows``).
 """
 from __future__ import annotations
@@ -30,6 +33,14 @@ class AuditWriter(Protocol):
     def ensure_table(self) -> None: ...
 
     def write(self, rows: Sequence[Row], kind: str, batch_id: int) -> bool: ...
+
+
+class RetirementHooks(Protocol):
+    """The retirement registry as the runner uses it (``retirement.RegistryTracker``)."""
+
+    def before_deletes(self, plan: Sequence[Row], ctx: BatchContext) -> None: ...
+
+    def after_outcomes(self, plan: Sequence[Row], outcomes: Sequence[Row], ctx: BatchContext) -> None: ...
 
 
 class PurgeClient(Protocol):
@@ -85,12 +96,15 @@ class BatchRunner:
     # Called right before DeleteRecords is sent (the purger lease's renewal: a fenced job
     # raises ``FencedError`` there and sends nothing).
     before_delete: Callable[[], object] | None = None
+    retirements: RetirementHooks | None = None
 
     def run(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
         """Intents first, then :meth:`execute`."""
         self.audit.ensure_table()
         # 1. intents: persisted before anything is deleted.
         self.audit.write(intent_rows(plan, ctx), "intent", ctx.batch_id)
+        if self.retirements is not None:
+            self.retirements.before_deletes(plan, ctx)
         self._fault("intents_written", ctx.batch_id)
         return self._deletes_and_outcomes(plan, ctx)
 
@@ -98,6 +112,8 @@ class BatchRunner:
         """Deletes and outcomes of a plan whose intents are already recorded (a replayed batch
         comes straight here with its recorded intents, re-bounded: ``spark_purge.replay``)."""
         self.audit.ensure_table()
+        if self.retirements is not None:  # recorded already unless the batch died before: idempotent
+            self.retirements.before_deletes(plan, ctx)
         return self._deletes_and_outcomes(plan, ctx)
 
     def _deletes_and_outcomes(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
@@ -122,6 +138,8 @@ class BatchRunner:
         # 3. outcomes: one per planned partition, exactly once per batch.
         rows = outcome_rows(plan, outcomes, ctx, executed_at=self.clock())
         self.audit.write(rows, "outcome", ctx.batch_id)
+        if self.retirements is not None:
+            self.retirements.after_outcomes(plan, rows, ctx)
         result.count(rows)
         return result
 
@@ -130,4 +148,4 @@ class BatchRunner:
             self.fault_hook(step, batch_id)
 
 
-__all__ = ["AuditWriter", "BatchResult", "BatchRunner", "PurgeClient"]
+__all__ = ["AuditWriter", "BatchResult", "BatchRunner", "PurgeClient", "RetirementHooks"]

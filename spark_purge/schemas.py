@@ -14,6 +14,7 @@
 - ``AUDIT``: the Delta audit table, one row per partition decision (intent or outcome).
 - ``LEASES``: the purger lease table beside the audit (``spark_purge.lease``), one row per
   acquisition, renewal or release.
+- ``RETIREMENTS``: the partition retirement registry beside the audit, one row per event.
 """
 from __future__ import annotations
 
@@ -210,8 +211,42 @@ BINDING_CONSTRAINTS = (
     "vanished_group",
     "external",
     "below_min_step",
+    # A retiring (ReadOnly) partition: purged only to its high watermark once drained and quiet
+    # (spark_purge.retirement); blocking_group / detail name what still holds it.
+    "retiring",
+    # A retired (None) partition written to since it was reclaimed: reported in every plan.
+    "writes_to_retired_partition",
 )
 # (Audits written before the bound kept its name at the log start also hold ``nothing_to_do``.)
+
+# The binding constraints of retiring partitions (blocking_group names a consumer holding one).
+RETIREMENT_CONSTRAINTS = ("retiring", "writes_to_retired_partition")
+
+# Partition retirement statuses (seed 002's StatusMode): ReadWrite, ReadOnly (retiring: no new
+# writes wanted, drained then reclaimed), None (retired: reclaimed to its high watermark).
+READ_WRITE, READ_ONLY, RETIRED = 0, 1, -1
+RETIREMENT_STATUS_NAMES = {READ_WRITE: "ReadWrite", READ_ONLY: "ReadOnly", RETIRED: "None"}
+# RETIREMENTS.event values: an operator's retire / cancel, the job's reclaim intent (written
+# before DeleteRecords) and its confirmation (written once the log start reached the offset).
+RETIREMENT_EVENTS = ("retire", "cancel", "reclaim_intent", "reclaimed")
+
+# The retirement registry (``spark_purge.retirement``): an append-only Delta table beside the
+# audit (``<audit.path>_retirements``); a partition's current state is its newest row.
+RETIREMENTS = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("status", IntegerType(), False),  # READ_WRITE | READ_ONLY | RETIRED after this event
+        StructField("event", StringType(), False),  # RETIREMENT_EVENTS
+        StructField("since", TimestampType(), False),  # when this row was written
+        StructField("requested_by", StringType(), True),  # user@host of the retire (carried along)
+        StructField("reason", StringType(), True),  # the operator's --reason (carried along)
+        # reclaim_intent / reclaimed: the offset the partition is (to be) purged to, its high
+        # watermark then; null on retire / cancel.
+        StructField("high_watermark", LongType(), True),
+        StructField("batch_id", LongType(), True),  # the purge batch of a reclaim row
+    ]
+)
 
 # Values of GROUP_OFFSETS.group_type for consumers whose positions the purge reads outside Kafka
 # (configured under external_consumers, whose ``type`` names them): required wherever they have

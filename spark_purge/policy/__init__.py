@@ -83,6 +83,12 @@ Unknown progress means not stale. A stale group with ``on_stale_group: block`` s
 cutoff at its commit (binding ``stale_group``); with ``ignore`` it is left out of the minimum.
 Either way it is listed in ``stale_groups``.
 
+Retiring partitions (``retirement`` input, ``policy.retirement``): after the explanation, a
+ReadOnly partition (or a None one written past its reclaimed offset) is labelled ``retiring`` (or
+``writes_to_retired_partition``); cut to its high watermark once drained (the cutoff above equals
+it) and its high watermark has stood still for ``retirement.delay`` (append history); drained but
+not still: no cut (``recent_writes``); otherwise planned as above, naming what holds it.
+
 Manual entries: cutoff = min(manual, safe cutoff); with ``force``, min(manual, high watermark,
 last stable offset) and no group or floor checks (still never on internal, protected or compacted
 topics); when the high watermark or an open transaction bounds a forced cut, that is the binding
@@ -106,6 +112,7 @@ from spark_purge.policy.inputs import (
     unreadable_required,
 )
 from spark_purge.policy.plan import (
+    RetirementInput,
     compute_plan,
     with_append_floor,
     with_binding_constraint,
@@ -115,6 +122,7 @@ from spark_purge.policy.plan import (
 
 __all__ = [
     "RetentionFloor",
+    "RetirementInput",
     "TimeFloorRequest",
     "TimestampLookup",
     "TopicRuleRow",

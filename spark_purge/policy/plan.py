@@ -3,6 +3,7 @@ step over the selected partitions joined with their rule, group facts and manual
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -13,6 +14,7 @@ from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
 from spark_purge.policy.groups import group_status
 from spark_purge.policy.inputs import TopicRuleRow, resolve_topics
+from spark_purge.policy.retirement import with_retirement, with_retirement_facts
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, MANUAL_RULES, PLAN, TOPIC_RULES
 
 
@@ -95,6 +97,7 @@ def compute_plan(
     manual_offsets: DataFrame | None = None,
     unreadable_groups: Mapping[str, str] | None = None,
     append_history: DataFrame | None = None,
+    retirement: RetirementInput | None = None,
 ) -> DataFrame:
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
@@ -105,6 +108,8 @@ def compute_plan(
     (``unreadable_groups_of(row)``); ``append_history``: ``APPEND_HISTORY`` rows (see
     ``with_append_floor``; an empty one means no history yet). None means the caller keeps no
     history and the time floor is the timestamp lookup alone (the ``Planner`` always passes one).
+    ``retirement``: the registry's current state and ``retirement.delay`` (None: retirement is
+    off); retiring partitions are then decided by ``policy.retirement`` after the explanation.
 
     Collects the distinct topics and their committing groups to the driver (small) to resolve
     rules with Python regexes; raises ``ConfigError`` when a topic matches two rules.
@@ -121,7 +126,19 @@ def compute_plan(
     df = _with_manual(df, config, manual_offsets)
     df = with_append_floor(df, append_history)
     df = with_explanation(with_binding_constraint(with_bounds(df)))
+    if retirement is not None:
+        df = with_retirement_facts(df, retirement.state, append_history, as_utc(now), retirement.delay_ms)
+        df = with_retirement(df, retirement.delay_ms)
     return _widen(df.select(*PLAN.fieldNames()), PLAN)
+
+
+@dataclass(frozen=True)
+class RetirementInput:
+    """What the policy needs of partition retirement: the registry's current state
+    (``RetirementRegistry.current``) and ``retirement.delay`` in ms."""
+
+    state: DataFrame
+    delay_ms: int
 
 
 def _selected_topic_rules(

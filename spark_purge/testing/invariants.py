@@ -40,6 +40,13 @@ to the version read just before), and the audit records generation + 1 as a ``ta
 log start offsets are checked as in every cycle (both jobs cut only to what their own snapshot
 allowed).
 
+And ``retire`` (partition retirement, seed 002): B's last partition is retired once through the
+registry (``retirement.enable``, ``retirement.delay`` of ``RETIRE_DELAY_MS``); the producer still
+writes to it now and then (``RETIRED_WRITE_RATE``). Its safe point is that of any partition, and
+it is never purged whole while a record was sent to it within the delay before the snapshot (a
+record sent at s was appended at s or later; the checker's own send times, not the policy's
+history). The summary notes how often it was purged whole.
+
 Consumer kinds beyond committing groups (``--faults`` chooses the kinds; default: every kind
 whose product support exists, ``DEFAULT_KINDS``):
 
@@ -79,6 +86,7 @@ whose product support exists, ``DEFAULT_KINDS``):
     ./dev.sh py -m spark_purge.testing.invariants --cycles 5 --nodes 1 --faults group_expiry,share_consume
     ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults spark_stream
     ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults overlap_job,group_rewind --fault-rate 0.6
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults retire --fault-rate 1
 
 It prints cycles, faults injected by kind, records produced, share records accepted, groups
 expired, Spark query runs and records read, records deleted, audit rows checked and violations, and exits
@@ -127,7 +135,7 @@ MAX_PARTITIONS = 6
 GROUP_SPEEDS = {"g0": 40, "g1": 20, "g2": 8}
 FAULTS = (
     "node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added", "backdated_records", "topic_recreate",
-    "driver_kill_rewind", "overlap_job",
+    "driver_kill_rewind", "overlap_job", "retire",
 )
 CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
 ALL_KINDS = FAULTS + CONSUMER_KINDS
@@ -144,6 +152,8 @@ STREAM_TIMEOUT_S = 600.0  # one run; a run cut short is a note (the purge then h
 STREAM_NAME = "inv-query"  # its name under external_consumers
 BACKDATE_MS = 2 * 86_400_000  # backdated_records: CreateTime two days before the append
 BACKDATED_PER_PARTITION = (1, 25)
+RETIRE_DELAY_MS = 2_000  # retirement.delay under the retire kind
+RETIRED_WRITE_RATE = 0.2  # chance per cycle that the producer still writes to the retired partition
 EXPIRY_BROKER_CONFIG = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
 
 
@@ -297,6 +307,9 @@ class InvariantWorkload:
         # (fenced generation, the audit's version before the takeover).
         self._overlap = False
         self.overlaps: dict[int, tuple[int, int]] = {}
+        # retire: the partition of B retired (once), and how often it was reclaimed whole.
+        self.retired: Optional[TopicPartitionKey] = None
+        self.retired_reclaims = 0
 
     # ---- setup ------------------------------------------------------------------------------
     def _config(self, delete_timeout: str) -> PurgeConfig:
@@ -317,8 +330,14 @@ class InvariantWorkload:
                 "external_consumers": self._external_consumers(),
                 # A short ttl: overlap_job's second job waits for the first one's lease to expire.
                 "lease": {"purger_id": "inv-purger", "ttl": "2s", "wait": "120s"},
+                **self._retirement_config(),
             }
         )
+
+    def _retirement_config(self) -> dict[str, Any]:
+        if "retire" not in self.kinds:
+            return {}
+        return {"retirement": {"enable": True, "delay": f"{RETIRE_DELAY_MS}ms"}}
 
     def _external_consumers(self) -> list[dict[str, str]]:
         if "spark_stream" not in self.kinds:
@@ -357,6 +376,7 @@ class InvariantWorkload:
                     )
         finally:
             self.pipeline.close()
+            self._retire_note()
             self._restart_down()
             self.producer.close()
             self.admin.close()
@@ -395,6 +415,8 @@ class InvariantWorkload:
             self._add_partition()
         elif fault == "backdated_records":
             self._backdate()
+        elif fault == "retire":
+            self._retire()
         elif fault == "topic_recreate":
             # Half the time before the snapshot, half between the intents and DeleteRecords.
             self._recreate_mid_cycle = self.rng.random() < 0.5
@@ -441,6 +463,7 @@ class InvariantWorkload:
             self._sabotage(before)
         after = self._log_starts()
         self._check(cycle, before, after, cycle_started)
+        self._check_retired(cycle, before, after)
 
     # ---- workload steps ---------------------------------------------------------------------
     def _tps(self, topic: str) -> list[TopicPartitionKey]:
@@ -449,7 +472,7 @@ class InvariantWorkload:
     def _produce(self) -> None:
         for topic in self.partitions:
             now_ms = int(time.time() * 1000)
-            counts = {p: self.rng.randint(0, 30) for _, p in self._tps(topic)}
+            counts = self._retired_counts(topic, {p: self.rng.randint(0, 30) for _, p in self._tps(topic)})
             self._send(topic, counts, create_ms=now_ms, sent_ms=now_ms)
 
     def _send(self, topic: str, counts: dict[int, int], create_ms: int, sent_ms: int) -> None:
@@ -625,6 +648,58 @@ class InvariantWorkload:
         # ("Unrecognized partition"): a fresh producer reads the new count on its first send.
         self.producer.close()
         self.producer = self._new_producer()
+
+    # ---- retire: a partition of B retired (seed 002) -------------------------------------------
+    def _retire(self) -> None:
+        """Retire B's last partition (once) through the registry, as ``spark-purge retire`` does.
+        The producer keeps writing to it now and then (``RETIRED_WRITE_RATE``): retirement is
+        advisory, and writes must keep it from being reclaimed while recent."""
+        if self.retired is not None:
+            return
+        from spark_purge.retirement import RetirementRegistry, TopicFacts, retire
+
+        tp = (self.topic_b, self.partitions[self.topic_b] - 1)
+        facts = {self.topic_b: TopicFacts(tuple(range(self.partitions[self.topic_b])), False, "delete")}
+        registry = RetirementRegistry.beside(self.spark, self.config.audit.path)
+        retire(registry, self.config, facts, [tp], "invariant checker", "checker", datetime.now(timezone.utc))
+        self.retired = tp
+
+    def _retired_counts(self, topic: str, counts: dict[int, int]) -> dict[int, int]:
+        """The producer mostly stays off the retired partition."""
+        if self.retired is None or self.retired[0] != topic:
+            return counts
+        partition = self.retired[1]
+        return {**counts, partition: counts[partition] if self.rng.random() < RETIRED_WRITE_RATE else 0}
+
+    def _check_retired(self, cycle: int, before: dict[TopicPartitionKey, int], after: dict[TopicPartitionKey, int]) -> None:
+        """Besides ``safe(p)`` (checked for it as for every partition): the retired partition is
+        never purged whole while written to within ``RETIRE_DELAY_MS`` of the cycle's snapshot.
+        A record sent at s was appended at s or later, so s > snapshot - delay proves it recent."""
+        tp = self.retired
+        if tp is None:
+            return
+        prior, start, hw = before.get(tp, 0), after.get(tp, 0), self._high_watermark(tp)
+        if not (start > prior and start >= hw > 0):
+            return
+        self.retired_reclaims += 1
+        planned = [r["planned_at"] for r in self._audit_rows(cycle)]
+        if not planned:
+            return
+        snapshot_at = min(planned)
+        snapshot_ms = int((snapshot_at if snapshot_at.tzinfo else snapshot_at.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+        last_sent = self.sent_at[tp][-1]
+        if last_sent > snapshot_ms - RETIRE_DELAY_MS:
+            self.report.violations.append(
+                f"cycle {cycle}: retired {tp[0]}-{tp[1]} purged whole to {start} though written {snapshot_ms - last_sent} ms "
+                f"before the snapshot (retirement.delay {RETIRE_DELAY_MS} ms)"
+            )
+
+    def _retire_note(self) -> None:
+        if self.retired is not None:
+            tp = self.retired
+            self.report.notes.append(
+                f"retire: {tp[0]}-{tp[1]} retired, purged whole {self.retired_reclaims} time(s), high watermark {self._high_watermark(tp)}"
+            )
 
     # ---- backdated records ------------------------------------------------------------------
     def _backdate(self) -> None:

@@ -60,6 +60,8 @@ def run(
     progress: list[tuple[Any, ...]] | None = None,
     manual_offsets: list[tuple[Any, ...]] | None = None,
     unreadable: dict[str, str] | None = None,
+    retirement: policy.RetirementInput | None = None,
+    history: list[tuple[Any, ...]] | None = None,
 ) -> DataFrame:
     return policy.compute_plan(
         spark.createDataFrame(parts, schemas.PARTITION_STATE),
@@ -69,7 +71,17 @@ def run(
         progress=None if progress is None else spark.createDataFrame(progress, schemas.GROUP_PROGRESS),
         manual_offsets=None if manual_offsets is None else spark.createDataFrame(manual_offsets, schemas.MANUAL_OFFSETS),
         unreadable_groups=unreadable,
+        append_history=None if history is None else spark.createDataFrame(history, schemas.APPEND_HISTORY),
+        retirement=retirement,
     )
+
+
+def retirement_state(spark: SparkSession, *rows: tuple[str, int, int, int | None]) -> policy.RetirementInput:
+    """(topic, partition, status, reclaimed_to) rows as the registry's current state; delay 1 min."""
+    state = spark.createDataFrame(
+        list(rows), "topic string, partition int, status int, reclaimed_to long"
+    )
+    return policy.RetirementInput(state, 60_000)
 
 
 def rows(plan: DataFrame) -> dict[tuple[str, int], Row]:
@@ -124,6 +136,8 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         part("blind", log_start=0, hw=500),
         part("gone", log_start=0, hw=500),
         part("ext", log_start=0, hw=500),
+        part("orders.retiring", log_start=0, hw=500),
+        part("orders.retired", log_start=300, hw=500),
     ]
     groups = [
         grp("billing", "orders.group", 0, 250),
@@ -145,9 +159,12 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         grp("vg", "gone", 0, 60, state="Vanished", members=0),
         # a Spark query reading "ext", its position from its checkpoint
         grp("etl-query", "ext", 0, 70, state=None, kind="spark_checkpoint", members=None),
+        grp("billing", "orders.retiring", 0, 120),  # ReadOnly, not drained
+        grp("billing", "orders.retired", 0, 300),  # None, reclaimed at 300, written to since
     ]
     progress = [prog("old", "stale", 0, 90, old)]
-    plan = run(spark, cfg, parts, groups, progress, unreadable={"ghost": "GROUP_AUTHORIZATION_FAILED"})
+    retiring = retirement_state(spark, ("orders.retiring", 0, schemas.READ_ONLY, None), ("orders.retired", 0, schemas.RETIRED, 300))
+    plan = run(spark, cfg, parts, groups, progress, unreadable={"ghost": "GROUP_AUTHORIZATION_FAILED"}, retirement=retiring)
     got = {t: brief(r) for (t, _), r in rows(plan).items()}
     assert got == {
         "orders.group": ("group", 250, 250, True, "billing"),
@@ -167,6 +184,8 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         "blind": ("group_unreadable", None, 0, False, "ghost"),
         "gone": ("vanished_group", 60, 60, True, "vg"),
         "ext": ("external", 70, 70, True, "etl-query"),
+        "orders.retiring": ("retiring", 120, 120, True, "billing"),
+        "orders.retired": ("writes_to_retired_partition", 300, 0, False, "billing"),
     }
     assert {b for b, *_ in got.values()} == set(schemas.BINDING_CONSTRAINTS)
 

@@ -14,7 +14,13 @@ incarnation of the topic (a high watermark above today's). No record at or above
 ``young_from`` may ever be cut.
 
 Lineage faults too: commits above the high watermark (another incarnation of the topic) and
-commits whose leader epoch the log ends below them (KIP-320 divergence) block the partition."""
+commits whose leader epoch the log ends below them (KIP-320 divergence) block the partition.
+
+Partition retirement: a partition may be ReadOnly, or None with a reclaimed offset (retiring
+again when written past it). A retiring partition is cut to its high watermark only when
+drained and its high watermark has stood still for the retirement delay (the oracle reads the
+drawn append history itself); otherwise it is planned as any partition, never to its high
+watermark."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,6 +42,8 @@ EXTERNALS = {"ext-spark": "spark_checkpoint", "adhoc-hold": "static_hold"}
 TOPICS = ("t0", "t1", "t2")
 STALE_AFTER = timedelta(days=7)
 MIN_RETENTION = timedelta(hours=1)
+RETIRE_DELAY = timedelta(minutes=40)
+STILL_AGO = timedelta(minutes=45)  # a history mark at the current high watermark, old enough
 
 
 @dataclass
@@ -48,6 +56,7 @@ class Case:
     unreadable: frozenset[str] = frozenset()  # groups the snapshot could not read: no commits seen
     history: list[tuple[Any, ...]] = field(default_factory=list)  # APPEND_HISTORY rows
     young_from: dict[tuple[str, int], int] = field(default_factory=dict)  # first offset appended within min_retention
+    retired: dict[tuple[str, int], tuple[int, int | None]] = field(default_factory=dict)  # (status, reclaimed_to)
 
 
 # Minutes before NOW at which the append history may have observed a partition (60: exactly
@@ -80,6 +89,24 @@ def expected_floor(case: Case, topic: str, p: int, log_start: int, hw: int, ts_f
     if not old or old[-1] > min(later):
         return min(ts_floor, log_start), "no_history"
     return min(ts_floor, old[-1]), ("append_history" if old[-1] < ts_floor else "timestamp_index")
+
+
+def draw_retirement(draw: st.DrawFn, case: Case, topic: str, p: int, hw: int) -> None:
+    """Maybe a retirement status; for some, a history mark showing the high watermark still
+    since STILL_AGO (only where later marks agree: the append process is monotone)."""
+    status = draw(st.sampled_from([None, None, schemas.READ_ONLY, schemas.RETIRED]))
+    if status is None:
+        return
+    case.retired[(topic, p)] = (status, draw(st.integers(0, hw)) if status == schemas.RETIRED else None)
+    later = [h for t_, p_, t, h in case.history if (t_, p_) == (topic, p) and t > NOW - STILL_AGO]
+    if draw(st.booleans()) and all(h == hw for h in later):
+        case.history.append((topic, p, NOW - STILL_AGO, hw))
+
+
+def still_for_delay(case: Case, topic: str, p: int, hw: int) -> bool:
+    """The newest history mark shows today's high watermark and is at least RETIRE_DELAY old."""
+    rows = sorted((t, h) for t_, p_, t, h in case.history if (t_, p_) == (topic, p))
+    return bool(rows) and rows[-1][1] == hw and rows[-1][0] <= NOW - RETIRE_DELAY
 
 
 @st.composite
@@ -135,6 +162,7 @@ def cases(draw: st.DrawFn) -> Case:
             internal = topic == "__internal"
             case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, None, floor_time, floor_offset, None))
             draw_history(draw, case, topic, p, hw)
+            draw_retirement(draw, case, topic, p, hw)
             for g in everyone:
                 choice = draw(st.integers(0, 5))
                 if g in EXTERNALS:
@@ -191,6 +219,12 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         progress=spark.createDataFrame(case.progress, schemas.GROUP_PROGRESS),
         unreadable_groups={g: "GROUP_AUTHORIZATION_FAILED" for g in case.unreadable},
         append_history=spark.createDataFrame(case.history, schemas.APPEND_HISTORY),
+        retirement=policy.RetirementInput(
+            spark.createDataFrame(
+                [(t, p, status, to) for (t, p), (status, to) in case.retired.items()], "topic string, partition int, status int, reclaimed_to long"
+            ),
+            int(RETIRE_DELAY.total_seconds() * 1000),
+        ),
     ).collect()
     assert len(plan) == len(case.parts)  # every partition has exactly one rule here
     assert len({(r.topic, r.partition) for r in plan}) == len(plan)
@@ -208,6 +242,15 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         _, _, topic, p, _, _, _, log_start, hw, last_stable, _internal, cleanup, _, _, floor_time, floor_offset, _ = parts[(row.topic, row.partition)]
         assert row.binding_constraint in schemas.BINDING_CONSTRAINTS
         assert row.records_to_delete == (row.cutoff - log_start if row.actionable else 0)
+        status, reclaimed_to = case.retired.get((topic, p), (None, None))
+        retiring = status == schemas.READ_ONLY or (status == schemas.RETIRED and hw > (reclaimed_to or 0))
+        quiet = still_for_delay(case, topic, p, hw)
+        if retiring:
+            assert row.binding_constraint == ("retiring" if status == schemas.READ_ONLY else "writes_to_retired_partition"), row
+            if row.actionable and row.cutoff == hw:
+                assert quiet, row  # never reclaimed while written to within the delay
+        else:
+            assert row.binding_constraint not in ("retiring", "writes_to_retired_partition"), row
         if topic in ("__internal", "prot") or (cleanup is not None and "delete" not in cleanup):
             assert not row.actionable and row.cutoff is None
             continue
@@ -261,12 +304,13 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
         )
         if blocked:
             assert row.cutoff is None and not row.actionable, row
+            label = row.binding_constraint if not retiring else None  # a retiring one keeps its retirement label
             if beyond:
-                assert row.binding_constraint == "commit_beyond_end" and row.blocking_group == min(beyond), row
+                assert label in ("commit_beyond_end", None) and row.blocking_group == min(beyond), row
             elif diverged:
-                assert row.binding_constraint == "commit_diverged" and row.blocking_group == min(diverged), row
+                assert label in ("commit_diverged", None) and row.blocking_group == min(diverged), row
             elif blind:
-                assert row.binding_constraint == "group_unreadable" and row.blocking_group in blind, row
+                assert label in ("group_unreadable", None) and row.blocking_group in blind, row
             if row.binding_constraint == "missing_commit" and row.blocking_group is not None:
                 # The missing group's type where it has a row (members hold the partition), else none.
                 assert row.blocking_group in missing, row
@@ -282,6 +326,10 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             cutoff, step = min(target, safe), 1
         else:
             cutoff, step = safe, rule["min_step"]
+        if retiring and cutoff >= hw:  # drained: reclaimed whole once still, else nothing
+            assert (row.cutoff, row.actionable) == ((hw, hw > log_start) if quiet else (None, False)), (row, quiet)
+            assert row.blocking_group is None, row
+            continue
         assert row.cutoff == cutoff, (row, cutoff)
         assert row.actionable == (cutoff - log_start >= step), row
         # The plan names the kind of consumer that binds it.
