@@ -59,9 +59,9 @@ def test_retiring_partitions_are_reclaimed_only_when_drained_and_quiet(spark: Sp
         "missing": ("retiring", None, 0, False, "analytics"),
         "vanished": ("retiring", 150, 150, True, "analytics"),
         "empty": ("retiring", 500, 0, False, None),  # a reclaim the broker already made
-        "retired": ("nothing_to_do", 500, 0, False, "analytics"),  # None and unwritten: an ordinary partition
+        "retired": ("high_watermark", 500, 0, False, None),  # None and unwritten: an ordinary partition
         "again": ("writes_to_retired_partition", 500, 200, True, None),
-        "plain": ("group", 500, 500, True, "analytics"),  # ReadWrite: untouched by retirement
+        "plain": ("high_watermark", 500, 500, True, None),  # ReadWrite: untouched by retirement
     }
     detail = {names[p]: r.detail for (_, p), r in plan.items()}
     assert detail["reclaim"] == "drained by every required consumer and no writes for over 1m: reclaimed to its high watermark 500"
