@@ -22,7 +22,7 @@ def plan_row(partition: int, cutoff: int | None, actionable: bool, binding: str 
         cutoff=cutoff, records_to_delete=(cutoff - 10) if actionable and cutoff else 0, binding_constraint=binding,
         blocking_group="billing" if binding == "group" else None,
         blocking_group_type="classic" if binding == "group" else None, rule="orders", stale_groups=["old"] if partition == 1 else [],
-        actionable=actionable, remote_storage_enable=None, detail="why", time_floor_source="append_history",
+        actionable=actionable, remote_storage_enable=None, detail="why", time_floor_source="append_history", size_bytes=None,
     )
     values.update(kw)
     return Row(**{f.name: values[f.name] for f in PLAN.fields})
