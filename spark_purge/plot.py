@@ -63,26 +63,40 @@ def cumulative_by_topic(deletes: Rows, column: str) -> dict[str, tuple[list[date
     return series
 
 
-def _panel_over_time(ax: Any, series: Mapping[str, tuple[list[datetime], list[int]]], title: str, as_bytes: bool) -> None:
-    from matplotlib.ticker import FuncFormatter
+def byte_unit(largest: float) -> tuple[str, int]:
+    """The binary unit the axis of a byte series reads best in: (name, bytes per unit)."""
+    for name, power in (("TiB", 4), ("GiB", 3), ("MiB", 2), ("KiB", 1)):
+        if largest >= 1024**power:
+            return name, 1024**power
+    return "bytes", 1
 
+
+def _panel_over_time(ax: Any, series: Mapping[str, tuple[list[datetime], list[int]]], title: str, as_bytes: bool) -> None:
+    import matplotlib.dates
+
+    mdates: Any = matplotlib.dates  # partly untyped
     ax.set_title(title, loc="left", fontsize=11)
     if not series:
         ax.text(0.5, 0.5, "no deletes in the audit yet", ha="center", va="center", transform=ax.transAxes, color="grey")
         return
+    end = max(times[-1] for times, _ in series.values())
+    unit, scale = byte_unit(max(values[-1] for _, values in series.values())) if as_bytes else ("records", 1)
     for topic, (times, values) in sorted(series.items()):
-        ax.step(times, values, where="post", marker="o", markersize=3, label=topic)
-    if as_bytes:
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v)))
+        # From 0 at the first delete, held flat to the last delete of any topic.
+        xs, ys = [times[0], *times, end], [0.0, *(v / scale for v in values), values[-1] / scale]
+        ax.step(xs, ys, where="post", label=topic)
+        ax.plot(times, [v / scale for v in values], "o", markersize=3, color=ax.lines[-1].get_color())
+    ax.set_ylabel(unit)
+    ax.set_ylim(bottom=0)
+    locator = mdates.AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    for label in ax.get_xticklabels():
-        label.set_rotation(20)
-        label.set_horizontalalignment("right")
+    ax.legend(fontsize=8, loc="best")
 
 
 def _panel_ranking(ax: Any, ranking: Rows) -> None:
-    ax.set_title("held back now, by (records; bytes pro rata of size)", loc="left", fontsize=11)
+    ax.set_title("held back now: records per consumer (bytes pro rata of partition size)", loc="left", fontsize=11)
     shown = list(ranking)[:MAX_HOLDERS]
     if not shown:
         ax.text(0.5, 0.5, "no partition is held back by a consumer", ha="center", va="center", transform=ax.transAxes, color="grey")
