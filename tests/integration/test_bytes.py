@@ -16,6 +16,7 @@ import yaml
 from kafka import KafkaAdminClient
 from pyspark.sql import SparkSession
 
+from spark_purge._units import format_bytes
 from spark_purge.audit import measured_sizes
 from spark_purge.cli import main
 from spark_purge.testing.cluster import LocalKafka
@@ -65,7 +66,7 @@ def test_sizes_before_the_estimate_and_the_measured_size_after(
     assert before > RECORDS * VALUE_BYTES
     cfg = purge_config(tmp_path, kafka_cluster.bootstrap_servers, re.escape(topic), [group])
 
-    run_available_now(spark, cfg, timeout_s=180)
+    run_available_now(spark, cfg, timeout_s=300)
 
     assert log_starts(admin, topic, 1) == [COMMITTED]
     first = measured_sizes(spark.read.format("delta").load(cfg.audit.path)).collect()
@@ -78,7 +79,7 @@ def test_sizes_before_the_estimate_and_the_measured_size_after(
     # Whole segments only: at most the estimate, and less by under one segment (the one holding the new log start stays).
     assert row.bytes_reclaimed_estimate - SEGMENT_BYTES < before - after <= row.bytes_reclaimed_estimate
 
-    run_available_now(spark, cfg, timeout_s=180)  # a later cycle measures the size after
+    run_available_now(spark, cfg, timeout_s=300)  # a later cycle measures the size after
 
     (measured,) = measured_sizes(spark.read.format("delta").load(cfg.audit.path)).collect()
     assert (measured.size_bytes_before, measured.size_bytes_after, measured.bytes_measured_drop) == (before, after, before - after)
@@ -92,8 +93,15 @@ def test_sizes_before_the_estimate_and_the_measured_size_after(
     out = capsys.readouterr().out
     assert "bytes_reclaimed_est" in out and f"plot: {plot.resolve()}" in out
     assert plot.read_bytes()[:4] == b"\x89PNG"
+    commit_topic(admin, group, topic, [COMMITTED + 50])  # the group moves on: 50 records could go now
     assert main(["why", f"{topic}:0", "-c", str(config_file)]) == 0
     why = capsys.readouterr().out.splitlines()
     assert why[0] == f"{topic}:0  bound by group ({group}, classic)"
-    assert f"  log:          start {COMMITTED}, high watermark {RECORDS}: {RECORDS - COMMITTED} records" in why[2]
-    assert why[4].startswith(f"  lag:          {group} is {RECORDS - COMMITTED} records (~")
+    assert why[2].startswith(f"  log:          start {COMMITTED}, high watermark {RECORDS}: {RECORDS - COMMITTED} records, {format_bytes(after)}")
+    assert why[3:5] == [
+        f"  cutoff:       {COMMITTED + 50}, would delete 50 records now",
+        f"  lag:          {group} is 50 records (~{format_bytes(after * 50 // (RECORDS - COMMITTED))}) behind the high watermark "
+        f"(position {COMMITTED + 50})",
+    ]
+    assert why[5].startswith("  since:        ")
+    assert why[6].startswith("  last delete:  ") and why[6].endswith(f", {COMMITTED} records (~{format_bytes(row.bytes_reclaimed_estimate)}), batch 0")
