@@ -6,11 +6,14 @@
 #   ./dev.sh setup     only set up: .venv with the package, Kafka + Delta jars from Maven Central
 #   ./dev.sh bench     set up (+ kafka-tools, the kafka-delete-records.sh baseline), run bench/
 #   ./dev.sh py ARGS   run the project's Python (e.g. ./dev.sh py -m spark_purge.cli plan ...)
+#   ./dev.sh airflow-env  create .cache/airflow-venv (Airflow + the Spark provider) for `test -m airflow`
 #
 # Caches (ignored by git): .venv/ (Python packages), .cache/m2 (Maven repository),
 # .cache/jars/{kafka,delta,spark-kafka} (the jars the launcher and Spark use), .cache/jars/kafka-streams
 # (Kafka Streams 4.3.1, the streams-group member helper's classpath), .cache/jars/tools (kafka-tools
-# 4.3.1 for the benchmarks' kafka-delete-records.sh baseline; only `bench` resolves it). A second
+# 4.3.1 for the benchmarks' kafka-delete-records.sh baseline; only `bench` resolves it),
+# .cache/airflow-venv (Airflow and its Spark provider, apart from .venv: only `airflow-env`, or
+# `test` with an airflow marker, creates it). A second
 # run downloads nothing: each step is skipped while the stamp of its inputs (setup.py, the poms)
 # is unchanged. The package itself never looks for this checkout: every command below exports
 # SPARK_PURGE_KAFKA_JARS (the test cluster launcher's broker jars), SPARK_PURGE_DELTA_JARS
@@ -50,6 +53,22 @@ setup_jars() {
   echo "$want" > "$dest/.stamp"
 }
 
+# Airflow is large and pins its own dependency tree (pandas 3, its own pyarrow): it gets a
+# virtualenv of its own, with plain PyPI versions that resolve without Airflow's constraints file.
+AIRFLOW_VENV=$ROOT/.cache/airflow-venv
+AIRFLOW_PINS=(apache-airflow==3.3.2 apache-airflow-providers-apache-spark==6.3.4)
+
+setup_airflow() {
+  local want; want=$(echo "${AIRFLOW_PINS[*]}" | sha256sum | cut -c1-16)
+  if [[ -f $AIRFLOW_VENV/.stamp && $(cat "$AIRFLOW_VENV/.stamp") == "$want" ]]; then return; fi
+  say "creating $AIRFLOW_VENV with ${AIRFLOW_PINS[*]} (first run only, a few minutes)"
+  rm -rf "$AIRFLOW_VENV"
+  "$PY" -m venv "$AIRFLOW_VENV"
+  "$AIRFLOW_VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$AIRFLOW_VENV/bin/python" -m pip install --quiet "${AIRFLOW_PINS[@]}"
+  echo "$want" > "$AIRFLOW_VENV/.stamp"
+}
+
 setup() {
   command -v java >/dev/null || { say "java not found on PATH: install Java 17+"; exit 2; }
   setup_python
@@ -71,11 +90,14 @@ export SPARK_PURGE_DELTA_JARS=$ROOT/.cache/jars/delta
 export SPARK_PURGE_SPARK_KAFKA_JARS=$ROOT/.cache/jars/spark-kafka
 # Kafka Streams' jars: the streams-group member helper's classpath (spark_purge/testing/streams.py).
 export SPARK_PURGE_KAFKA_STREAMS_JARS=$ROOT/.cache/jars/kafka-streams
+# The Airflow environment's interpreter, for the DagBag test (tests/unit/test_schedulers.py, -m airflow).
+export SPARK_PURGE_AIRFLOW_PYTHON=$AIRFLOW_VENV/bin/python
 cmd=${1:-help}; [[ $# -gt 0 ]] && shift
 case $cmd in
   setup) setup ;;
   demo)  setup; exec "$VENV/bin/python" -m spark_purge.testing.demo "$@" ;;
   test)  setup
+         [[ " $* " == *airflow* ]] && setup_airflow
          say "ruff (lint) and mypy --strict (types) on the package"
          "$VENV/bin/ruff" check --quiet . && "$VENV/bin/mypy" --no-error-summary
          # Two workers (pytest-xdist, grouped by the cluster their tests share: tests/conftest.py);
@@ -83,5 +105,6 @@ case $cmd in
          exec "$VENV/bin/python" -m pytest -n "${SPARK_PURGE_TEST_WORKERS:-2}" --dist loadgroup "$@" ;;
   bench) setup; setup_jars tools; for b in bench/*_bench.py; do "$VENV/bin/python" "$b" "$@"; done ;;
   py)    setup; exec "$VENV/bin/python" "$@" ;;
+  airflow-env) setup_airflow; say "Airflow environment ready: $AIRFLOW_VENV" ;;
   *) sed -n '2,9p' "$0"; exit 2 ;;
 esac

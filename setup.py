@@ -35,7 +35,12 @@ setup(
             "ruff>=0.8,<1",
             "mypy>=1.13,<2",
             "types-PyYAML>=6,<7",
+            # audit --plot's test, and the Databricks job definition's check (JobSettings types)
+            "matplotlib>=3.8,<4",
+            "databricks-sdk>=0.40,<1",
         ],
+        # spark-purge audit --plot FILE.png|.svg|.html
+        "plot": ["matplotlib>=3.8,<4"],
     },
     entry_points={"console_scripts": ["spark-purge=spark_purge.cli:main"]},
 )

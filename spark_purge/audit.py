@@ -95,6 +95,8 @@ def _audit_row(
     records_deleted: int | None = None,
     error: str | None = None,
 ) -> Row:
+    deleted = records_deleted if records_deleted is not None else (0 if record_type == "outcome" else None)
+    size = plan["size_bytes"]
     values: dict[str, Any] = dict(
         run_id=ctx.run_id,
         query_id=ctx.query_id,
@@ -110,7 +112,7 @@ def _audit_row(
         high_watermark=plan["high_watermark"],
         cutoff=plan["cutoff"],
         low_watermark=low_watermark,
-        records_deleted=records_deleted if records_deleted is not None else (0 if record_type == "outcome" else None),
+        records_deleted=deleted,
         binding_constraint=plan["binding_constraint"],
         blocking_group=plan["blocking_group"],
         blocking_group_type=plan["blocking_group_type"],
@@ -126,9 +128,28 @@ def _audit_row(
         topic_id=plan["topic_id"],
         lease_generation=ctx.lease_generation,
         active_producers=plan["active_producers"] if "active_producers" in plan.__fields__ else None,
+        size_bytes_before=size,
+        bytes_reclaimed_estimate=reclaimed_estimate(size, deleted, plan["log_start_offset"], plan["high_watermark"]),
         event_date=ctx.planned_at.strftime("%Y-%m-%d"),
     )
     return Row(**{f.name: values[f.name] for f in AUDIT.fields})
+
+
+def reclaimed_estimate(size_bytes: int | None, records_deleted: int | None, log_start: int, high_watermark: int) -> int | None:
+    """Bytes a delete of ``records_deleted`` records frees, estimated as ``size_bytes`` x
+    records deleted / records present (null when the size or the count is unknown).
+
+    Kafka exposes no segment boundaries, so records are taken as equally large. Kafka frees only
+    whole segments below the new log start offset, never the active one, and asynchronously (the
+    log cleaner's next pass, ``log.retention.check.interval.ms``): the bytes actually freed are
+    at most this, and appear as a smaller ``size_bytes_before`` in a later decision.
+    """
+    if size_bytes is None or records_deleted is None:
+        return None
+    present = high_watermark - log_start
+    if present <= 0 or records_deleted <= 0:
+        return 0
+    return size_bytes * min(records_deleted, present) // present
 
 
 def intent_rows(plan: Sequence[Row], ctx: BatchContext) -> list[Row]:
@@ -384,17 +405,55 @@ class CheckpointRegistry:
 # ---- queries an operator or auditor runs (also exposed by `spark-purge audit`) ------------
 
 
+def with_audit_columns(audit: DataFrame) -> DataFrame:
+    """``audit`` with every ``AUDIT`` column: those a table written before lacks, as nulls."""
+    missing = [f for f in AUDIT.fields if f.name not in audit.columns]
+    return audit.select("*", *[F.lit(None).cast(f.dataType).alias(f.name) for f in missing]) if missing else audit
+
+
 def deleted_per_topic_per_day(audit: DataFrame) -> DataFrame:
-    """Records deleted per topic per day (outcomes with status deleted)."""
+    """Records deleted and bytes reclaimed (estimated) per topic per day (outcomes with status
+    deleted); ``bytes_reclaimed_est`` is null where no size was known."""
     return (
-        audit.where((F.col("record_type") == "outcome") & (F.col("status") == "deleted"))
+        with_audit_columns(audit)
+        .where((F.col("record_type") == "outcome") & (F.col("status") == "deleted"))
         .groupBy("event_date", "topic")
         .agg(
             F.sum("records_deleted").alias("records_deleted"),
+            F.sum("bytes_reclaimed_estimate").alias("bytes_reclaimed_est"),
             F.countDistinct("partition").alias("partitions"),
             F.count(F.lit(1)).alias("deletes"),
         )
         .orderBy("event_date", "topic")
+    )
+
+
+def reclaimed_over_time(audit: DataFrame) -> DataFrame:
+    """Every delete in time order (topic, executed_at, records_deleted, bytes_reclaimed_estimate):
+    the series ``spark-purge audit --plot`` draws."""
+    return (
+        with_audit_columns(audit)
+        .where((F.col("record_type") == "outcome") & (F.col("status") == "deleted"))
+        .select("topic", "executed_at", "records_deleted", "bytes_reclaimed_estimate")
+        .orderBy("executed_at", "topic")
+    )
+
+
+def measured_sizes(audit: DataFrame) -> DataFrame:
+    """Each delete beside the size a later decision measured on the same partition (the next
+    outcome's ``size_bytes_before``): ``bytes_measured_drop`` = size before - size after, which
+    also counts records appended meanwhile (so it can be lower, even negative, on a busy topic)
+    and is null until a later cycle has run."""
+    w = Window.partitionBy("topic", "partition").orderBy("planned_at", "batch_id")
+    outcomes = with_audit_columns(audit).where(F.col("record_type") == "outcome")
+    return (
+        outcomes.withColumn("size_bytes_after", F.lead("size_bytes_before").over(w))
+        .where(F.col("status") == "deleted")
+        .select(
+            "topic", "partition", "executed_at", "records_deleted", "size_bytes_before", "bytes_reclaimed_estimate",
+            "size_bytes_after", (F.col("size_bytes_before") - F.col("size_bytes_after")).alias("bytes_measured_drop"),
+        )
+        .orderBy("executed_at", "topic", "partition")
     )
 
 
@@ -409,14 +468,33 @@ def latest_outcomes(audit: DataFrame) -> DataFrame:
     )
 
 
-def blocked_now(audit: DataFrame) -> DataFrame:
-    """Partitions whose latest decision was held back by a consumer group (a retiring one too), and by which."""
+def held_bytes(records: Column) -> Column:
+    """Bytes of ``records`` of a partition, pro rata of its size (null when the size is unknown)."""
+    present = F.col("high_watermark") - F.col("prior_log_start_offset")
+    return F.when(present > 0, (F.col("size_bytes_before") * F.least(records, present) / present).cast("long")).otherwise(F.lit(0))
+
+
+def held_back_ranking(audit: DataFrame) -> DataFrame:
+    """Who holds the most back now: ``blocked_now`` summed per (binding constraint, group),
+    largest first (records, bytes, partitions)."""
     return (
-        latest_outcomes(audit)
+        blocked_now(audit)
+        .groupBy("blocking_group", "binding_constraint")
+        .agg(F.sum("records_held").alias("records_held"), F.sum("bytes_held").alias("bytes_held"), F.count(F.lit(1)).alias("partitions"))
+        .orderBy(F.col("records_held").desc(), "blocking_group")
+    )
+
+
+def blocked_now(audit: DataFrame) -> DataFrame:
+    """Partitions whose latest decision was held back by a consumer group (a retiring one too), by
+    which, and how much it holds back (records, and bytes pro rata of the partition's size)."""
+    return (
+        latest_outcomes(with_audit_columns(audit))
         .withColumn(
             "records_held",
             F.col("high_watermark") - F.greatest(F.coalesce("low_watermark", "prior_log_start_offset"), F.coalesce("cutoff", F.lit(0))),
         )
+        .withColumn("bytes_held", held_bytes(F.col("records_held")))
         # A group that has read everything binds at the high watermark but holds nothing back.
         .where(
             (
@@ -431,6 +509,7 @@ def blocked_now(audit: DataFrame) -> DataFrame:
             "binding_constraint",
             "blocking_group",
             "records_held",
+            "bytes_held",
             "stale_groups",
             "cutoff",
             "high_watermark",

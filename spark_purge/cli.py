@@ -3,7 +3,8 @@
     spark-purge plan  -c conf/prod.yaml              # what would be deleted, and why not more
     spark-purge run   -c conf/prod.yaml [--once] [--dry-run]  # one purge cycle (Trigger.AvailableNow)
     spark-purge run   -c conf/prod.yaml --follow     # keep purging every stream.trigger_interval
-    spark-purge audit -c conf/prod.yaml [--report deleted|blocked|errors|all] [--days N]
+    spark-purge audit -c conf/prod.yaml [--report deleted|blocked|errors|all] [--days N] [--plot FILE.png]
+    spark-purge why TOPIC[:PARTITION] -c conf/prod.yaml  # why a partition is not shrinking
     spark-purge forget-group GROUP -c conf/prod.yaml [--topic REGEX]  # a vanished group stops holding
     spark-purge lease -c conf/prod.yaml [--release]  # the purger lease: holder, generation, expiry
     spark-purge retire TOPIC:PARTITION[,...] -c conf/prod.yaml --reason TEXT  # ReadWrite -> ReadOnly
@@ -12,7 +13,8 @@
 
 stdout carries the command's output only; log lines go to stderr: ours at INFO, Spark's at WARN
 with its start-up noise silenced (``-q``: warnings and errors only; ``-v``: debug, Spark at INFO;
-see ``spark_purge.logs``).
+see ``spark_purge.logs``). On a terminal, long steps (the Spark start, the snapshot) show a
+spinner on stderr (``spark_purge.progress``); pipes and files never get one.
 
 Exit codes (like ``rpk``: non-zero when anything failed):
 
@@ -39,9 +41,10 @@ from spark_purge.errors import AuditError, ConfigError, FencedError, KafkaError,
 from spark_purge.logs import NORMAL, QUIET, VERBOSE, Verbosity, configure_logging
 
 if TYPE_CHECKING:  # the CLI imports Spark only once a command needs it
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from spark_purge.config import PurgeConfig
+    from spark_purge.planner import Plan
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KAFKA, EXIT_AUDIT, EXIT_OTHER, EXIT_FENCED = 0, 1, 2, 3, 4, 5, 6
 
@@ -97,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     common(audit)
     audit.add_argument("--report", choices=("deleted", "blocked", "errors", "all"), default="all")
     audit.add_argument("--days", type=int, default=7, help="deleted/errors: look back this many days (default 7)")
+    audit.add_argument(
+        "--plot", metavar="FILE", help="also draw bytes and records reclaimed per topic over time and who holds back "
+        "now into FILE (.png, .svg or .html; needs the plot extra: pip install 'spark-purge[plot]')",
+    )
+
+    why = sub.add_parser("why", help="explain one topic's or partition's cutoff: constraint, consumer, lag, since when")
+    why.add_argument("target", metavar="TOPIC[:PARTITION]", help="a topic (every partition) or topic:partition")
+    common(why)
 
     forget = sub.add_parser(
         "forget-group",
@@ -157,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_retire(cfg, args)
         if args.command == "retirements":
             return cmd_retirements(cfg, args)
+        if args.command == "why":
+            return cmd_why(cfg, args)
         return cmd_audit(cfg, args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -183,29 +196,25 @@ def verbosity_of(args: argparse.Namespace) -> Verbosity:
 
 
 def _spark(args: argparse.Namespace) -> SparkSession:
+    from spark_purge.progress import progress
     from spark_purge.session import get_spark
 
-    spark = get_spark("spark-purge", master=args.master)
+    with progress("starting Spark"):
+        spark = get_spark("spark-purge", master=args.master)
     spark.sparkContext.setLogLevel(verbosity_of(args).spark)
     return spark
 
 
 def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
     from spark_purge.config import purger_id_of
-    from spark_purge.kafka import open_client
     from spark_purge.kafka.clock import describe_skew
     from spark_purge.lease import LeaseTable, lease_status
-    from spark_purge.pipeline import check_offsets_retention, plan_snapshot, with_producers
+    from spark_purge.pipeline import check_offsets_retention
 
     spark = _spark(args)
     warning = check_offsets_retention(cfg)  # logged too
+    rows, plan = _plan_rows(spark, cfg)
     try:
-        plan = plan_snapshot(spark, cfg)
-        collected = [] if plan is None else plan.rows.orderBy("topic", "partition").collect()
-        if plan is not None and plan.open_transactions:  # name the producers pinning them
-            with open_client(cfg) as client:
-                collected = with_producers(plan, collected, lambda: client)
-        rows = [r.asDict() for r in collected]
         lease = lease_status(LeaseTable.of(spark, cfg), purger_id_of(cfg), datetime.now(timezone.utc)) if cfg.lease.enabled else None
     except Exception as exc:
         raise _translate(exc) from exc
@@ -237,6 +246,29 @@ def cmd_plan(cfg: PurgeConfig, args: argparse.Namespace) -> int:
 def _worth_showing(row: Mapping[str, Any]) -> bool:
     """A plan row an operator needs without ``--all``: it acts, it is blocked, or it holds records."""
     return bool(row["actionable"] or row["cutoff"] is None or row["high_watermark"] > row["log_start_offset"])
+
+
+def _plan_rows(spark: SparkSession, cfg: PurgeConfig, topic: str | None = None) -> tuple[list[dict[str, Any]], Plan | None]:
+    """A fresh plan's rows (of one topic, or all), ordered, as dicts; and the plan."""
+    from pyspark.sql import functions as F
+
+    from spark_purge.kafka import open_client
+    from spark_purge.pipeline import plan_snapshot, with_producers
+    from spark_purge.progress import progress
+
+    try:
+        with progress("reading the cluster snapshot and planning"):
+            plan = plan_snapshot(spark, cfg)
+            if plan is None:
+                return [], None
+            chosen = plan.rows if topic is None else plan.rows.where(F.col("topic") == topic)
+            collected = chosen.orderBy("topic", "partition").collect()
+            if plan.open_transactions:  # name the producers pinning them
+                with open_client(cfg) as client:
+                    collected = with_producers(plan, collected, lambda: client)
+            return [r.asDict() for r in collected], plan
+    except Exception as exc:
+        raise _translate(exc) from exc
 
 
 def cmd_run(cfg: PurgeConfig, args: argparse.Namespace) -> int:
@@ -288,6 +320,10 @@ def cmd_audit(cfg: PurgeConfig, args: argparse.Namespace) -> int:
 
     from spark_purge.audit import blocked_now, deleted_per_topic_per_day, errors
 
+    if args.plot:
+        from spark_purge.plot import check_target
+
+        check_target(args.plot)  # a bad file name fails before Spark starts
     spark = _spark(args)
     path = cfg.audit.path
     if not DeltaTable.isDeltaTable(spark, path):
@@ -296,14 +332,57 @@ def cmd_audit(cfg: PurgeConfig, args: argparse.Namespace) -> int:
     since = (datetime.now(timezone.utc) - timedelta(days=args.days)).strftime("%Y-%m-%d")
     recent = audit.where(F.col("event_date") >= since)
     if args.report in ("deleted", "all"):
-        print(f"== records deleted per topic per day (since {since})")
-        print(format_table([r.asDict() for r in deleted_per_topic_per_day(recent).collect()]))
+        print(f"== records deleted and bytes reclaimed (estimate) per topic per day (since {since})")
+        print(format_table(_sized([r.asDict() for r in deleted_per_topic_per_day(recent).collect()])))
     if args.report in ("blocked", "all"):
         print("\n== partitions held back by a consumer group now")
-        print(format_table([r.asDict() for r in blocked_now(audit).collect()]))
+        print(format_table(_sized([r.asDict() for r in blocked_now(audit).collect()])))
+    if args.plot:
+        print(f"\nplot: {_plot(audit, recent, args.plot)}")
     if args.report in ("errors", "all"):
         print(f"\n== failed deletes (since {since})")
         print(format_table([r.asDict() for r in errors(recent).limit(200).collect()]))
+    return EXIT_OK
+
+
+def _plot(audit: DataFrame, recent: DataFrame, path: str) -> str:
+    """Draw ``spark-purge audit --plot``'s picture; returns the absolute path written."""
+    from spark_purge.audit import held_back_ranking, reclaimed_over_time
+    from spark_purge.plot import draw
+
+    deletes = [r.asDict() for r in reclaimed_over_time(recent).collect()]
+    ranking = [r.asDict() for r in held_back_ranking(audit).collect()]
+    return str(draw(deletes, ranking, path).resolve())
+
+
+def _sized(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Byte columns (``bytes_*``, ``size_bytes*``) as people read them (``1.5 MiB``)."""
+    from spark_purge._units import format_bytes
+
+    return [{k: format_bytes(v) if k.startswith(("bytes_", "size_bytes")) else v for k, v in r.items()} for r in rows]
+
+
+def cmd_why(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    """Explain a topic's (or one partition's) cutoff from a fresh plan and the audit."""
+    from delta.tables import DeltaTable
+
+    from spark_purge.why import explain, parse_target, partition_history
+
+    topic, partition = parse_target(args.target)
+    spark = _spark(args)
+    rows, _ = _plan_rows(spark, cfg, topic)
+    rows = [r for r in rows if partition is None or r["partition"] == partition]
+    if not rows:
+        raise ConfigError(
+            f"why: {args.target!r}: no such partition is selected by the config's rules (or the topic does not exist); "
+            "`spark-purge plan --all` lists every planned partition"
+        )
+    history: dict[int, list[dict[str, Any]]] = {}
+    if DeltaTable.isDeltaTable(spark, cfg.audit.path):
+        history = partition_history(spark.read.format("delta").load(cfg.audit.path), topic, partition)
+    else:
+        print(f"(no audit table at {cfg.audit.path} yet: the plan alone)")
+    print("\n\n".join("\n".join(explain(r, history.get(r["partition"], []))) for r in rows))
     return EXIT_OK
 
 

@@ -71,6 +71,7 @@ def _plan_row(intent: Row, **changes: Any) -> Row:
         remote_storage_enable=intent["remote_storage_enable"],
         detail=None,
         time_floor_source=intent.asDict().get("time_floor_source"),
+        size_bytes=intent.asDict().get("size_bytes_before"),
     )
     values.update(changes)
     values["records_to_delete"] = max(0, (values["cutoff"] or 0) - values["log_start_offset"]) if values["actionable"] else 0

@@ -59,6 +59,9 @@ PARTITION_STATE = StructType(
         # Metadata v10+ topic id (UUID string; null: a broker too old to say). A topic recreated
         # under the same name gets a new id: the batch re-checks it right before DeleteRecords.
         StructField("topic_id", StringType(), True),
+        # Bytes on the leader's disk (DescribeLogDirs; null: unknown). Kafka removes only whole
+        # segments below the log start offset, asynchronously: it falls after a delete, later.
+        StructField("size_bytes", LongType(), True),
     ]
 )
 
@@ -314,6 +317,7 @@ PLAN = StructType(
         StructField("remote_storage_enable", BooleanType(), True),
         StructField("detail", StringType(), True),  # human-readable why, for plan output
         StructField("time_floor_source", StringType(), True),  # TIME_FLOOR_SOURCES; null: no floor
+        StructField("size_bytes", LongType(), True),  # as the snapshot measured it (PARTITION_STATE)
     ]
 )
 
@@ -354,6 +358,11 @@ AUDIT = StructType(
         StructField("lease_generation", LongType(), True),
         # Active producers (DescribeProducers) of a partition with an open transaction; null elsewhere
         StructField("active_producers", IntegerType(), True),
+        # Bytes on the leader's disk at snapshot time (null: unknown, or a row written before).
+        # A later decision's size_bytes_before is the size measured after this one.
+        StructField("size_bytes_before", LongType(), True),
+        # outcomes: size_bytes_before x records_deleted / records present (see audit.reclaimed_estimate)
+        StructField("bytes_reclaimed_estimate", LongType(), True),
         StructField("event_date", StringType(), False),  # yyyy-MM-dd (UTC), the partition column
     ]
 )

@@ -225,6 +225,7 @@ def snapshot_rows(snapshot: ClusterSnapshot, view: str) -> list[tuple[Any, ...]]
             _ts(p.time_floor_time_ms),
             p.time_floor_offset,
             p.topic_id,
+            p.size_bytes,
         )
         if view == "snapshot":
             groups = [

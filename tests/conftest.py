@@ -29,10 +29,11 @@ os.environ.setdefault(STREAMS_JARS_ENV, str(REPO_ROOT / ".cache/jars/kafka-strea
 
 
 #: Heavy optional runs, out of the default command: each runs only when its marker is selected
-#: (``./dev.sh test -m wheel``, ``./dev.sh test -m multiprocess``).
+#: (``./dev.sh test -m wheel``, ``./dev.sh test -m multiprocess``, ``./dev.sh test -m airflow``).
 OPT_IN = {
     "wheel": "builds a wheel and a virtualenv (minutes)",
     "multiprocess": "its own Spark driver on local-cluster executors (about a minute)",
+    "airflow": "loads the DAG in a real DagBag from the Airflow environment (./dev.sh airflow-env, minutes the first time)",
 }
 
 

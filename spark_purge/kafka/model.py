@@ -143,6 +143,8 @@ class PartitionState:
     # The topic's id (Metadata v10+, a UUID string): a topic deleted and recreated under the same
     # name gets a new one, so a plan made for the old topic is never applied to the new one.
     topic_id: Optional[str] = None
+    # Bytes on the leader's disk (DescribeLogDirs; None: unknown, e.g. the broker did not answer).
+    size_bytes: Optional[int] = None
 
 
 @dataclass(frozen=True)

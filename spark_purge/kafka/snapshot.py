@@ -3,7 +3,8 @@
 Metadata (1 request, with each topic's id), then DescribeConfigs (1 request) in parallel with:
 the group reads (see ``groups``), and *after* them ListOffsets per leader (earliest, latest,
 last stable, and the time-floor timestamps) alongside OffsetForLeaderEpoch for commits carrying
-a leader epoch (``lineage``). Commits read before the high watermark are never above it unless
+a leader epoch (``lineage``) and DescribeLogDirs per leader for the partitions' sizes
+(``log_dirs``; unknown sizes stay None). Commits read before the high watermark are never above it unless
 the log lost their history (``commit_beyond_end`` in the policy). Partitions that could not be read completely are dropped with the reason; groups
 whose commits could not be read are named, so the policy never purges past them blindly.
 
@@ -25,6 +26,7 @@ from spark_purge.errors import AuthorizationError
 from spark_purge.kafka.configs import TopicConfigs, bool_or_none, int_or_none, snapshot_configs
 from spark_purge.kafka.groups import GroupReader
 from spark_purge.kafka.lineage import EpochEnds, epoch_end_offsets
+from spark_purge.kafka.log_dirs import Sizes, partition_sizes
 from spark_purge.kafka.members import RawCommit
 from spark_purge.kafka.model import (
     ClientConfig,
@@ -100,10 +102,12 @@ async def take_snapshot(
         # the high watermark read after it, unless the log lost what it was committed on.
         infos, raw, unreadable = await groups_future
     epochs_future = wire.spawn(_epoch_ends, wire, raw, dict(leaders), deadline, issues)
+    sizes_future = wire.spawn(partition_sizes, wire, dict(leaders), deadline) if tps else None
     if tps:
         offsets, failed = await offsets_reader.list_offsets(queries, leaders, deadline)
     else:
         offsets, failed = {n: {} for n in queries}, {}
+    sizes: Sizes = (await sizes_future)[0] if sizes_future is not None else {}
 
     configs, config_errors, offsets_retention_ms = await configs_future
     for t, err in config_errors.items():
@@ -114,7 +118,7 @@ async def take_snapshot(
         else:
             issues.append(SnapshotIssue("topic_config", t, err.split(":")[0], f"DescribeConfigs on topic {t!r}: {err}"))
 
-    partitions, dropped = _partition_states(tps, meta, offsets, failed, floors, floor_tps, configs)
+    partitions, dropped = _partition_states(tps, meta, offsets, failed, floors, floor_tps, configs, sizes)
     kept = {(p.topic, p.partition) for p in partitions}
     ends = await epochs_future
     commits = [
@@ -149,6 +153,7 @@ def _partition_states(
     floors: Mapping[str, int],
     floor_tps: Mapping[TopicPartitionKey, int],
     configs: TopicConfigs,
+    sizes: Mapping[TopicPartitionKey, int],
 ) -> tuple[list[PartitionState], list[DroppedPartition]]:
     """One ``PartitionState`` per partition read completely; the others dropped with the reason."""
     partitions: list[PartitionState] = []
@@ -185,6 +190,7 @@ def _partition_states(
                 time_floor_time_ms=floors.get(tp[0]),
                 time_floor_offset=floor_offset,
                 topic_id=topic_ids.get(tp[0]),
+                size_bytes=sizes.get(tp),
             )
         )
     return partitions, dropped

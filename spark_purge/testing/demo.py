@@ -6,7 +6,12 @@
    ``dashboards`` has read part of the clicks;
 4. prints the plan (``spark-purge plan``), runs one purge (``spark-purge run``), shows each
    partition's log start offset as Kafka reports it, then the audit (``spark-purge audit``);
-5. ``analytics`` catches up, a second run purges further; the audit shows both runs.
+5. ``spark-purge why demo.orders:2`` explains the partition ``analytics`` holds back most;
+6. ``analytics`` catches up, a second run purges further; the audit shows both runs, in records
+   and bytes, and draws them (``audit --plot``) into ``var/demo/audit.png``, whose path it prints.
+
+Records are 4 kB and segments 1 MiB (Kafka's minimum), so whole segments go below a new log
+start and the second run's audit rows measure the smaller sizes.
 
 Everything it writes lives under ``var/demo`` (wiped at start); the broker is stopped at exit.
 Run it from the checkout (it reads ``conf/demo.yaml``): ``./dev.sh demo``, which exports the jar
@@ -36,6 +41,9 @@ COMMITS_FIRST = {
     ("dashboards", CLICKS): [150, 90],
 }
 COMMITS_SECOND = {("analytics", ORDERS): [300, 300, 250], ("dashboards", CLICKS): [200, 200]}
+VALUE_BYTES = 4000
+TOPIC_CONFIGS = {"segment.bytes": str(1024 * 1024)}
+PLOT = "var/demo/audit.png"
 
 
 def banner(text: str) -> None:
@@ -45,11 +53,11 @@ def banner(text: str) -> None:
 def produce(bootstrap: str) -> None:
     admin = workload.new_admin(bootstrap)
     try:
-        workload.create_topics(admin, {t: len(counts) for t, counts in PRODUCED.items()})
+        workload.create_topics(admin, {t: len(counts) for t, counts in PRODUCED.items()}, configs=TOPIC_CONFIGS)
     finally:
         admin.close()
     for topic, counts in PRODUCED.items():
-        workload.produce(bootstrap, topic, counts)
+        workload.produce(bootstrap, topic, counts, value_bytes=VALUE_BYTES)
 
 
 def consume_and_commit(bootstrap: str, commits: dict[tuple[str, str], list[int]]) -> None:
@@ -109,6 +117,9 @@ def run_demo() -> int:
             return rc
         banner("log start offsets as Kafka reports them now")
         show_log_start(bootstrap)
+        banner(f"spark-purge why {ORDERS}:2   (what holds this partition back, and since when)")
+        if (rc := cli_main(["why", f"{ORDERS}:2", *common])) != 0:
+            return rc
 
         banner("analytics and dashboards catch up; a second run purges further")
         consume_and_commit(bootstrap, COMMITS_SECOND)
@@ -116,13 +127,16 @@ def run_demo() -> int:
             return rc
         show_log_start(bootstrap)
 
-        banner("spark-purge audit  (from the Delta table at var/demo/audit)")
-        rc = cli_main(["audit", *common])
+        banner("spark-purge audit --plot  (from the Delta table at var/demo/audit)")
+        rc = cli_main(["audit", *common, "--plot", PLOT])
         print(
             "\nQuery it yourself:  ./dev.sh py -m pyspark ... or in Spark SQL:\n"
-            "  SELECT topic, partition, status, cutoff, low_watermark, binding_constraint, blocking_group\n"
+            "  SELECT topic, partition, status, cutoff, low_watermark, binding_constraint, blocking_group,\n"
+            "         size_bytes_before, bytes_reclaimed_estimate\n"
             "  FROM delta.`var/demo/audit` WHERE record_type = 'outcome' ORDER BY planned_at, topic, partition"
         )
+        if rc == 0:
+            print(f"\nThe picture: {Path(PLOT).resolve()}")
         return rc
 
 

@@ -202,10 +202,12 @@ def produce(
     *,
     timestamps_ms: Optional[Mapping[int, Sequence[int]]] = None,
     flush_timeout_s: float = 60.0,
+    value_bytes: int = 0,
     **config: Any,
 ) -> list[RecordMetadata]:
-    """Write ``counts[p]`` records to partition ``p`` (record ``i``: key ``k<i>``, value ``v<i>``,
-    CreateTime ``timestamps_ms[p][i]`` when given) and wait for every acknowledgement.
+    """Write ``counts[p]`` records to partition ``p`` (record ``i``: key ``k<i>``, value ``v<i>``
+    padded with ``.`` to ``value_bytes``, CreateTime ``timestamps_ms[p][i]`` when given) and wait
+    for every acknowledgement.
 
     ``target`` is bootstrap servers (a producer with ``acks=all`` plus ``config`` is opened and
     closed) or an open producer (kept open). Returns the acknowledgements in send order.
@@ -223,7 +225,7 @@ def produce(
                     producer.send(
                         topic,
                         key=b"k%d" % i,
-                        value=b"v%d" % i,
+                        value=(b"v%d" % i).ljust(value_bytes, b"."),
                         partition=partition,
                         timestamp_ms=stamps[i] if stamps else None,
                     )

@@ -6,7 +6,7 @@ from typing import Any
 
 from pyspark.sql import Row
 
-from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows
+from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows, reclaimed_estimate
 from spark_purge.kafka.model import DeleteOutcome
 from spark_purge.runner import BatchResult
 from spark_purge.schemas import AUDIT, PLAN
@@ -22,7 +22,7 @@ def plan_row(partition: int, cutoff: int | None, actionable: bool, binding: str 
         cutoff=cutoff, records_to_delete=(cutoff - 10) if actionable and cutoff else 0, binding_constraint=binding,
         blocking_group="billing" if binding == "group" else None,
         blocking_group_type="classic" if binding == "group" else None, rule="orders", stale_groups=["old"] if partition == 1 else [],
-        actionable=actionable, remote_storage_enable=None, detail="why", time_floor_source="append_history",
+        actionable=actionable, remote_storage_enable=None, detail="why", time_floor_source="append_history", size_bytes=None,
     )
     values.update(kw)
     return Row(**{f.name: values[f.name] for f in PLAN.fields})
@@ -60,7 +60,8 @@ def test_intents_are_the_actionable_rows_with_the_batch_context() -> None:
         "records_deleted": None, "binding_constraint": "group", "blocking_group": "billing", "blocking_group_type": "classic", "stale_groups": [],
         "rule": "orders", "status": "planned", "error": None, "dry_run": False, "remote_storage_enable": None,
         "config_fingerprint": "fp", "operator": None, "time_floor_source": "append_history", "topic_id": "id-orders",
-        "lease_generation": None, "active_producers": None, "event_date": "2026-11-22",  # the planning day, not the execution day
+        "lease_generation": None, "active_producers": None,
+        "size_bytes_before": None, "bytes_reclaimed_estimate": None, "event_date": "2026-11-22",  # the planning day, not the execution day
     }
 
 
@@ -93,3 +94,25 @@ def test_batch_result_counts_the_outcome_rows() -> None:
         "orders-2: no outcome",
         "orders-4: POLICY_VIOLATION",
     ]
+
+
+def test_bytes_before_and_the_reclaimed_estimate_pro_rata_of_records() -> None:
+    # 490 records present (10..500) in 49,000 bytes: 100 bytes a record.
+    sized = [plan_row(0, 100, True, size_bytes=49_000), plan_row(1, 200, True, size_bytes=49_000), plan_row(3, None, False, size_bytes=7)]
+    intents = intent_rows(sized, CTX)
+    assert [(r.size_bytes_before, r.bytes_reclaimed_estimate) for r in intents] == [(49_000, None), (49_000, None)]
+    rows = outcome_rows(sized, OUTCOMES, CTX, EXECUTED)
+    # p0 deleted 90 records: 9,000 bytes; p1 failed after the log start reached 150 (140 records
+    # gone): the estimate follows what went; p3 skipped: 0. No size known: no estimate.
+    assert [(r.partition, r.status, r.size_bytes_before, r.bytes_reclaimed_estimate) for r in rows] == [
+        (0, "deleted", 49_000, 9_000), (1, "failed", 49_000, 14_000), (3, "skipped", 7, 0),
+    ]
+    assert [r.bytes_reclaimed_estimate for r in outcome_rows(PLAN_ROWS[:1], OUTCOMES, CTX, EXECUTED)] == [None]
+
+
+def test_reclaimed_estimate_bounds() -> None:
+    assert reclaimed_estimate(1000, 5, 0, 10) == 500
+    assert reclaimed_estimate(1000, 50, 0, 10) == 1000  # never more than the partition's size
+    assert reclaimed_estimate(1000, 0, 0, 10) == 0
+    assert reclaimed_estimate(1000, 3, 10, 10) == 0  # an empty log frees nothing
+    assert reclaimed_estimate(None, 5, 0, 10) is None and reclaimed_estimate(1000, None, 0, 10) is None

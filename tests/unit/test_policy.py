@@ -38,7 +38,7 @@ def part(
     remote: bool | None = None,
     topic_id: str | None = None,
 ) -> tuple[Any, ...]:
-    return (SNAP, NOW, topic, partition, leader, [1, 2], [1, 2], log_start, hw, hw if last_stable is None else last_stable, internal, cleanup, None, remote, floor_time, floor_offset, topic_id)
+    return (SNAP, NOW, topic, partition, leader, [1, 2], [1, 2], log_start, hw, hw if last_stable is None else last_stable, internal, cleanup, None, remote, floor_time, floor_offset, topic_id, None)
 
 
 def grp(
@@ -99,7 +99,7 @@ def both_groups(topic: str, partition: int, billing: int, analytics: int) -> lis
 def test_group_binding_exact_plan_row(spark: SparkSession) -> None:
     plan = run(spark, config(ORDERS), [part("orders", log_start=100, hw=500, remote=True, topic_id="id-o")], both_groups("orders", 0, 300, 120))
     expected = spark.createDataFrame(
-        [(SNAP, "orders", 0, "id-o", 1, 100, 500, 120, 20, "group", "analytics", "classic", "orders", [], True, True, "group analytics at 120 holds back 380 records", None)],
+        [(SNAP, "orders", 0, "id-o", 1, 100, 500, 120, 20, "group", "analytics", "classic", "orders", [], True, True, "group analytics at 120 holds back 380 records", None, None)],
         schemas.PLAN,
     )
     assert plan.schema == schemas.PLAN

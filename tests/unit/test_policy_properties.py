@@ -160,7 +160,7 @@ def cases(draw: st.DrawFn) -> Case:
                 floor_offset = draw(st.integers(log_start, hw))
             cleanup = draw(st.sampled_from(["delete", "delete", "delete", "compact", None, "compact,delete"]))
             internal = topic == "__internal"
-            case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, None, floor_time, floor_offset, None))
+            case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, None, floor_time, floor_offset, None, None))
             draw_history(draw, case, topic, p, hw)
             draw_retirement(draw, case, topic, p, hw)
             for g in everyone:
@@ -239,7 +239,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
     rules = {r["topics"]: r for r in case.rules}
     manual = {m["topic"]: m["offset"] for m in case.manual}
     for row in plan:
-        _, _, topic, p, _, _, _, log_start, hw, last_stable, _internal, cleanup, _, _, floor_time, floor_offset, _ = parts[(row.topic, row.partition)]
+        _, _, topic, p, _, _, _, log_start, hw, last_stable, _internal, cleanup, _, _, floor_time, floor_offset, _, _ = parts[(row.topic, row.partition)]
         assert row.binding_constraint in schemas.BINDING_CONSTRAINTS
         assert row.records_to_delete == (row.cutoff - log_start if row.actionable else 0)
         status, reclaimed_to = case.retired.get((topic, p), (None, None))

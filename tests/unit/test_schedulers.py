@@ -4,9 +4,10 @@ script exists, their Delta artifact is the session's, and they never overlap."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from spark_purge.session import DELTA_PACKAGE
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "jobs" / "airflow" / "spark_purge_dag.py"
 DATABRICKS_JOB = REPO / "jobs" / "databricks" / "spark_purge_job.json"
+AIRFLOW_PYTHON_ENV = "SPARK_PURGE_AIRFLOW_PYTHON"  # ./dev.sh exports it: .cache/airflow-venv/bin/python
 # The Jobs API 2.1 fields the job definition may use (JobSettings, Task, JobCluster, CronSchedule).
 JOB_KEYS = {"name", "description", "max_concurrent_runs", "schedule", "tasks", "job_clusters", "email_notifications", "tags", "timeout_seconds"}
 TASK_KEYS = {"task_key", "description", "job_cluster_key", "existing_cluster_id", "spark_python_task", "python_wheel_task",
@@ -73,10 +75,14 @@ def test_databricks_job_runs_one_cycle_at_a_time_with_the_package_wheel() -> Non
 
 
 def test_databricks_job_parses_as_sdk_job_settings() -> None:
-    jobs = pytest.importorskip("databricks.sdk.service.jobs", reason="databricks-sdk not installed (optional check)")
+    from databricks.sdk.service import jobs  # a test dependency: this check always runs
+
     job = json.loads(DATABRICKS_JOB.read_text())
     settings = jobs.JobSettings.from_dict(job)
     assert settings.as_dict() == job  # nothing dropped: every field is one the SDK knows
+    (task,) = settings.tasks or []
+    assert isinstance(task.spark_python_task, jobs.SparkPythonTask) and task.max_retries == 2
+    assert settings.max_concurrent_runs == 1 and isinstance(settings.schedule, jobs.CronSchedule)
 
 
 # ---- Airflow -------------------------------------------------------------------------------
@@ -140,15 +146,33 @@ def test_airflow_dag_submits_the_one_shot_entry_script_with_arguments_our_cli_ac
     assert task["conf"]["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
 
 
-def test_airflow_dag_loads_in_a_dagbag() -> None:
-    if importlib.util.find_spec("airflow") is None:
-        pytest.skip("Airflow not installed (optional check; the structural tests above always run)")
-    pytest.importorskip("airflow.providers.apache.spark", reason="apache-airflow-providers-apache-spark not installed")
-    from airflow.models import DagBag
+# Loads the DAG in a real DagBag inside the Airflow environment (``./dev.sh airflow-env``) and
+# prints what the test checks, as JSON on the last line.
+DAGBAG_PROBE = """
+import json, sys
+from airflow.models import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+dag = bag.dags.get("spark_purge")
+tasks = [] if dag is None else [[t.task_id, type(t).__name__, type(t).__module__, t.retries, t._conn_id] for t in dag.tasks]
+print(json.dumps({"import_errors": {str(k): str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
+                  "tasks": tasks, "max_active_runs": getattr(dag, "max_active_runs", None), "catchup": getattr(dag, "catchup", None)}))
+"""
 
-    bag = DagBag(dag_folder=str(DAG_FILE))  # Airflow 2 and 3 alike; .dags needs no metadata database
-    assert {k: v for k, v in bag.import_errors.items() if DAG_FILE.name in str(k)} == {}
-    dag = bag.dags["spark_purge"]
-    assert (dag.max_active_runs, dag.catchup, [t.task_id for t in dag.tasks]) == (1, False, ["purge_once"])
-    (task,) = dag.tasks
-    assert type(task).__name__ == "SparkSubmitOperator" and task.retries == 2
+
+@pytest.mark.airflow
+def test_airflow_dag_loads_in_a_real_dagbag(tmp_path: Path) -> None:
+    python = os.environ.get(AIRFLOW_PYTHON_ENV)
+    assert python and Path(python).is_file(), (
+        f"{AIRFLOW_PYTHON_ENV} must name the Airflow environment's python: run ./dev.sh airflow-env (or ./dev.sh test -m airflow)"
+    )
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(DAG_FILE.parent)}
+    done = subprocess.run([python, "-c", DAGBAG_PROBE, str(DAG_FILE)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["import_errors"] == {}
+    assert found["dags"] == ["spark_purge"]
+    assert found["tasks"] == [
+        ["purge_once", "SparkSubmitOperator", "airflow.providers.apache.spark.operators.spark_submit", 2, "spark_default"]
+    ]
+    assert (found["max_active_runs"], found["catchup"]) == (1, False)
