@@ -9,13 +9,15 @@
 #
 # Caches (ignored by git): .venv/ (Python packages), .cache/m2 (Maven repository),
 # .cache/jars/{kafka,delta,spark-kafka} (the jars the launcher and Spark use), .cache/jars/kafka-streams
-# (Kafka Streams 4.3.1, the streams-group member helper's classpath), .cache/jars/tools (kafka-tools
+# (Kafka Streams 4.3.1, the streams-group member helper's classpath), .cache/jars/tiered-storage
+# (Kafka's LocalTieredStorage, from the 4.3.1 storage test jar, for the tiered test broker), .cache/jars/tools (kafka-tools
 # 4.3.1 for the benchmarks' kafka-delete-records.sh baseline; only `bench` resolves it). A second
 # run downloads nothing: each step is skipped while the stamp of its inputs (setup.py, the poms)
 # is unchanged. The package itself never looks for this checkout: every command below exports
 # SPARK_PURGE_KAFKA_JARS (the test cluster launcher's broker jars), SPARK_PURGE_DELTA_JARS
 # (Delta's jars for a local SparkSession) and SPARK_PURGE_SPARK_KAFKA_JARS (Spark's Kafka
-# connector, which the tests' session adds) and SPARK_PURGE_KAFKA_STREAMS_JARS pointing into .cache/jars.
+# connector, which the tests' session adds), SPARK_PURGE_KAFKA_STREAMS_JARS and
+# SPARK_PURGE_TIERED_STORAGE_JARS pointing into .cache/jars.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -61,6 +63,8 @@ setup() {
       -DexcludeArtifactIds=lz4-java,snappy-java,jsr305,spark-tags_2.13
   # Kafka Streams (own kafka-clients), for tests that run a real streams-group member.
   setup_jars kafka-streams
+  # Kafka's LocalTieredStorage (the storage test jar, 4.3.1) alone, for the tiered-storage test broker.
+  setup_jars tiered-storage -DexcludeTransitive=true
 }
 
 export SPARK_LOCAL_IP=127.0.0.1
@@ -71,6 +75,8 @@ export SPARK_PURGE_DELTA_JARS=$ROOT/.cache/jars/delta
 export SPARK_PURGE_SPARK_KAFKA_JARS=$ROOT/.cache/jars/spark-kafka
 # Kafka Streams' jars: the streams-group member helper's classpath (spark_purge/testing/streams.py).
 export SPARK_PURGE_KAFKA_STREAMS_JARS=$ROOT/.cache/jars/kafka-streams
+# LocalTieredStorage's jar: a plugin on the tiered test broker's classpath (LocalKafka(tiered=True)).
+export SPARK_PURGE_TIERED_STORAGE_JARS=$ROOT/.cache/jars/tiered-storage
 cmd=${1:-help}; [[ $# -gt 0 ]] && shift
 case $cmd in
   setup) setup ;;
