@@ -59,6 +59,7 @@ from spark_purge.policy import retention_floors, split_snapshot
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from spark_purge.runner import BatchResult, BatchRunner, PurgeClient
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
+from spark_purge.tiering import TieringTable
 from spark_purge.vanished import retention_warning
 
 log = logging.getLogger(__name__)
@@ -201,6 +202,7 @@ class PurgePipeline:
             lambda timestamps: self.client().offsets_for_times(timestamps),
             self.progress.read_if_exists,
             self.history.read_if_exists,
+            TieringTable.beside(self.spark, self.config.audit.path).in_transition,
         )
 
     @property
@@ -419,7 +421,8 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
         history = history_store(spark, checkpoint).read_if_exists
     clock = broker_clock(config)
     try:
-        plan = Planner(config, lookup, progress, history).plan(with_external(spark, config, read_snapshot(spark, config)))
+        tiering = TieringTable.beside(spark, config.audit.path).in_transition
+        plan = Planner(config, lookup, progress, history, tiering).plan(with_external(spark, config, read_snapshot(spark, config)))
         return None if plan is None else dataclasses.replace(plan, clock=read_clock(clock))
     finally:
         for client in opened:

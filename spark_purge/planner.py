@@ -6,7 +6,7 @@ snapshot no longer shows is added as a ``Vanished`` group row, see ``spark_purge
 the answers to the config's ``@timestamp`` manual
 entries (ListOffsets by timestamp), and the append history (``spark_purge.history``: the high
 watermarks past snapshots saw, so the time floor holds records by append time, whatever their
-CreateTime). The plan is made as of the snapshot's own time, so a
+CreateTime), and the topics whose tiered storage is being disabled (``spark_purge.tiering``). The plan is made as of the snapshot's own time, so a
 replayed batch plans exactly what it planned the first time.
 
     planner = Planner(config, lookup_offsets=client.offsets_for_times)
@@ -15,7 +15,7 @@ replayed batch plans exactly what it planned the first time.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -57,6 +57,8 @@ class Planner:
     lookup_offsets: OffsetLookup
     progress: Callable[[], DataFrame | None] = lambda: None
     append_history: Callable[[], DataFrame | None] | None = None
+    # Topics whose tiered storage is being disabled (``tiering.TieringTable.in_transition``).
+    tiering_transitions: Callable[[], Collection[str]] = lambda: ()
 
     def plan(self, snapshot: DataFrame) -> Plan | None:
         """The plan for a snapshot, or None when the snapshot has no rows."""
@@ -76,6 +78,7 @@ class Planner:
             manual_offsets=self.manual_offsets(partitions),
             unreadable_groups=unreadable,
             append_history=self.history(snapshot.sparkSession),
+            tiering_transitions=self.tiering_transitions(),
         )
         return Plan(rows, now)
 

@@ -71,6 +71,8 @@ def _plan_row(intent: Row, **changes: Any) -> Row:
         remote_storage_enable=intent["remote_storage_enable"],
         detail=None,
         time_floor_source=intent.asDict().get("time_floor_source"),
+        local_log_start_offset=intent.asDict().get("prior_local_log_start_offset"),
+        cuts_remote=intent.asDict().get("cuts_remote"),
     )
     values.update(changes)
     values["records_to_delete"] = max(0, (values["cutoff"] or 0) - values["log_start_offset"]) if values["actionable"] else 0

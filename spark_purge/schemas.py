@@ -12,6 +12,7 @@
   (rules resolved per topic, manual entries, answers to ``@timestamp`` lookups).
 - ``PLAN``: the purge plan, one row per selected partition.
 - ``AUDIT``: the Delta audit table, one row per partition decision (intent or outcome).
+- ``TIERING``: the tiered-storage disablement state machine, one row per step.
 """
 from __future__ import annotations
 
@@ -56,6 +57,12 @@ PARTITION_STATE = StructType(
         # Metadata v10+ topic id (UUID string; null: a broker too old to say). A topic recreated
         # under the same name gets a new id: the batch re-checks it right before DeleteRecords.
         StructField("topic_id", StringType(), True),
+        # Tiered storage (read only for topics with remote.storage.enable=true; null otherwise or
+        # when the broker could not say): the local log start offset (ListOffsets EARLIEST_LOCAL,
+        # -4): offsets below it exist only in remote storage; and the highest offset copied to
+        # remote storage (ListOffsets LATEST_TIERED, -5; -1: nothing copied yet).
+        StructField("local_log_start_offset", LongType(), True),
+        StructField("latest_tiered_offset", LongType(), True),
     ]
 )
 
@@ -200,6 +207,7 @@ BINDING_CONSTRAINTS = (
     "protected",
     "compacted",
     "internal",
+    "tiering_transition",  # tiered storage is being disabled on the topic (spark_purge.tiering)
     "missing_commit",
     "group_unreadable",
     "commit_beyond_end",  # a required commit above the high watermark: another topic's history
@@ -259,6 +267,33 @@ PLAN = StructType(
         StructField("remote_storage_enable", BooleanType(), True),
         StructField("detail", StringType(), True),  # human-readable why, for plan output
         StructField("time_floor_source", StringType(), True),  # TIME_FLOOR_SOURCES; null: no floor
+        # Tiered storage: the local log start as the snapshot saw it (null: not a tiered topic),
+        # and whether the cut removes data from remote storage: true when the cut deletes offsets
+        # remote storage holds ([log_start_offset, latest_tiered_offset]); null when tiering is on
+        # but the snapshot could not tell; false for topics without tiered storage or no cut.
+        StructField("local_log_start_offset", LongType(), True),
+        StructField("cuts_remote", BooleanType(), True),
+    ]
+)
+
+# spark_purge.tiering: a topic's tiered-storage disablement, one row per step, appended before
+# the step acts (a Delta table beside the audit: ``<audit.path>_tiering``). The newest row per
+# topic is its state. ``since``: when the topic entered ``state``.
+TIERING_ENABLED, TIERING_DISABLING, TIERING_DISABLED = "ENABLED", "DISABLING", "DISABLED"
+TIERING_STATES = (TIERING_ENABLED, TIERING_DISABLING, TIERING_DISABLED)
+TIERING_POLICIES = ("retain", "delete")
+TIERING = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("topic_id", StringType(), True),
+        StructField("state", StringType(), False),  # TIERING_STATES
+        StructField("policy", StringType(), False),  # TIERING_POLICIES
+        # The step about to act (intent) or done: copy_disable, storage_disable, confirm, done
+        StructField("step", StringType(), False),
+        StructField("since", TimestampType(), False),
+        StructField("recorded_at", TimestampType(), False),
+        StructField("operator", StringType(), True),
+        StructField("detail", StringType(), True),
     ]
 )
 
@@ -295,6 +330,15 @@ AUDIT = StructType(
         StructField("time_floor_source", StringType(), True),  # as in PLAN (null on forget rows)
         # The topic id the decision was made for (null: unknown, or a table written before)
         StructField("topic_id", StringType(), True),
+        # Tiered storage (null on topics without it, and in tables written before): the local
+        # log start offset before the cut (as planned) and after it (re-read from Kafka once the
+        # delete went through), whether the cut reached remote storage (PLAN.cuts_remote), and
+        # the remote bytes removed, always null: Kafka's admin API reports no per-partition
+        # remote log size (DescribeLogDirs covers local log directories only).
+        StructField("prior_local_log_start_offset", LongType(), True),
+        StructField("local_log_start_offset", LongType(), True),
+        StructField("cuts_remote", BooleanType(), True),
+        StructField("remote_bytes_removed", LongType(), True),
         StructField("event_date", StringType(), False),  # yyyy-MM-dd (UTC), the partition column
     ]
 )

@@ -225,6 +225,8 @@ def snapshot_rows(snapshot: ClusterSnapshot, view: str) -> list[tuple[Any, ...]]
             _ts(p.time_floor_time_ms),
             p.time_floor_offset,
             p.topic_id,
+            p.local_log_start_offset,
+            p.latest_tiered_offset,
         )
         if view == "snapshot":
             groups = [
