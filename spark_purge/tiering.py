@@ -122,8 +122,13 @@ class TieringTable(CheckpointTable):
     def append(self, record: TieringRecord) -> None:
         from delta.tables import DeltaTable
 
-        DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(TIERING).execute()
+        if self.path not in _TABLES_READY:
+            DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(TIERING).execute()
+            _TABLES_READY.add(self.path)
         self.spark.createDataFrame([record.row()], TIERING).write.format("delta").mode("append").save(self.path)
+
+
+_TABLES_READY: set[str] = set()  # tiering tables append() created (or found) in this process
 
 
 @dataclass

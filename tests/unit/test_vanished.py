@@ -30,7 +30,7 @@ def config(stale_after: str = "30d", on_stale_group: str = "block", **rule: Any)
 
 
 def snapshot_row(partition: int, groups: list[tuple[Any, ...]], hw: int = 100) -> tuple[Any, ...]:
-    return (SNAP, NOW, "orders", partition, 1, [1], [1], 0, hw, hw, False, "delete", None, None, None, None, None, groups, [])
+    return (SNAP, NOW, "orders", partition, 1, [1], [1], 0, hw, hw, False, "delete", None, None, None, None, None, None, None, groups, [])
 
 
 def live(group: str, offset: int, state: str = "Stable", members: int = 1) -> tuple[Any, ...]:
