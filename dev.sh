@@ -10,7 +10,8 @@
 #
 # Caches (ignored by git): .venv/ (Python packages), .cache/m2 (Maven repository),
 # .cache/jars/{kafka,delta,spark-kafka} (the jars the launcher and Spark use), .cache/jars/kafka-streams
-# (Kafka Streams 4.3.1, the streams-group member helper's classpath), .cache/jars/tools (kafka-tools
+# (Kafka Streams 4.3.1, the streams-group member helper's classpath), .cache/jars/tiered-storage
+# (Kafka's LocalTieredStorage, from the 4.3.1 storage test jar, for the tiered test broker), .cache/jars/tools (kafka-tools
 # 4.3.1 for the benchmarks' kafka-delete-records.sh baseline; only `bench` resolves it),
 # .cache/airflow-venv (Airflow and its Spark provider, apart from .venv: only `airflow-env`, or
 # `test` with an airflow marker, creates it). A second
@@ -18,7 +19,8 @@
 # is unchanged. The package itself never looks for this checkout: every command below exports
 # SPARK_PURGE_KAFKA_JARS (the test cluster launcher's broker jars), SPARK_PURGE_DELTA_JARS
 # (Delta's jars for a local SparkSession) and SPARK_PURGE_SPARK_KAFKA_JARS (Spark's Kafka
-# connector, which the tests' session adds) and SPARK_PURGE_KAFKA_STREAMS_JARS pointing into .cache/jars.
+# connector, which the tests' session adds), SPARK_PURGE_KAFKA_STREAMS_JARS and
+# SPARK_PURGE_TIERED_STORAGE_JARS pointing into .cache/jars.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -80,6 +82,8 @@ setup() {
       -DexcludeArtifactIds=lz4-java,snappy-java,jsr305,spark-tags_2.13
   # Kafka Streams (own kafka-clients), for tests that run a real streams-group member.
   setup_jars kafka-streams
+  # Kafka's LocalTieredStorage (the storage test jar, 4.3.1) alone, for the tiered-storage test broker.
+  setup_jars tiered-storage -DexcludeTransitive=true
 }
 
 export SPARK_LOCAL_IP=127.0.0.1
@@ -92,6 +96,8 @@ export SPARK_PURGE_SPARK_KAFKA_JARS=$ROOT/.cache/jars/spark-kafka
 export SPARK_PURGE_KAFKA_STREAMS_JARS=$ROOT/.cache/jars/kafka-streams
 # The Airflow environment's interpreter, for the DagBag test (tests/unit/test_schedulers.py, -m airflow).
 export SPARK_PURGE_AIRFLOW_PYTHON=$AIRFLOW_VENV/bin/python
+# LocalTieredStorage's jar: a plugin on the tiered test broker's classpath (LocalKafka(tiered=True)).
+export SPARK_PURGE_TIERED_STORAGE_JARS=$ROOT/.cache/jars/tiered-storage
 cmd=${1:-help}; [[ $# -gt 0 ]] && shift
 case $cmd in
   setup) setup ;;

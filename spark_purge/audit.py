@@ -94,6 +94,7 @@ def _audit_row(
     low_watermark: int | None = None,
     records_deleted: int | None = None,
     error: str | None = None,
+    local_log_start: int | None = None,
 ) -> Row:
     deleted = records_deleted if records_deleted is not None else (0 if record_type == "outcome" else None)
     size = plan["size_bytes"]
@@ -130,6 +131,10 @@ def _audit_row(
         active_producers=plan["active_producers"] if "active_producers" in plan.__fields__ else None,
         size_bytes_before=size,
         bytes_reclaimed_estimate=reclaimed_estimate(size, deleted, plan["log_start_offset"], plan["high_watermark"]),
+        prior_local_log_start_offset=plan["local_log_start_offset"],
+        local_log_start_offset=local_log_start,
+        cuts_remote=plan["cuts_remote"],
+        remote_bytes_removed=None,  # Kafka reports no remote size per partition (see schemas.AUDIT)
         event_date=ctx.planned_at.strftime("%Y-%m-%d"),
     )
     return Row(**{f.name: values[f.name] for f in AUDIT.fields})
@@ -162,9 +167,12 @@ def outcome_rows(
     outcomes: Mapping[TopicPartitionKey, DeleteOutcome],
     ctx: BatchContext,
     executed_at: datetime,
+    local_log_starts: Mapping[TopicPartitionKey, int] | None = None,
 ) -> list[Row]:
     """One outcome per plan row: ``skipped`` (not actionable), ``dry_run``, ``deleted`` or
-    ``failed`` (an error, or no outcome at all: never silently "deleted")."""
+    ``failed`` (an error, or no outcome at all: never silently "deleted"). ``local_log_starts``:
+    tiered partitions' local log start offsets re-read after the deletes (the ``deleted`` rows'
+    ``local_log_start_offset``)."""
     rows = []
     for r in plan:
         if not r["actionable"]:
@@ -172,11 +180,14 @@ def outcome_rows(
         elif ctx.dry_run:
             rows.append(_audit_row(r, ctx, "outcome", executed_at, status="dry_run"))
         else:
-            rows.append(_outcome_row(r, ctx, executed_at, outcomes.get((r["topic"], r["partition"]))))
+            tp = (r["topic"], r["partition"])
+            rows.append(_outcome_row(r, ctx, executed_at, outcomes.get(tp), (local_log_starts or {}).get(tp)))
     return rows
 
 
-def _outcome_row(plan: Row, ctx: BatchContext, executed_at: datetime, outcome: DeleteOutcome | None) -> Row:
+def _outcome_row(
+    plan: Row, ctx: BatchContext, executed_at: datetime, outcome: DeleteOutcome | None, local_log_start: int | None = None
+) -> Row:
     if outcome is None:
         return _audit_row(plan, ctx, "outcome", executed_at, status="failed", error=NO_OUTCOME)
     if outcome.skipped:  # never sent: the topic was recreated or deleted since the plan
@@ -189,7 +200,8 @@ def _outcome_row(plan: Row, ctx: BatchContext, executed_at: datetime, outcome: D
             plan, ctx, "outcome", executed_at, status="failed", low_watermark=low, records_deleted=deleted, error=text
         )
     return _audit_row(
-        plan, ctx, "outcome", executed_at, status="deleted", low_watermark=outcome.low_watermark, records_deleted=deleted
+        plan, ctx, "outcome", executed_at, status="deleted", low_watermark=outcome.low_watermark, records_deleted=deleted,
+        local_log_start=local_log_start,
     )
 
 

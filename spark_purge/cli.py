@@ -10,6 +10,9 @@
     spark-purge retire TOPIC:PARTITION[,...] -c conf/prod.yaml --reason TEXT  # ReadWrite -> ReadOnly
     spark-purge retire --cancel TOPIC:PARTITION[,...] -c conf/prod.yaml       # ReadOnly -> ReadWrite
     spark-purge retirements -c conf/prod.yaml        # retiring/retired partitions, drain progress
+    spark-purge tiering disable TOPIC --policy retain|delete -c conf/prod.yaml  # resumable (spark_purge.tiering)
+    spark-purge tiering apply  -c conf/prod.yaml      # the config's tiering entries, and any left DISABLING
+    spark-purge tiering status -c conf/prod.yaml      # each topic's tiering state and since when
 
 stdout carries the command's output only; log lines go to stderr: ours at INFO, Spark's at WARN
 with its start-up noise silenced (``-q``: warnings and errors only; ``-v``: debug, Spark at INFO;
@@ -132,6 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     retirements = sub.add_parser("retirements", help="list retiring and retired partitions with their drain progress")
     common(retirements)
+    tiering = sub.add_parser("tiering", help="disable tiered storage on a topic, resumably (state beside the audit)")
+    actions = tiering.add_subparsers(dest="tiering_command", required=True, parser_class=_Parser)
+    disable = actions.add_parser("disable", help="run one topic to DISABLED (resumes a disablement left DISABLING)")
+    disable.add_argument("topic", help="the topic")
+    # Checked by the state machine (config.check_tiering_policy): an unknown one is a usage error naming it.
+    disable.add_argument("--policy", required=True, metavar="retain|delete", help="retain: keep remote data, read-only; delete: remove it")
+    common(disable)
+    apply = actions.add_parser("apply", help="run the config's tiering entries (and any topic left DISABLING) to DISABLED")
+    common(apply)
+    status = actions.add_parser("status", help="each topic's tiering state and since when")
+    common(status)
     return parser
 
 
@@ -170,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_retirements(cfg, args)
         if args.command == "why":
             return cmd_why(cfg, args)
+        if args.command == "tiering":
+            return cmd_tiering(cfg, args)
         return cmd_audit(cfg, args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -518,6 +534,32 @@ def _retirement_cells(row: dict[str, object]) -> dict[str, object]:
 
     status = row.get("status")
     return {**row, "status_name": RETIREMENT_STATUS_NAMES.get(status, str(status)) if isinstance(status, int) else None}
+
+
+TIERING_COLUMNS = (("topic", "topic"), ("state", "state"), ("policy", "policy"), ("step", "step"), ("since", "since"),
+                   ("detail", "detail"))
+
+
+def cmd_tiering(cfg: PurgeConfig, args: argparse.Namespace) -> int:
+    """``tiering disable|apply|status``: see ``spark_purge.tiering``."""
+    from spark_purge.kafka import open_client
+    from spark_purge.tiering import Disabler, TieringTable, check_policy, status_rows
+
+    if args.tiering_command == "disable":
+        check_policy(args.topic, args.policy)  # before Spark or Kafka: a bad policy changes nothing
+    spark = _spark(args)
+    table = TieringTable.beside(spark, cfg.audit.path)
+    if args.tiering_command == "status":
+        print(format_table(status_rows(table, cfg.tiering), TIERING_COLUMNS))
+        return EXIT_OK
+    with open_client(cfg) as client:
+        disabler = Disabler(client, table, operator=_operator())
+        if args.tiering_command == "disable":
+            records = [disabler.disable(args.topic, args.policy)]
+        else:
+            records = disabler.apply(cfg.tiering)
+    print(format_table([dataclasses.asdict(r) for r in records], TIERING_COLUMNS))
+    return EXIT_OK
 
 
 FORGET_COLUMNS = (("group_id", "group"), ("group_type", "type"), ("topic", "topic"), ("partition", "part"),

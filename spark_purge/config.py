@@ -28,6 +28,7 @@ Top-level YAML keys (see ``conf/example.yaml`` for every option)::
     lease:            enabled, purger_id, ttl, wait, path
     external_consumers: [{name, spark_checkpoint, topics} | {name, hold: {topic, partition, offset} | [...]}]
     retirement:       enable, delay  (partition retirement, see ``spark_purge.retirement``)
+    tiering:          [{topic, disable: retain|delete}]  (run by `spark-purge tiering apply`)
     dry_run:          bool
 
 Each default is declared once, on its dataclass field; the loader passes only the keys a file
@@ -56,7 +57,7 @@ import yaml
 from spark_purge._time import DURATION_HINT, as_utc, format_duration, parse_duration, parse_timestamp
 from spark_purge.errors import ConfigError, ConfigProblems
 from spark_purge.kafka.settings import SECRET_FIELDS, ClientKwargs, ConnectionSettings
-from spark_purge.schemas import EXTERNAL_SPARK_CHECKPOINT, EXTERNAL_STATIC_HOLD
+from spark_purge.schemas import EXTERNAL_SPARK_CHECKPOINT, EXTERNAL_STATIC_HOLD, TIERING_POLICIES
 
 END = -1  # manual offset sentinel for the high watermark, as in kafka-delete-records.sh
 GROUP_POLICIES = ("block", "ignore")
@@ -539,6 +540,27 @@ class ExternalConsumer:
         return any(h.topic == topic for h in self.hold)
 
 
+def check_tiering_policy(policy: object) -> str:
+    """``policy`` if it is one of ``TIERING_POLICIES``; else ``_FieldError`` naming it."""
+    if policy not in TIERING_POLICIES:
+        raise _FieldError("disable", f"expected 'retain' or 'delete', got {policy!r}")
+    return str(policy)
+
+
+@dataclass(frozen=True)
+class TieringEntry:
+    """Disable tiered storage on ``topic`` (``spark_purge.tiering``): ``disable`` ``retain``
+    keeps the remote data (read-only, copying stopped), ``delete`` removes it."""
+
+    topic: str
+    disable: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str) or not _TOPIC_NAME.fullmatch(self.topic):
+            raise _FieldError("topic", f"expected a topic name (letters, digits, '.', '_', '-'), got {self.topic!r}")
+        check_tiering_policy(self.disable)
+
+
 MANUAL_RULE_NAME = "manual"
 
 
@@ -556,12 +578,21 @@ class PurgeConfig:
     stream: StreamConfig | None = None
     external_consumers: tuple[ExternalConsumer, ...] = ()
     retirement: RetirementConfig = field(default_factory=RetirementConfig)
+    tiering: tuple[TieringEntry, ...] = ()
     dry_run: bool = False
     lease: LeaseConfig = field(default_factory=LeaseConfig)
 
     def __post_init__(self) -> None:
         if not self.rules and not self.manual:
             raise _FieldError("rules", "expected at least one topic rule (or a manual entry)")
+        tiered: dict[str, int] = {}
+        for i, tiering in enumerate(self.tiering):
+            if tiering.topic in tiered:
+                raise _FieldError(
+                    f"tiering[{i}].topic",
+                    f"duplicate topic {tiering.topic!r} (also tiering[{tiered[tiering.topic]}]); expected one entry per topic",
+                )
+            tiered[tiering.topic] = i
         consumers: dict[str, int] = {}
         for i, consumer in enumerate(self.external_consumers):
             if consumer.name in consumers:
@@ -833,6 +864,7 @@ _LEASE_KEYS = tuple(f.name for f in dataclasses.fields(LeaseConfig))
 _EXTERNAL_KEYS = tuple(f.name for f in dataclasses.fields(ExternalConsumer))
 _HOLD_KEYS = ("topic", "partition", "offset")
 _RETIREMENT_KEYS = tuple(f.name for f in dataclasses.fields(RetirementConfig))
+_TIERING_KEYS = tuple(f.name for f in dataclasses.fields(TieringEntry))
 _ROOT_KEYS = tuple(f.name for f in dataclasses.fields(PurgeConfig))
 
 
@@ -976,6 +1008,16 @@ def _external(value: object, path: str) -> ExternalConsumer:
 def _retirement(value: object, path: str) -> RetirementConfig:
     d = _section(value, path, _RETIREMENT_KEYS)
     return _build(RetirementConfig, path, **_given(d, path, RetirementConfig, {"enable": _bool, "delay": _duration}))
+def _tiering_policy(value: object, path: str) -> str:
+    try:
+        return check_tiering_policy(value)
+    except _FieldError as err:
+        raise ConfigError(f"{path}: {err.reason}") from None
+
+
+def _tiering(value: object, path: str) -> TieringEntry:
+    d = _section(value, path, _TIERING_KEYS)
+    return _build(TieringEntry, path, **_given(d, path, TieringEntry, {"topic": _str, "disable": _tiering_policy}))
 
 
 def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
@@ -998,6 +1040,7 @@ def from_dict(data: Mapping[str, Any]) -> PurgeConfig:
         "stream": _stream,
         "external_consumers": lambda v, p: _list(v, p, _external),
         "retirement": _retirement,
+        "tiering": lambda v, p: _list(v, p, _tiering),
         "dry_run": _bool,
         "lease": _lease,
     }
@@ -1127,6 +1170,7 @@ __all__ = [
     "SecurityConfig",
     "StaticHold",
     "StreamConfig",
+    "TieringEntry",
     "TopicRule",
     "active_spark_conf",
     "canonical_json",

@@ -2,12 +2,14 @@
 
     SparkPurgeError
     ├── ConfigError            bad configuration or options; names the key at fault
-    │   └── ConfigProblems     several at once (a config file with more than one problem)
+    │   ├── ConfigProblems     several at once (a config file with more than one problem)
+    │   └── TieringRefused     a tiering request that does not fit the topic (names it)
     ├── KafkaError             the cluster could not be read or written
     │   ├── ClusterUnreachable bootstrap servers did not answer within the timeout
     │   ├── GroupsUnsettled    the consumer-group list could not be proven complete in time
     │   ├── LeaderRequestError a request to one partition leader failed as a whole (retriable)
-    │   └── AuthorizationError an operation on a resource was denied
+    │   ├── AuthorizationError an operation on a resource was denied
+    │   └── TieringUnconfirmed Kafka did not confirm a tiering step in time (resumable)
     ├── AuditError             the Delta audit table could not be read or written
     └── FencedError            another purge job holds a newer lease on this cluster
 
@@ -46,8 +48,20 @@ class ConfigProblems(ConfigError):
         return self._problems
 
 
+class TieringRefused(ConfigError):
+    """Raised when a tiered-storage disablement does not fit the topic (unknown topic, no tiered
+    storage, another policy already under way); nothing was recorded or changed."""
+
+
 class KafkaError(SparkPurgeError):
     """Raised when the Kafka cluster could not be read or written."""
+
+
+class TieringUnconfirmed(KafkaError):
+    """Raised when Kafka did not confirm a tiered-storage step before the deadline; the state
+    stays DISABLING with its policy, and running the command again resumes it."""
+
+    retriable = True
 
 
 class ClusterUnreachable(KafkaError):

@@ -72,6 +72,7 @@ from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_row
 from spark_purge.retirement import RegistryTracker, RetirementRegistry
 from spark_purge.runner import AuditWriter, BatchResult, BatchRunner, PurgeClient
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
+from spark_purge.tiering import TieringTable
 from spark_purge.vanished import retention_warning
 
 log = logging.getLogger(__name__)
@@ -227,7 +228,8 @@ class PurgePipeline:
             lambda timestamps: self.client().offsets_for_times(timestamps),
             self.progress.read_if_exists,
             self.history.read_if_exists,
-            self.retirements.current,
+            retirements=self.retirements.current,
+            tiering_transitions=TieringTable.beside(self.spark, self.config.audit.path).in_transition,
         )
 
     @property
@@ -500,7 +502,9 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
     clock = broker_clock(config)
     retirements = RetirementRegistry.beside(spark, config.audit.path).current
     try:
-        plan = Planner(config, lookup, progress, history, retirements).plan(with_external(spark, config, read_snapshot(spark, config)))
+        tiering = TieringTable.beside(spark, config.audit.path).in_transition
+        planner = Planner(config, lookup, progress, history, retirements=retirements, tiering_transitions=tiering)
+        plan = planner.plan(with_external(spark, config, read_snapshot(spark, config)))
         return None if plan is None else dataclasses.replace(plan, clock=read_clock(clock))
     finally:
         for client in opened:

@@ -8,7 +8,8 @@ entries (ListOffsets by timestamp), and the append history (``spark_purge.histor
 watermarks past snapshots saw, so the time floor holds records by append time, whatever their
 CreateTime), and, with ``retirement.enable``, the retirement registry's current state
 (``spark_purge.retirement``: which partitions are retiring; the history says how long their high
-watermarks have been still). The plan is made as of the snapshot's own time, so a
+watermarks have been still), and the topics whose tiered storage is being disabled
+(``spark_purge.tiering``). The plan is made as of the snapshot's own time, so a
 replayed batch plans exactly what it planned the first time.
 
     planner = Planner(config, lookup_offsets=client.offsets_for_times)
@@ -17,7 +18,7 @@ replayed batch plans exactly what it planned the first time.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -64,6 +65,8 @@ class Planner:
     progress: Callable[[], DataFrame | None] = lambda: None
     append_history: Callable[[], DataFrame | None] | None = None
     retirements: Callable[[], DataFrame] | None = None
+    # Topics whose tiered storage is being disabled (``tiering.TieringTable.in_transition``).
+    tiering_transitions: Callable[[], Collection[str]] = lambda: ()
 
     def plan(self, snapshot: DataFrame) -> Plan | None:
         """The plan for a snapshot, or None when the snapshot has no rows."""
@@ -84,6 +87,7 @@ class Planner:
             unreadable_groups=unreadable,
             append_history=self.history(snapshot.sparkSession),
             retirement=self.retirement(),
+            tiering_transitions=self.tiering_transitions(),
         )
         pending = partitions.where(F.col("last_stable_offset") < F.col("high_watermark"))
         lsos = {(r["topic"], r["partition"]): int(r["last_stable_offset"]) for r in pending.select("topic", "partition", "last_stable_offset").collect()}

@@ -72,6 +72,8 @@ def _plan_row(intent: Row, **changes: Any) -> Row:
         detail=None,
         time_floor_source=intent.asDict().get("time_floor_source"),
         size_bytes=intent.asDict().get("size_bytes_before"),
+        local_log_start_offset=intent.asDict().get("prior_local_log_start_offset"),
+        cuts_remote=intent.asDict().get("cuts_remote"),
     )
     values.update(changes)
     values["records_to_delete"] = max(0, (values["cutoff"] or 0) - values["log_start_offset"]) if values["actionable"] else 0

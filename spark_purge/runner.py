@@ -3,7 +3,8 @@
 1. write the actionable rows to the Delta audit as **intents**, before any delete;
 2. renew the purger lease (``before_delete``: a fenced job stops here), then send DeleteRecords
    batched per leader, leaders in parallel (the client does the batching);
-3. write one **outcome** row per planned partition (exactly once per batch: Delta txn ids).
+3. write one **outcome** row per planned partition (exactly once per batch: Delta txn ids);
+   a tiered partition's outcome also records its local log start offset re-read after the cut.
 
 With partition retirement on, ``retirements`` records a reclaim's intent in the registry after
 the audit intents (before any delete) and its result after the outcomes (``spark_purge.retirement``).
@@ -21,6 +22,7 @@ from typing import Protocol
 from pyspark.sql import Row
 
 from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows
+from spark_purge.errors import KafkaError
 from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
 from spark_purge.kafka.producers import OpenTransactions
 
@@ -53,6 +55,7 @@ class PurgeClient(Protocol):
     ) -> Sequence[DeleteOutcome]: ...
 
     def open_transactions(self, tps: Iterable[TopicPartitionKey]) -> OpenTransactions: ...
+    def local_log_start_offsets(self, tps: Iterable[TopicPartitionKey]) -> Mapping[TopicPartitionKey, int]: ...
 
     def close(self) -> None: ...
 
@@ -136,12 +139,29 @@ class BatchRunner:
         self._fault("deletes_sent", ctx.batch_id)
 
         # 3. outcomes: one per planned partition, exactly once per batch.
-        rows = outcome_rows(plan, outcomes, ctx, executed_at=self.clock())
+        rows = outcome_rows(plan, outcomes, ctx, executed_at=self.clock(), local_log_starts=self._local_log_starts(actionable, outcomes))
         self.audit.write(rows, "outcome", ctx.batch_id)
         if self.retirements is not None:
             self.retirements.after_outcomes(plan, rows, ctx)
         result.count(rows)
         return result
+
+    def _local_log_starts(
+        self, actionable: Sequence[Row], outcomes: Mapping[TopicPartitionKey, DeleteOutcome]
+    ) -> dict[TopicPartitionKey, int]:
+        """Tiered partitions cut successfully: their local log start offset now (one ListOffsets
+        per leader; none at all without tiered topics). A failed read leaves them null."""
+        tiered = [
+            (r["topic"], r["partition"]) for r in actionable
+            if r["remote_storage_enable"] and (o := outcomes.get((r["topic"], r["partition"]))) is not None and o.ok
+        ]
+        if not tiered:
+            return {}
+        try:
+            return dict(self.client().local_log_start_offsets(tiered))
+        except KafkaError as exc:
+            log.warning("could not re-read the local log start of %d tiered partition(s): %s", len(tiered), exc)
+            return {}
 
     def _fault(self, step: str, batch_id: int) -> None:
         if self.fault_hook is not None:

@@ -15,6 +15,7 @@
 - ``LEASES``: the purger lease table beside the audit (``spark_purge.lease``), one row per
   acquisition, renewal or release.
 - ``RETIREMENTS``: the partition retirement registry beside the audit, one row per event.
+- ``TIERING``: the tiered-storage disablement state machine, one row per step.
 """
 from __future__ import annotations
 
@@ -62,6 +63,12 @@ PARTITION_STATE = StructType(
         # Bytes on the leader's disk (DescribeLogDirs; null: unknown). Kafka removes only whole
         # segments below the log start offset, asynchronously: it falls after a delete, later.
         StructField("size_bytes", LongType(), True),
+        # Tiered storage (read only for topics with remote.storage.enable=true; null otherwise or
+        # when the broker could not say): the local log start offset (ListOffsets EARLIEST_LOCAL,
+        # -4): offsets below it exist only in remote storage; and the highest offset copied to
+        # remote storage (ListOffsets LATEST_TIERED, -5; -1: nothing copied yet).
+        StructField("local_log_start_offset", LongType(), True),
+        StructField("latest_tiered_offset", LongType(), True),
     ]
 )
 
@@ -206,6 +213,7 @@ BINDING_CONSTRAINTS = (
     "protected",
     "compacted",
     "internal",
+    "tiering_transition",  # tiered storage is being disabled on the topic (spark_purge.tiering)
     "missing_commit",
     "group_unreadable",
     "commit_beyond_end",  # a required commit above the high watermark: another topic's history
@@ -318,6 +326,33 @@ PLAN = StructType(
         StructField("detail", StringType(), True),  # human-readable why, for plan output
         StructField("time_floor_source", StringType(), True),  # TIME_FLOOR_SOURCES; null: no floor
         StructField("size_bytes", LongType(), True),  # as the snapshot measured it (PARTITION_STATE)
+        # Tiered storage: the local log start as the snapshot saw it (null: not a tiered topic),
+        # and whether the cut removes data from remote storage: true when the cut deletes offsets
+        # remote storage holds ([log_start_offset, latest_tiered_offset]); null when tiering is on
+        # but the snapshot could not tell; false for topics without tiered storage or no cut.
+        StructField("local_log_start_offset", LongType(), True),
+        StructField("cuts_remote", BooleanType(), True),
+    ]
+)
+
+# spark_purge.tiering: a topic's tiered-storage disablement, one row per step, appended before
+# the step acts (a Delta table beside the audit: ``<audit.path>_tiering``). The newest row per
+# topic is its state. ``since``: when the topic entered ``state``.
+TIERING_ENABLED, TIERING_DISABLING, TIERING_DISABLED = "ENABLED", "DISABLING", "DISABLED"
+TIERING_STATES = (TIERING_ENABLED, TIERING_DISABLING, TIERING_DISABLED)
+TIERING_POLICIES = ("retain", "delete")
+TIERING = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("topic_id", StringType(), True),
+        StructField("state", StringType(), False),  # TIERING_STATES
+        StructField("policy", StringType(), False),  # TIERING_POLICIES
+        # The step about to act (intent) or done: copy_disable, storage_disable, confirm, done
+        StructField("step", StringType(), False),
+        StructField("since", TimestampType(), False),
+        StructField("recorded_at", TimestampType(), False),
+        StructField("operator", StringType(), True),
+        StructField("detail", StringType(), True),
     ]
 )
 
@@ -363,6 +398,15 @@ AUDIT = StructType(
         StructField("size_bytes_before", LongType(), True),
         # outcomes: size_bytes_before x records_deleted / records present (see audit.reclaimed_estimate)
         StructField("bytes_reclaimed_estimate", LongType(), True),
+        # Tiered storage (null on topics without it, and in tables written before): the local
+        # log start offset before the cut (as planned) and after it (re-read from Kafka once the
+        # delete went through), whether the cut reached remote storage (PLAN.cuts_remote), and
+        # the remote bytes removed, always null: Kafka's admin API reports no per-partition
+        # remote log size (DescribeLogDirs covers local log directories only).
+        StructField("prior_local_log_start_offset", LongType(), True),
+        StructField("local_log_start_offset", LongType(), True),
+        StructField("cuts_remote", BooleanType(), True),
+        StructField("remote_bytes_removed", LongType(), True),
         StructField("event_date", StringType(), False),  # yyyy-MM-dd (UTC), the partition column
     ]
 )

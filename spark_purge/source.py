@@ -226,6 +226,8 @@ def snapshot_rows(snapshot: ClusterSnapshot, view: str) -> list[tuple[Any, ...]]
             p.time_floor_offset,
             p.topic_id,
             p.size_bytes,
+            p.local_log_start_offset,
+            p.latest_tiered_offset,
         )
         if view == "snapshot":
             groups = [

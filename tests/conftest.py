@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_purge.session import DELTA_JARS_ENV, get_spark
-from spark_purge.testing.cluster import KAFKA_JARS_ENV
+from spark_purge.testing.cluster import KAFKA_JARS_ENV, TIERED_STORAGE_JARS_ENV
 from spark_purge.testing.share import STREAMS_JARS_ENV
 from spark_purge.testing.workload import SPARK_KAFKA_JARS_ENV, spark_kafka_jars
 
@@ -26,6 +26,8 @@ os.environ.setdefault(DELTA_JARS_ENV, str(REPO_ROOT / ".cache/jars/delta"))
 # consumer (they skip when the folder is absent); Kafka Streams, for the streams-group member.
 os.environ.setdefault(SPARK_KAFKA_JARS_ENV, str(REPO_ROOT / ".cache/jars/spark-kafka"))
 os.environ.setdefault(STREAMS_JARS_ENV, str(REPO_ROOT / ".cache/jars/kafka-streams"))
+# Kafka's LocalTieredStorage (the 4.3.1 storage test jar), for the tiered-storage broker.
+os.environ.setdefault(TIERED_STORAGE_JARS_ENV, str(REPO_ROOT / ".cache/jars/tiered-storage"))
 
 
 #: Heavy optional runs, out of the default command: each runs only when its marker is selected

@@ -15,6 +15,8 @@ partitions or groups:
 - ``snapshot``: the snapshot assembled from the above;
 - ``delete``: DeleteRecords per leader via ``DeleteExecutor``;
 - ``producers``: DescribeProducers per leader for partitions with an open transaction (KIP-664).
+- ``tiering``: a topic's tiered-storage configs (per leader) and offsets, and
+  IncrementalAlterConfigs for the tiered-storage disablement (``spark_purge.tiering``).
 
 ``request_counts`` counts every request the client sends, by API name.
 """
@@ -30,11 +32,19 @@ from spark_purge._time import Deadline
 from spark_purge.kafka.configs import snapshot_configs
 from spark_purge.kafka.delete import delete_records
 from spark_purge.kafka.groups import GroupReader
-from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, DeleteOutcome, SnapshotRequest, TopicPartitionKey
-from spark_purge.kafka.offsets import OffsetReader
+from spark_purge.kafka.model import (
+    ClientConfig,
+    ClusterSnapshot,
+    DeleteOutcome,
+    SnapshotRequest,
+    TopicPartitionKey,
+    TopicTiering,
+)
+from spark_purge.kafka.offsets import EARLIEST_LOCAL, OffsetReader
 from spark_purge.kafka.producers import OpenTransactions, describe_producers, transaction_max_timeout_ms
 from spark_purge.kafka.settings import ConnectionSettings
 from spark_purge.kafka.snapshot import take_snapshot
+from spark_purge.kafka.tiering import alter_topic_configs, read_tiering
 from spark_purge.kafka.wire import Wire, error_name
 
 if TYPE_CHECKING:
@@ -125,6 +135,20 @@ class KafkaPythonClient:
     def log_start_offsets(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """Current log start offsets; partitions that could not be read are left out."""
         return self.wire.run(self._offsets.log_start_offsets, list(tps))
+
+    def local_log_start_offsets(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        """Current local log start offsets (ListOffsets EARLIEST_LOCAL, tiered topics); partitions
+        that could not be read are left out."""
+        return self.wire.run(self._offsets.log_start_offsets, list(tps), EARLIEST_LOCAL)
+
+    def tiering(self, topic: str) -> TopicTiering:
+        """The topic's tiered-storage configs as every leader sees them, and its offsets
+        (``kafka.tiering.read_tiering``)."""
+        return self.wire.run(read_tiering, self._offsets, topic, self.settings.request_timeout_ms)
+
+    def alter_topic_configs(self, topic: str, values: Mapping[str, str]) -> None:
+        """IncrementalAlterConfigs SET ``values`` on ``topic`` (needs AlterConfigs on it)."""
+        self.wire.run(alter_topic_configs, self.wire, topic, dict(values))
 
     def offsets_retention_ms(self) -> Optional[int]:
         """The broker's ``offsets.retention.minutes`` in ms (None: unknown): how long Kafka keeps

@@ -145,6 +145,41 @@ class PartitionState:
     topic_id: Optional[str] = None
     # Bytes on the leader's disk (DescribeLogDirs; None: unknown, e.g. the broker did not answer).
     size_bytes: Optional[int] = None
+    # Tiered storage (remote.storage.enable=true topics only): ListOffsets EARLIEST_LOCAL (-4),
+    # offsets below it are remote only; LATEST_TIERED (-5), the highest offset copied to remote
+    # storage (-1: none yet). None: not a tiered topic, or the broker could not say.
+    local_log_start_offset: Optional[int] = None
+    latest_tiered_offset: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class TopicTiering:
+    """A topic's tiered-storage state as Kafka reports it now (``KafkaPythonClient.tiering``).
+
+    ``configs``: the tiering keys as every broker leading one of its partitions sees them
+    (DescribeConfigs per leader: a config change is applied broker by broker); a key is
+    ``None`` when the brokers disagree (not yet applied everywhere). Offsets per partition:
+    ``log_start`` (EARLIEST), ``local_log_start`` (EARLIEST_LOCAL), ``latest_tiered``
+    (LATEST_TIERED, -1: nothing in remote storage); a partition whose tiered offsets the broker
+    could not give is absent from those two.
+    """
+
+    topic: str
+    topic_id: Optional[str]
+    configs: dict[str, Optional[str]]
+    log_start: dict[int, int]
+    local_log_start: dict[int, int]
+    latest_tiered: dict[int, int]
+
+    def flag(self, key: str) -> Optional[bool]:
+        """A boolean config as every leader sees it (None: unknown, or not agreed yet)."""
+        value = self.configs.get(key)
+        return None if value is None else value.strip().lower() == "true"
+
+    @property
+    def remote_only(self) -> dict[int, int]:
+        """Per partition, how many offsets exist only in remote storage (local log start - log start)."""
+        return {p: self.local_log_start[p] - start for p, start in self.log_start.items() if p in self.local_log_start}
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,10 @@ DEFAULT_RETRIES = 4  # snapshot reads when ConnectionSettings.retries is None
 
 EARLIEST = int(OffsetSpec.EARLIEST)
 LATEST = int(OffsetSpec.LATEST)
+# Tiered storage (KIP-405/KIP-1005): the local log's start (v8+) and the highest offset copied
+# to remote storage (v9+; -1 when nothing is).
+EARLIEST_LOCAL = int(OffsetSpec.EARLIEST_LOCAL)
+LATEST_TIERED = int(OffsetSpec.LATEST_TIERED)
 READ_COMMITTED = int(IsolationLevel.READ_COMMITTED)
 
 # name -> (isolation level, {tp: timestamp or OffsetSpec})
@@ -236,14 +240,15 @@ class OffsetReader:
             raise KafkaError(f"ListOffsets by timestamp failed for {describe_failed(failed)}")
         return {tp: (res["time"][tp][0] if res["time"][tp][0] >= 0 else res["latest"][tp][0]) for tp in timestamps}
 
-    async def log_start_offsets(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
-        """Current log start offsets; partitions that could not be read are left out."""
+    async def log_start_offsets(self, tps: Iterable[TopicPartitionKey], spec: int = EARLIEST) -> dict[TopicPartitionKey, int]:
+        """Current log start offsets (``spec`` EARLIEST_LOCAL: the local log's); partitions that
+        could not be read are left out."""
         wanted = [(str(t), int(p)) for t, p in tps]
         if not wanted:
             return {}
         deadline = Deadline(self.wire.settings.request_timeout_ms / 1000)
         leaders = await self.leaders_for(wanted, refresh=False)
-        res, _ = await self.list_offsets({"earliest": (0, dict.fromkeys(wanted, EARLIEST))}, dict(leaders), deadline)
+        res, _ = await self.list_offsets({"earliest": (0, dict.fromkeys(wanted, spec))}, dict(leaders), deadline)
         return {tp: v[0] for tp, v in res["earliest"].items()}
 
 
@@ -253,4 +258,4 @@ def describe_failed(failed: Mapping[TopicPartitionKey, str]) -> str:
     return text + (f" and {len(items) - 10} more" if len(items) > 10 else "")
 
 
-__all__ = ["EARLIEST", "LATEST", "READ_COMMITTED", "Metadata", "OffsetReader", "describe_failed"]
+__all__ = ["EARLIEST", "EARLIEST_LOCAL", "LATEST", "LATEST_TIERED", "READ_COMMITTED", "Metadata", "OffsetReader", "describe_failed"]

@@ -3,8 +3,9 @@
 Metadata (1 request, with each topic's id), then DescribeConfigs (1 request) in parallel with:
 the group reads (see ``groups``), and *after* them ListOffsets per leader (earliest, latest,
 last stable, and the time-floor timestamps) alongside OffsetForLeaderEpoch for commits carrying
-a leader epoch (``lineage``) and DescribeLogDirs per leader for the partitions' sizes
-(``log_dirs``; unknown sizes stay None). Commits read before the high watermark are never above it unless
+a leader epoch (``lineage``), DescribeLogDirs per leader for the partitions' sizes (``log_dirs``;
+unknown sizes stay None); then, for topics with ``remote.storage.enable=true`` only, the
+local log start and latest tiered offsets (ListOffsets -4/-5). Commits read before the high watermark are never above it unless
 the log lost their history (``commit_beyond_end`` in the policy). Partitions that could not be read completely are dropped with the reason; groups
 whose commits could not be read are named, so the policy never purges past them blindly.
 
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from typing import Optional
 
 from spark_purge._time import Deadline
-from spark_purge.errors import AuthorizationError
+from spark_purge.errors import AuthorizationError, KafkaError
 from spark_purge.kafka.configs import TopicConfigs, bool_or_none, int_or_none, snapshot_configs
 from spark_purge.kafka.groups import GroupReader
 from spark_purge.kafka.lineage import EpochEnds, epoch_end_offsets
@@ -39,7 +40,15 @@ from spark_purge.kafka.model import (
     SnapshotRequest,
     TopicPartitionKey,
 )
-from spark_purge.kafka.offsets import EARLIEST, LATEST, READ_COMMITTED, Metadata, OffsetReader
+from spark_purge.kafka.offsets import (
+    EARLIEST,
+    EARLIEST_LOCAL,
+    LATEST,
+    LATEST_TIERED,
+    READ_COMMITTED,
+    Metadata,
+    OffsetReader,
+)
 from spark_purge.kafka.wire import AUTH_ERRORS, Wire
 
 log = logging.getLogger(__name__)
@@ -118,7 +127,8 @@ async def take_snapshot(
         else:
             issues.append(SnapshotIssue("topic_config", t, err.split(":")[0], f"DescribeConfigs on topic {t!r}: {err}"))
 
-    partitions, dropped = _partition_states(tps, meta, offsets, failed, floors, floor_tps, configs, sizes)
+    tiered = await _tiered_offsets(offsets_reader, [tp for tp in tps if tp not in failed], configs, leaders, deadline, issues)
+    partitions, dropped = _partition_states(tps, meta, offsets, failed, floors, floor_tps, configs, sizes, tiered)
     kept = {(p.topic, p.partition) for p in partitions}
     ends = await epochs_future
     commits = [
@@ -154,6 +164,7 @@ def _partition_states(
     floor_tps: Mapping[TopicPartitionKey, int],
     configs: TopicConfigs,
     sizes: Mapping[TopicPartitionKey, int],
+    tiered: Offsets,
 ) -> tuple[list[PartitionState], list[DroppedPartition]]:
     """One ``PartitionState`` per partition read completely; the others dropped with the reason."""
     partitions: list[PartitionState] = []
@@ -191,9 +202,44 @@ def _partition_states(
                 time_floor_offset=floor_offset,
                 topic_id=topic_ids.get(tp[0]),
                 size_bytes=sizes.get(tp),
+                local_log_start_offset=_offset(tiered, "local", tp),
+                latest_tiered_offset=_offset(tiered, "tiered", tp),
             )
         )
     return partitions, dropped
+
+
+def _offset(offsets: Offsets, name: str, tp: TopicPartitionKey) -> Optional[int]:
+    found = offsets.get(name, {}).get(tp)
+    return None if found is None else found[0]
+
+
+async def _tiered_offsets(
+    reader: OffsetReader,
+    tps: list[TopicPartitionKey],
+    configs: TopicConfigs,
+    leaders: Mapping[TopicPartitionKey, Optional[int]],
+    deadline: Deadline,
+    issues: list[SnapshotIssue],
+) -> Offsets:
+    """EARLIEST_LOCAL and LATEST_TIERED (ListOffsets v8+/v9+) for the partitions of topics with
+    ``remote.storage.enable=true`` only, after the configs said which (a round trip more, and
+    only when tiered topics are selected). A partition the broker cannot answer keeps null
+    tiered offsets and is named in ``issues``: the cut itself does not depend on them."""
+    wanted = [tp for tp in tps if bool_or_none(configs.get(tp[0], {}).get("remote.storage.enable"))]
+    if not wanted:
+        return {}
+    queries: dict[str, tuple[int, Mapping[TopicPartitionKey, int]]] = {
+        "local": (0, dict.fromkeys(wanted, EARLIEST_LOCAL)),
+        "tiered": (0, dict.fromkeys(wanted, LATEST_TIERED)),
+    }
+    try:
+        offsets, failed = await reader.list_offsets(queries, dict(leaders), deadline)
+    except KafkaError as exc:  # e.g. a broker without ListOffsets v9
+        offsets, failed = {}, dict.fromkeys(wanted, type(exc).__name__)
+    for (t, p), err in sorted(failed.items()):
+        issues.append(SnapshotIssue("partition", f"{t}-{p}", err, f"tiered offsets of {t}-{p}: {err} (left unknown)"))
+    return offsets
 
 
 async def _epoch_ends(

@@ -2,7 +2,7 @@
 step over the selected partitions joined with their rule, group facts and manual entry."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -98,6 +98,7 @@ def compute_plan(
     unreadable_groups: Mapping[str, str] | None = None,
     append_history: DataFrame | None = None,
     retirement: RetirementInput | None = None,
+    tiering_transitions: Collection[str] = (),
 ) -> DataFrame:
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
@@ -110,6 +111,8 @@ def compute_plan(
     history and the time floor is the timestamp lookup alone (the ``Planner`` always passes one).
     ``retirement``: the registry's current state and ``retirement.delay`` (None: retirement is
     off); retiring partitions are then decided by ``policy.retirement`` after the explanation.
+    ``tiering_transitions``: topics whose tiered storage is being disabled (``spark_purge.tiering``,
+    state DISABLING): never cut, not even by a forced manual entry (``tiering_transition``).
 
     Collects the distinct topics and their committing groups to the driver (small) to resolve
     rules with Python regexes; raises ``ConfigError`` when a topic matches two rules.
@@ -121,7 +124,10 @@ def compute_plan(
     topic_rules = partitions.sparkSession.createDataFrame(
         _selected_topic_rules(partitions, groups, config, as_utc(now), unreadable_groups), TOPIC_RULES
     )
-    base = partitions.join(F.broadcast(topic_rules), "topic", "inner")
+    in_transition = sorted(set(tiering_transitions))
+    base = partitions.join(F.broadcast(topic_rules), "topic", "inner").withColumn(
+        "tiering_transition", F.col("topic").isin(in_transition) if in_transition else F.lit(False)
+    )
     df = base.join(group_status(base, groups, progress), ["snapshot_id", "topic", "partition"], "left")
     df = _with_manual(df, config, manual_offsets)
     df = with_append_floor(df, append_history)
@@ -313,6 +319,8 @@ def _blockers() -> list[tuple[Column, str]]:
         (F.col("internal") | F.col("topic").startswith("__"), "internal"),
         (F.col("protected"), "protected"),
         (F.col("cleanup_policy").isNotNull() & ~F.array_contains(policies, "delete"), "compacted"),
+        # The purge and a tiered-storage disablement never act on one topic at once.
+        (F.col("tiering_transition"), "tiering_transition"),
         (F.col("m_unknown"), "manual"),
         (~forced & F.col("beyond").isNotNull(), "commit_beyond_end"),
         (~forced & F.col("diverged").isNotNull(), "commit_diverged"),
@@ -457,6 +465,10 @@ def _detail() -> Column:
         F.when(bc == "internal", F.lit("internal topic: never purged"))
         .when(bc == "protected", F.lit("topic matches protected_topics: never purged"))
         .when(
+            bc == "tiering_transition",
+            F.lit("tiered storage is being disabled on this topic (DISABLING, see spark-purge tiering status): not purged until DISABLED"),
+        )
+        .when(
             bc == "compacted",
             F.format_string("cleanup.policy=%s lacks delete: the broker refuses DeleteRecords", F.col("cleanup_policy")),
         )
@@ -514,7 +526,25 @@ def _detail() -> Column:
         (F.size(stale) > 0) & F.col("ignore_stale") & ~blocked,
         F.concat(F.lit("; ignoring stale group(s) "), F.array_join(stale, ", ")),
     ).otherwise(F.lit(""))
-    return F.concat(reason, ignored)
+    remote = F.when(
+        F.col("actionable") & F.coalesce(_cuts_remote(), F.lit(False)),
+        F.format_string("; reaches remote storage (offsets below %d are remote only)", F.col("local_log_start_offset")),
+    ).otherwise(F.lit(""))
+    return F.concat(reason, ignored, remote)
+
+
+def _cuts_remote() -> Column:
+    """Whether the cut deletes offsets remote storage holds, [log start, latest tiered]: false
+    without tiered storage or without a cut, null when the snapshot could not read the latest
+    tiered offset. (Offsets below the local log start exist only remotely; a cut up to there
+    removes remote data alone.)"""
+    tiered = F.coalesce(F.col("remote_storage_enable"), F.lit(False))
+    latest = F.col("latest_tiered_offset")
+    return (
+        F.when(~tiered | ~F.col("actionable"), F.lit(False))
+        .when(latest.isNull(), F.lit(None).cast("boolean"))
+        .otherwise(latest >= F.col("log_start_offset"))
+    )
 
 
 def with_explanation(df: DataFrame) -> DataFrame:
@@ -529,4 +559,5 @@ def with_explanation(df: DataFrame) -> DataFrame:
         _blocking_group_type().alias("blocking_group_type"),
         F.array_compact(_stale()).alias("stale_groups"),
         _detail().alias("detail"),
+        _cuts_remote().alias("cuts_remote"),
     )

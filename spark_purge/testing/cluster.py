@@ -28,6 +28,19 @@ principal and a super user; :meth:`LocalKafka.client_kwargs` connects as it, and
         admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, **kafka.client_kwargs())
         purger_kwargs = kafka.client_kwargs("purger")
 
+Tiered storage (``tiered=True``): every broker runs the remote log manager with Kafka's own
+``LocalTieredStorage`` (a RemoteStorageManager keeping remote segments in
+:attr:`LocalKafka.remote_storage_dir`, from the 4.3.1 storage test jar named by
+``SPARK_PURGE_TIERED_STORAGE_JARS``, loaded as a plugin through
+``remote.log.storage.manager.class.path`` together with ``java/LogContext.java``, a one-class
+shim for the logger class Kafka 4.4 moved) and the topic-based RemoteLogMetadataManager; the
+remote log manager's tasks run every 500 ms. Topics opt in with ``remote.storage.enable=true``
+and a short ``local.retention.ms``/``local.retention.bytes``; rolled segments then move to the
+remote store within a second or two::
+
+    with LocalKafka(tiered=True) as kafka:
+        files = kafka.remote_segments("topic", 0)   # remote segment files, by start offset
+
 The controller listener stays PLAINTEXT and binds 127.0.0.1 only; its principal is
 ``User:ANONYMOUS``, which therefore is a super user too (brokers register and heartbeat with
 the controller over it; without it the authorizer would deny ``CLUSTER_ACTION``).
@@ -53,10 +66,16 @@ from pathlib import Path
 from types import TracebackType
 
 from spark_purge.testing.errors import LocalStackError
+from spark_purge.testing.javac import JAVA_DIR, compiled_classes
 
 log = logging.getLogger(__name__)
 
 KAFKA_JARS_ENV = "SPARK_PURGE_KAFKA_JARS"
+TIERED_STORAGE_JARS_ENV = "SPARK_PURGE_TIERED_STORAGE_JARS"
+LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+TOPIC_BASED_RLMM = "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager"
+# LocalTieredStorage keeps its files under <dir>/kafka-tiered-storage/<topic>-<partition>-<topic id>/.
+_LTS_ROOT = "kafka-tiered-storage"
 _PR_SET_PDEATHSIG = 1
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 _SCRAM_FORBIDDEN = ",[]=\"' \\"  # StorageTool / JAAS separators and quotes
@@ -100,6 +119,27 @@ def kafka_jars_dir(jars_dir: str | os.PathLike[str] | None = None) -> Path:
             "them from Maven Central"
         )
     return folder
+
+
+def tiered_storage_jar(jars_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The jar holding ``LocalTieredStorage``: in ``jars_dir``, else ``$SPARK_PURGE_TIERED_STORAGE_JARS``.
+
+    Raises LocalStackError naming the variable when neither is given or holds no storage test jar.
+    """
+    named = jars_dir or os.environ.get(TIERED_STORAGE_JARS_ENV)
+    if not named:
+        raise LocalStackError(
+            f"{TIERED_STORAGE_JARS_ENV} is not set: point it at a folder holding Kafka's storage test jar "
+            f"(kafka-storage-*-test.jar, with LocalTieredStorage), or pass tiered_jars_dir; ./dev.sh resolves it "
+            f"into .cache/jars/tiered-storage and exports {TIERED_STORAGE_JARS_ENV} itself"
+        )
+    jars = sorted(Path(named).glob("kafka-storage-*-test.jar"))
+    if not jars:
+        raise LocalStackError(
+            f"no kafka-storage-*-test.jar in {named} "
+            f"({'tiered_jars_dir' if jars_dir else TIERED_STORAGE_JARS_ENV}): run `./dev.sh setup`"
+        )
+    return jars[-1]
 
 
 def free_port() -> int:
@@ -163,6 +203,10 @@ class LocalKafka:
     super_user: str = "admin"
     # Broker jars; None: $SPARK_PURGE_KAFKA_JARS (see kafka_jars_dir).
     jars_dir: str | os.PathLike[str] | None = None
+    # Tiered storage with LocalTieredStorage (see the module docstring); its jar folder, None:
+    # $SPARK_PURGE_TIERED_STORAGE_JARS (see tiered_storage_jar).
+    tiered: bool = False
+    tiered_jars_dir: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -181,6 +225,10 @@ class LocalKafka:
                     )
             self.client_listener_protocol = "SASL_PLAINTEXT"
         self._jars = kafka_jars_dir(self.jars_dir)
+        if self.tiered and self.scram_users:
+            raise LocalStackError("tiered=True with scram_users: the remote log metadata manager's client has no SASL login here")
+        self._tiered_jar = tiered_storage_jar(self.tiered_jars_dir) if self.tiered else None
+        self._tiered_shim: Path | None = None
         self._owns_workdir = self.workdir is None
         self._dir = Path(self.workdir or tempfile.mkdtemp(prefix="spark-purge-kafka-"))
         self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -200,6 +248,25 @@ class LocalKafka:
     @property
     def directory(self) -> Path:
         return self._dir
+
+    @property
+    def remote_storage_dir(self) -> Path:
+        """LocalTieredStorage's ``dir``, shared by every node (tiered clusters only)."""
+        if not self.tiered:
+            raise LocalStackError("remote_storage_dir: this cluster was started without tiered=True")
+        return self._dir / "remote-storage"
+
+    def remote_segments(self, topic: str, partition: int) -> dict[int, Path]:
+        """The remote segment files (``.log``) of one partition in LocalTieredStorage, by start offset."""
+        root = self.remote_storage_dir / _LTS_ROOT
+        found: dict[int, Path] = {}
+        for folder in root.glob(f"{topic}-{partition}-*"):
+            # Topic names may contain "-": the folder is <topic>-<partition>-<22-char topic id>.
+            if folder.name[: -23] != f"{topic}-{partition}":
+                continue
+            for f in folder.glob("*.log"):
+                found[int(f.name.split("-", 1)[0])] = f
+        return dict(sorted(found.items()))
 
     def node(self, node_id: int) -> KafkaNode:
         for n in self._nodes:
@@ -381,6 +448,8 @@ class LocalKafka:
         }
         if self.scram_users:
             props.update(self._security_props())
+        if self.tiered:
+            props.update(self._tiered_props(rf))
         props.update(self.broker_config)
         (n.directory / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (n.directory / "log4j2.properties").write_text(_LOG4J2.format(log_file=n.log_file))
@@ -399,6 +468,27 @@ class LocalKafka:
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "allow.everyone.if.no.acl.found": "false",
             "super.users": f"User:{self.super_user};User:ANONYMOUS",
+        }
+
+    def _tiered_props(self, rf: str) -> dict[str, str]:
+        assert self._tiered_jar is not None
+        if self._tiered_shim is None:
+            # LogContext.java: the one class of 4.3.1's LocalTieredStorage that 4.4 moved.
+            self._tiered_shim = compiled_classes(JAVA_DIR / "LogContext.java", self._jars)
+        return {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.storage.manager.class.name": LOCAL_TIERED_STORAGE,
+            # A plugin class path: the 4.3.1 test jar's classes (and the shim) load child-first,
+            # the rest (kafka-storage-api, clients) from the 4.4 broker.
+            "remote.log.storage.manager.class.path": f"{self._tiered_shim}{os.pathsep}{self._tiered_jar}",
+            "rsm.config.dir": str(self.remote_storage_dir),
+            "remote.log.metadata.manager.class.name": TOPIC_BASED_RLMM,
+            "remote.log.metadata.manager.listener.name": "CLIENT",
+            "rlmm.config.remote.log.metadata.topic.replication.factor": rf,
+            "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+            "remote.log.manager.task.interval.ms": "500",
+            # Local retention (after copy) is enforced by the log retention task.
+            "log.retention.check.interval.ms": "1000",
         }
 
     def _scram_format_args(self) -> list[str]:

@@ -13,7 +13,6 @@ source and jar list. Every JVM is stopped by its own PID (terminate, then kill).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
 import signal
@@ -31,23 +30,13 @@ from kafka import KafkaAdminClient
 from kafka.protocol.admin import IncrementalAlterConfigsRequest
 
 from spark_purge.testing.cluster import kafka_jars_dir
+from spark_purge.testing.javac import JAVA_DIR, compiled_classes, java_tool
 
-JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "ShareConsume.java"
-STREAMS_SOURCE = Path(__file__).resolve().parent / "java" / "StreamsHold.java"
+JAVA_SOURCE = JAVA_DIR / "ShareConsume.java"
+STREAMS_SOURCE = JAVA_DIR / "StreamsHold.java"
 STREAMS_JARS_ENV = "SPARK_PURGE_KAFKA_STREAMS_JARS"
 GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP (KIP-848 / KIP-932 group configs)
 _SET = 0  # IncrementalAlterConfigs operation SET
-_compile_lock = threading.Lock()
-
-
-def _java_tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None and "JAVA_HOME" in os.environ:
-        candidate = Path(os.environ["JAVA_HOME"]) / "bin" / name
-        found = str(candidate) if candidate.exists() else None
-    if found is None:
-        raise RuntimeError(f"{name} not found on PATH (or in JAVA_HOME): the share-consumer helper needs a JDK 17+")
-    return found
 
 
 def _die_with_parent() -> None:
@@ -69,29 +58,8 @@ def streams_jars_dir() -> Path:
 
 
 def _compiled(source: Path, jars: Path) -> str:
-    """Classpath with ``source`` compiled against ``jars`` and the jars (compiles once per source
-    and jar list)."""
-    digest = hashlib.sha256(source.read_bytes())
-    digest.update("\n".join(sorted(p.name for p in jars.glob("*.jar"))).encode())
-    out = Path(tempfile.gettempdir()) / f"spark-purge-java-{digest.hexdigest()[:16]}"
-    with _compile_lock:
-        if not (out / f"{source.stem}.class").exists():
-            staging = Path(tempfile.mkdtemp(prefix="spark-purge-javac-"))
-            try:
-                result = subprocess.run(
-                    [_java_tool("javac"), "-d", str(staging), "-cp", str(jars / "*"), str(source)],
-                    capture_output=True,
-                    text=True,
-                    timeout=180,
-                )
-                if result.returncode != 0:
-                    raise RuntimeError(f"javac {source.name} failed:\n{result.stderr}")
-                out.mkdir(parents=True, exist_ok=True)
-                for cls in staging.glob("*.class"):
-                    os.replace(cls, out / cls.name)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-    return f"{out}{os.pathsep}{jars / '*'}"
+    """Classpath with ``source`` compiled against ``jars`` and the jars."""
+    return f"{compiled_classes(source, jars)}{os.pathsep}{jars / '*'}"
 
 
 def compiled_classpath() -> str:
@@ -101,7 +69,7 @@ def compiled_classpath() -> str:
 
 def _java_cmd(*args: str, classpath: Optional[str] = None, main: str = "ShareConsume") -> list[str]:
     return [
-        _java_tool("java"),
+        java_tool("java"),
         "-Xmx256m",
         "-XX:TieredStopAtLevel=1",
         "-Djava.awt.headless=true",

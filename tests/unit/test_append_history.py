@@ -17,7 +17,7 @@ HOUR_MS = 3_600_000
 
 def partitions(spark: SparkSession, at: datetime, hws: dict[int, int]) -> Any:
     """PARTITION_STATE rows of topic ``t`` with these high watermarks."""
-    rows = [("s", at, "t", p, 1, [1], [1], 0, hw, hw, False, "delete", None, None, None, None, None, None) for p, hw in hws.items()]
+    rows = [("s", at, "t", p, 1, [1], [1], 0, hw, hw, False, "delete", None, None, None, None, None, None, None, None) for p, hw in hws.items()]
     return spark.createDataFrame(rows, schemas.PARTITION_STATE)
 
 

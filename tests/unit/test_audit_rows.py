@@ -23,6 +23,7 @@ def plan_row(partition: int, cutoff: int | None, actionable: bool, binding: str 
         blocking_group="billing" if binding == "group" else None,
         blocking_group_type="classic" if binding == "group" else None, rule="orders", stale_groups=["old"] if partition == 1 else [],
         actionable=actionable, remote_storage_enable=None, detail="why", time_floor_source="append_history", size_bytes=None,
+        local_log_start_offset=None, cuts_remote=False,
     )
     values.update(kw)
     return Row(**{f.name: values[f.name] for f in PLAN.fields})
@@ -62,6 +63,7 @@ def test_intents_are_the_actionable_rows_with_the_batch_context() -> None:
         "config_fingerprint": "fp", "operator": None, "time_floor_source": "append_history", "topic_id": "id-orders",
         "lease_generation": None, "active_producers": None,
         "size_bytes_before": None, "bytes_reclaimed_estimate": None, "event_date": "2026-11-22",  # the planning day, not the execution day
+        "prior_local_log_start_offset": None, "local_log_start_offset": None, "cuts_remote": False, "remote_bytes_removed": None,
     }
 
 
@@ -116,3 +118,14 @@ def test_reclaimed_estimate_bounds() -> None:
     assert reclaimed_estimate(1000, 0, 0, 10) == 0
     assert reclaimed_estimate(1000, 3, 10, 10) == 0  # an empty log frees nothing
     assert reclaimed_estimate(None, 5, 0, 10) is None and reclaimed_estimate(1000, None, 0, 10) is None
+
+
+def test_a_tiered_cut_records_the_local_log_start_before_and_after() -> None:
+    plan = [plan_row(0, 100, True, remote_storage_enable=True, local_log_start_offset=60, cuts_remote=True)]
+    outcome = DeleteOutcome("orders", 0, 100, 1, 100)
+    (intent,) = intent_rows(plan, CTX)
+    (row,) = outcome_rows(plan, {("orders", 0): outcome}, CTX, EXECUTED, local_log_starts={("orders", 0): 100})
+    assert (intent["prior_local_log_start_offset"], intent["local_log_start_offset"], intent["cuts_remote"]) == (60, None, True)
+    assert {k: row[k] for k in ("status", "prior_local_log_start_offset", "local_log_start_offset", "cuts_remote", "remote_bytes_removed")} == {
+        "status": "deleted", "prior_local_log_start_offset": 60, "local_log_start_offset": 100, "cuts_remote": True, "remote_bytes_removed": None
+    }

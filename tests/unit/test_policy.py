@@ -37,8 +37,10 @@ def part(
     leader: int | None = 1,
     remote: bool | None = None,
     topic_id: str | None = None,
+    local_start: int | None = None,  # tiered storage: the local log start offset
+    tiered: int | None = None,  # and the latest tiered offset
 ) -> tuple[Any, ...]:
-    return (SNAP, NOW, topic, partition, leader, [1, 2], [1, 2], log_start, hw, hw if last_stable is None else last_stable, internal, cleanup, None, remote, floor_time, floor_offset, topic_id, None)
+    return (SNAP, NOW, topic, partition, leader, [1, 2], [1, 2], log_start, hw, hw if last_stable is None else last_stable, internal, cleanup, None, remote, floor_time, floor_offset, topic_id, None, local_start, tiered)
 
 
 def grp(
@@ -62,6 +64,7 @@ def run(
     unreadable: dict[str, str] | None = None,
     retirement: policy.RetirementInput | None = None,
     history: list[tuple[Any, ...]] | None = None,
+    tiering: frozenset[str] = frozenset(),
 ) -> DataFrame:
     return policy.compute_plan(
         spark.createDataFrame(parts, schemas.PARTITION_STATE),
@@ -73,6 +76,7 @@ def run(
         unreadable_groups=unreadable,
         append_history=None if history is None else spark.createDataFrame(history, schemas.APPEND_HISTORY),
         retirement=retirement,
+        tiering_transitions=tiering,
     )
 
 
@@ -99,7 +103,8 @@ def both_groups(topic: str, partition: int, billing: int, analytics: int) -> lis
 def test_group_binding_exact_plan_row(spark: SparkSession) -> None:
     plan = run(spark, config(ORDERS), [part("orders", log_start=100, hw=500, remote=True, topic_id="id-o")], both_groups("orders", 0, 300, 120))
     expected = spark.createDataFrame(
-        [(SNAP, "orders", 0, "id-o", 1, 100, 500, 120, 20, "group", "analytics", "classic", "orders", [], True, True, "group analytics at 120 holds back 380 records", None, None)],
+        [(SNAP, "orders", 0, "id-o", 1, 100, 500, 120, 20, "group", "analytics", "classic", "orders", [], True, True, "group analytics at 120 holds back 380 records", None,
+          None, None, None)],
         schemas.PLAN,
     )
     assert plan.schema == schemas.PLAN
@@ -126,6 +131,7 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         part("orders.txn", log_start=0, hw=500, last_stable=200),
         part("orders.missing", log_start=0, hw=500),
         part("orders.step", log_start=0, hw=500),
+        part("orders.moving", log_start=0, hw=500),
         part("orders.none", log_start=300, hw=500),
         part("aged", log_start=0, hw=500, floor_time=floor_ok, floor_offset=150),
         part("__consumer_offsets", hw=500, internal=True),
@@ -147,6 +153,7 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         grp("billing", "orders.diverged", 0, 300, epoch=4, epoch_end=250),
         grp("billing", "orders.txn", 0, 500),
         grp("billing", "orders.step", 0, 5),
+        grp("billing", "orders.moving", 0, 400),
         grp("billing", "orders.none", 0, 300),
         grp("billing", "aged", 0, 400),
         grp("billing", "manual", 0, 400),
@@ -164,7 +171,8 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
     ]
     progress = [prog("old", "stale", 0, 90, old)]
     retiring = retirement_state(spark, ("orders.retiring", 0, schemas.READ_ONLY, None), ("orders.retired", 0, schemas.RETIRED, 300))
-    plan = run(spark, cfg, parts, groups, progress, unreadable={"ghost": "GROUP_AUTHORIZATION_FAILED"}, retirement=retiring)
+    plan = run(spark, cfg, parts, groups, progress, unreadable={"ghost": "GROUP_AUTHORIZATION_FAILED"}, retirement=retiring,
+               tiering=frozenset({"orders.moving"}))
     got = {t: brief(r) for (t, _), r in rows(plan).items()}
     assert got == {
         "orders.group": ("group", 250, 250, True, "billing"),
@@ -174,6 +182,7 @@ def test_every_binding_constraint_value_is_reachable(spark: SparkSession) -> Non
         "orders.txn": ("last_stable_offset", 200, 200, True, None),
         "orders.missing": ("missing_commit", None, 0, False, "billing"),
         "orders.step": ("below_min_step", 5, 0, False, "billing"),
+        "orders.moving": ("tiering_transition", None, 0, False, None),
         "orders.none": ("group", 300, 0, False, "billing"),
         "aged": ("time_floor", 150, 150, True, None),
         "__consumer_offsets": ("internal", None, 0, False, None),
@@ -586,3 +595,29 @@ def test_commits_of_another_history_block_the_partition(spark: SparkSession) -> 
     # A forced manual cut is the operator's call: lineage checks are group checks, skipped too.
     forced = config(ORDERS, manual=[{"topic": "orders", "partition": 0, "offset": 40, "force": True}])
     assert brief(rows(run(spark, forced, parts[:1], groups[:2]))[("orders", 0)]) == ("manual", 40, 40, True, None)
+
+
+def test_tiered_cut_says_whether_it_reaches_remote_storage(spark: SparkSession) -> None:
+    cfg = config(ORDERS, manual=[{"topic": "orders", "partition": 3, "offset": "end", "force": True}])
+    parts = [
+        # offsets 0..299 only remote, remote storage holds up to 299: a cut to 200 removes remote data
+        part("orders", 0, log_start=0, hw=500, remote=True, local_start=300, tiered=299),
+        part("orders", 1, log_start=0, hw=500, remote=True, local_start=0, tiered=-1),  # nothing copied yet
+        part("orders", 2, log_start=0, hw=500, remote=True, local_start=0),  # latest tiered unknown
+        part("orders", 3, log_start=0, hw=500, remote=True, local_start=0, tiered=100),  # a forced cut, but DISABLING
+        part("plain", 0, log_start=0, hw=500),  # no tiered storage
+    ]
+    groups = [grp(g, "orders", p, offset) for g, offset in (("billing", 200), ("analytics", 250)) for p in range(4)]
+    cfg2 = config(ORDERS, {"name": "plain", "topics": "plain", "required_groups": ["billing"]})
+    got = rows(run(spark, cfg, parts[:4], groups))
+    assert [(got[("orders", p)].cuts_remote, got[("orders", p)].local_log_start_offset) for p in range(4)] == [
+        (True, 300), (False, 0), (None, 0), (True, 0)
+    ]
+    assert got[("orders", 0)].detail == "group billing at 200 holds back 300 records; reaches remote storage (offsets below 300 are remote only)"
+    plain = rows(run(spark, cfg2, parts[4:], [grp("billing", "plain", 0, 200)]))[("plain", 0)]
+    assert (plain.cutoff, plain.cuts_remote, plain.local_log_start_offset) == (200, False, None)
+    moving = rows(run(spark, cfg, parts[:4], groups, tiering=frozenset({"orders"})))
+    assert {(r.binding_constraint, r.cutoff, r.actionable, r.cuts_remote) for r in moving.values()} == {("tiering_transition", None, False, False)}
+    assert moving[("orders", 3)].detail == (
+        "tiered storage is being disabled on this topic (DISABLING, see spark-purge tiering status): not purged until DISABLED"
+    )

@@ -57,6 +57,7 @@ class Case:
     history: list[tuple[Any, ...]] = field(default_factory=list)  # APPEND_HISTORY rows
     young_from: dict[tuple[str, int], int] = field(default_factory=dict)  # first offset appended within min_retention
     retired: dict[tuple[str, int], tuple[int, int | None]] = field(default_factory=dict)  # (status, reclaimed_to)
+    transitions: frozenset[str] = frozenset()  # topics whose tiered storage is being disabled (DISABLING)
 
 
 # Minutes before NOW at which the append history may have observed a partition (60: exactly
@@ -139,7 +140,7 @@ def cases(draw: st.DrawFn) -> Case:
     # The pipeline reads an external consumer only when it covers a snapshot topic, so an
     # unreadable one always comes with its -1 rows.
     unreadable = frozenset(g for g in unreadable if g not in EXTERNALS or covers[g])
-    case = Case(rules, manual, unreadable=unreadable)
+    case = Case(rules, manual, unreadable=unreadable, transitions=draw(st.frozensets(st.sampled_from(TOPICS), max_size=1)))
     attrs = {
         g: (
             draw(st.sampled_from(["Stable", "Empty", "Dead", "Vanished"])),
@@ -160,7 +161,17 @@ def cases(draw: st.DrawFn) -> Case:
                 floor_offset = draw(st.integers(log_start, hw))
             cleanup = draw(st.sampled_from(["delete", "delete", "delete", "compact", None, "compact,delete"]))
             internal = topic == "__internal"
-            case.parts.append((SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, None, floor_time, floor_offset, None, None))
+            # Tiered storage: the local log start, and the latest tiered offset (-1: nothing
+            # copied; None: the snapshot could not read it).
+            remote = draw(st.sampled_from([None, False, True]))
+            local_start, tiered = None, None
+            if remote:
+                local_start = draw(st.integers(log_start, hw))
+                tiered = draw(st.one_of(st.none(), st.integers(-1, hw)))
+            case.parts.append(
+                (SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, remote, floor_time, floor_offset, None,
+                 None, local_start, tiered)
+            )
             draw_history(draw, case, topic, p, hw)
             draw_retirement(draw, case, topic, p, hw)
             for g in everyone:
@@ -225,6 +236,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             ),
             int(RETIRE_DELAY.total_seconds() * 1000),
         ),
+        tiering_transitions=case.transitions,
     ).collect()
     assert len(plan) == len(case.parts)  # every partition has exactly one rule here
     assert len({(r.topic, r.partition) for r in plan}) == len(plan)
@@ -239,9 +251,12 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
     rules = {r["topics"]: r for r in case.rules}
     manual = {m["topic"]: m["offset"] for m in case.manual}
     for row in plan:
-        _, _, topic, p, _, _, _, log_start, hw, last_stable, _internal, cleanup, _, _, floor_time, floor_offset, _, _ = parts[(row.topic, row.partition)]
+        (_, _, topic, p, _, _, _, log_start, hw, last_stable, _internal, cleanup, _, remote, floor_time, floor_offset, _,
+         _size, _local_start, tiered) = parts[(row.topic, row.partition)]
         assert row.binding_constraint in schemas.BINDING_CONSTRAINTS
         assert row.records_to_delete == (row.cutoff - log_start if row.actionable else 0)
+        # A cut reaches remote storage when it deletes offsets remote storage holds.
+        assert row.cuts_remote == (False if not (row.actionable and remote) else None if tiered is None else tiered >= log_start), row
         status, reclaimed_to = case.retired.get((topic, p), (None, None))
         retiring = status == schemas.READ_ONLY or (status == schemas.RETIRED and hw > (reclaimed_to or 0))
         quiet = still_for_delay(case, topic, p, hw)
@@ -253,6 +268,9 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> N
             assert row.binding_constraint not in ("retiring", "writes_to_retired_partition"), row
         if topic in ("__internal", "prot") or (cleanup is not None and "delete" not in cleanup):
             assert not row.actionable and row.cutoff is None
+            continue
+        if topic in case.transitions:  # never cut while its tiered storage is being disabled, not even by force
+            assert row.binding_constraint == "tiering_transition" and row.cutoff is None and not row.actionable, row
             continue
         rule = rules[topic]
         listed = rule.get("required_groups")

@@ -83,7 +83,7 @@ def test_positions_carry_the_topic_id_and_a_new_incarnation_is_new_progress(spar
     store = ProgressStore(spark, str(tmp_path / "progress"), app_id="q")
 
     def parts(topic_id: str) -> Any:
-        return spark.createDataFrame([("s", T0, "t", 0, 1, [1], [1], 0, 50, 50, False, "delete", None, None, None, None, topic_id, None)], schemas.PARTITION_STATE)
+        return spark.createDataFrame([("s", T0, "t", 0, 1, [1], [1], 0, 50, 50, False, "delete", None, None, None, None, topic_id, None, None, None)], schemas.PARTITION_STATE)
 
     def ids() -> dict[tuple[str, str, int], tuple[int, datetime, str | None]]:
         return {(r["group_id"], r["topic"], r["partition"]): (r["committed_offset"], r["last_progress_time"].replace(tzinfo=timezone.utc), r["topic_id"]) for r in store.read().collect()}
