@@ -40,7 +40,7 @@ def snapshot_row(
 ) -> tuple[Any, ...]:
     floor_time = FLOOR if floor_offset is not None else None
     return (SNAP, NOW, topic, partition, 1, [1], [1], log_start, hw, last_stable, False, "delete", None, None,
-            floor_time, floor_offset, f"id-{topic}", None, None, groups, [])
+            floor_time, floor_offset, f"id-{topic}", None, None, None, groups, [])
 
 
 SNAPSHOT = [
