@@ -54,15 +54,15 @@ SNAPSHOT = [
 
 EXPECTED = [
     ("clicks", 0, 1, 0, 1000, 50, 0, "below_min_step", "etl", "classic", "clicks", [], False, None,
-     "group etl at 50: only 50 records deletable, min_step 100", None, None, False),
+     "group etl at 50: only 50 records deletable, min_step 100", None, None, None, False),
     ("clicks", 1, 1, 0, 1000, None, 0, "missing_commit", "etl", None, "clicks", [], False, None,
-     "required group etl has no commit on this partition", None, None, False),
+     "required group etl has no commit on this partition", None, None, None, False),
     ("orders", 0, 1, 100, 500, 300, 200, "group", "billing", "classic", "orders", [], True, None,
-     "group billing at 300 holds back 200 records", "timestamp_index", None, False),
+     "group billing at 300 holds back 200 records", "timestamp_index", None, None, False),
     ("orders", 1, 1, 0, 500, 120, 120, "manual", None, None, "orders", [], True, None,
-     "manual cutoff 120 (@2024-05-01T10:00:00Z) holds back 380 records", "timestamp_index", None, False),
+     "manual cutoff 120 (@2024-05-01T10:00:00Z) holds back 380 records", "timestamp_index", None, None, False),
     ("pay", 0, 1, 0, 700, None, 0, "protected", None, None, "pay", [], False, None,
-     "topic matches protected_topics: never purged", None, None, False),
+     "topic matches protected_topics: never purged", None, None, None, False),
 ]
 
 

@@ -29,8 +29,8 @@ def config(stale_after: str = "30d", on_stale_group: str = "block", **rule: Any)
     )
 
 
-def snapshot_row(partition: int, groups: list[tuple[Any, ...]], hw: int = 100) -> tuple[Any, ...]:
-    return (SNAP, NOW, "orders", partition, 1, [1], [1], 0, hw, hw, False, "delete", None, None, None, None, None, None, None, groups, [])
+def snapshot_row(partition: int, groups: list[tuple[Any, ...]], hw: int = 200) -> tuple[Any, ...]:
+    return (SNAP, NOW, "orders", partition, 1, [1], [1], 0, hw, hw, False, "delete", None, None, None, None, None, None, None, None, groups, [])
 
 
 def live(group: str, offset: int, state: str = "Stable", members: int = 1) -> tuple[Any, ...]:
@@ -90,7 +90,7 @@ def test_a_position_seen_on_another_incarnation_of_the_topic_holds_nothing(spark
     """A topic deleted and recreated under the same name: the old incarnation's remembered
     positions do not vanish-hold the new one (its records are unread); unknown ids still hold."""
     snapshot = [
-        (SNAP, NOW, "orders", p, 1, [1], [1], 0, 100, 100, False, "delete", None, None, None, None, "id-new", None, None, [live("fast", 90)], [])
+        (SNAP, NOW, "orders", p, 1, [1], [1], 0, 100, 100, False, "delete", None, None, None, None, "id-new", None, None, None, [live("fast", 90)], [])
         for p in range(3)
     ]
     store = progress(
