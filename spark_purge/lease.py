@@ -2,8 +2,9 @@
 
 A job acquires the lease of its ``lease.purger_id`` before its first batch: generation + 1, a
 holder identity (``user@host pid=N``, the pipeline's run id, the config fingerprint) and an
-expiry (``lease.ttl``), renewed at the start of every batch and again right before
-DeleteRecords. A job that finds the lease held and unexpired waits for it to expire (at most
+expiry (``lease.ttl``), renewed right before every DeleteRecords and, at the start of a batch,
+once a third of the TTL has passed since the last renewal (``keep``: an idle stream keeps its
+lease without two Delta commits per batch). A job that finds the lease held and unexpired waits for it to expire (at most
 ``lease.wait``), then takes it over; the holder's next renewal finds a newer generation and
 raises ``FencedError``: it sends no DeleteRecords.
 
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
@@ -141,13 +143,19 @@ class LeaseTable:
         """The newest row of ``purger_id`` (highest version), or None: never leased."""
         if not self.exists():
             return None
-        rows = (
-            self.spark.read.format("delta").load(self.path)
-            .where(F.col("purger_id") == purger_id)
-            .orderBy(F.col("version").desc())
-            .limit(1)
-            .collect()
-        )
+        try:
+            rows = (
+                self.spark.read.format("delta").load(self.path)
+                .where(F.col("purger_id") == purger_id)
+                .orderBy(F.col("version").desc())
+                .limit(1)
+                .collect()
+            )
+        except AnalysisException as exc:
+            # Another job is creating the table: its _delta_log exists, its first commit not yet.
+            if "DELTA_TABLE_NOT_FOUND" in str(exc) or "DELTA_EMPTY_DIRECTORY" in str(exc):
+                return None
+            raise
         return _state(rows[0]) if rows else None
 
     def append(self, state: LeaseState) -> None:
@@ -198,6 +206,7 @@ class PurgerLease:
     taken_over: LeaseState | None = None  # the live-or-expired lease this one superseded
     _writes: int = 0
     _audit_writes: int = 0
+    _renewed_at: datetime | None = None  # this holder's last acquisition or renewal (its clock)
 
     @classmethod
     def of(cls, spark: SparkSession, config: PurgeConfig, run_id: str) -> PurgerLease:
@@ -230,6 +239,7 @@ class PurgerLease:
                 won = self.table.current(self.purger_id)
                 if won is not None and won.generation == generation and won.run_id == self.run_id:
                     self.generation, self._writes, self._audit_writes = generation, 0, 0
+                    self._renewed_at = won.at
                     self.taken_over = current if event == "takeover" else None
                     log.log(
                         logging.WARNING if event == "takeover" else logging.INFO,
@@ -258,8 +268,21 @@ class PurgerLease:
         generation holds it (the write was refused)."""
         generation = self._generation(why)
         self._writes += 1
-        self.table.append(self._row(generation, "renewed", self._writes))
-        return self.check(why)
+        row = self._row(generation, "renewed", self._writes)
+        self.table.append(row)
+        state = self.check(why)
+        self._renewed_at = row.at
+        return state
+
+    def keep(self, why: str) -> int:
+        """The generation held, renewed (``renew``) once a third of ``ttl`` has passed since
+        the last renewal; ``FencedError`` when not held. Not a fence: what must not run under a
+        lost lease (DeleteRecords) renews right before it."""
+        generation = self._generation(why)
+        last = self._renewed_at
+        if last is None or (self.clock() - last) >= timedelta(milliseconds=self.ttl_ms / 3):
+            return self.renew(why).generation
+        return generation
 
     def check(self, why: str) -> LeaseState:
         """The newest lease row, which must be this job's; else ``FencedError`` naming the holder."""

@@ -4,7 +4,7 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
 ``PurgePipeline.process_batch``:
 
 0. takes the purger lease before its first batch (writing the generation's ``lease`` audit row)
-   and renews it before every later one (``spark_purge.lease``); a fenced job raises
+   and keeps it renewed (``PurgerLease.keep``, ``spark_purge.lease``); a fenced job raises
    ``FencedError``. A dry run takes no lease;
    then adds the configured external consumers (a Spark query's checkpoint position, static holds)
    to the snapshot as group rows (``external_snapshot``), read on the driver through Hadoop's
@@ -287,13 +287,13 @@ class PurgePipeline:
         self._registered = True
 
     def _hold_lease(self, batch_id: int) -> int | None:
-        """Acquire the lease before the first batch (and write its audit fence row), renew it
-        before every later one; the generation held (None: no lease). ``FencedError`` when fenced."""
+        """Acquire the lease before the first batch (and write its audit fence row), keep it
+        renewed at later ones (``PurgerLease.keep``); the generation held (None: no lease). ``FencedError`` when fenced."""
         lease = self.lease
         if lease is None:
             return None
         if lease.held:
-            return lease.renew(f"at the start of batch {batch_id}").generation
+            return lease.keep(f"at the start of batch {batch_id}")
         state = lease.acquire()
         before = lease.taken_over
         detail = f"took over from the expired {before.describe()}" if before is not None else None

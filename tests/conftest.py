@@ -40,15 +40,17 @@ OPT_IN = {
 
 
 #: Under pytest-xdist (``./dev.sh test`` runs two workers with ``--dist loadgroup``) every test
-#: that uses the fault suite's 3-node cluster runs on one worker and every other real-broker test
-#: on one worker, so each worker starts only the clusters its tests share; unit tests go wherever
-#: a worker is free.
-XDIST_GROUPS = (("faults", "tests/integration/faults/"), ("integration", "tests/integration/"))
+#: that uses the fault suite's 3-node cluster (``fault_cluster``) runs on one worker and every
+#: other real-broker test on the other, so each worker starts only the clusters its tests share;
+#: unit tests go wherever a worker is free.
+FAULT_CLUSTER_FIXTURE = "fault_cluster"
 
 
 def _xdist_group(item: pytest.Item) -> str | None:
     path = Path(str(item.fspath)).resolve().relative_to(REPO_ROOT).as_posix()
-    return next((group for group, prefix in XDIST_GROUPS if path.startswith(prefix)), None)
+    if not path.startswith("tests/integration/"):
+        return None
+    return "faults" if FAULT_CLUSTER_FIXTURE in getattr(item, "fixturenames", ()) else "integration"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -25,6 +25,7 @@ def _row(**kw: object) -> Row:
         remote_storage_enable=False, config_fingerprint="abc", event_date="2026-11-22", operator=None, time_floor_source=None, topic_id=None,
         size_bytes_before=None, bytes_reclaimed_estimate=None,
         prior_local_log_start_offset=None, local_log_start_offset=None, cuts_remote=None, remote_bytes_removed=None,
+        lease_generation=None, active_producers=None,
     )
     base.update(kw)
     return Row(**{f.name: base[f.name] for f in AUDIT.fields})

@@ -70,6 +70,7 @@ def test_snapshot_reads_exact_offsets_commits_and_configs(
         "FindCoordinatorRequest": 1,
         "OffsetFetchRequest": 1,
         "DescribeGroupsRequest": 1,
+        "DescribeLogDirsRequest": 1,  # the partitions' sizes on the leader's disk
     }
 
 

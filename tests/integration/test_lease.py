@@ -107,7 +107,7 @@ def test_overlapping_jobs_the_fenced_one_sends_no_delete_and_its_late_audit_writ
     assert [g for g in generations_at(spark, old.audit.path) if g[0] == 1] == [
         g for g in generations_at(spark, old.audit.path, fence) if g[0] == 1
     ]
-    # B took over only once A's lease had expired (A renewed it at the start of its batch).
+    # B took over only once A's lease had expired.
     assert _takeover_at(spark, old, 2) >= _last_expiry(spark, old, 1)
 
 

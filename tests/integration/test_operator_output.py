@@ -50,8 +50,8 @@ def test_plan_prints_only_our_output(
     assert noisy == [], done.stderr
     assert not [n for n in NOISE if n in done.stderr], done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 5, done.stdout
-    header, rule, row, blank, summary = lines
+    assert len(lines) == 6, done.stdout
+    header, rule, row, blank, summary, lease = lines
     assert header.split() == [head for _, head in PLAN_COLUMNS]
     assert set(rule.replace(" ", "")) == {"-"}
     *cells, why = row.split(maxsplit=len(PLAN_COLUMNS) - 1)
@@ -59,4 +59,5 @@ def test_plan_prints_only_our_output(
     assert f"{topic}-g" in why and why.endswith("holds back 4 records"), why
     assert blank == ""
     assert summary == "1 partitions planned, 1 actionable, 6 records would be deleted (0 with nothing to do hidden; --all shows them)"
+    assert lease.startswith("lease: purger cluster-") and lease.endswith("never leased (" + str(tmp_path / "audit") + "_leases)"), lease
     assert log_starts(admin, topic, 1) == [0]  # plan changes nothing

@@ -153,6 +153,7 @@ def test_spark_conf_password_plans_purges_and_leaks_nowhere(
         admin.close()
     rows = audit_rows(spark, data["audit"]["path"], None)
     assert [(r["record_type"], r["partition"], r["cutoff"], r["status"], r["low_watermark"]) for r in rows] == [
+        ("lease", -1, None, "acquired", None),  # the run's purger lease (its audit fence row)
         ("intent", 0, COMMITTED[0], "planned", None),
         ("intent", 1, COMMITTED[1], "planned", None),
         ("outcome", 0, COMMITTED[0], "deleted", COMMITTED[0]),

@@ -79,6 +79,24 @@ def test_a_live_lease_is_waited_for_then_taken_over_and_its_holder_is_fenced() -
     assert store.current("p") == taken
 
 
+def test_keep_renews_only_once_a_third_of_the_ttl_has_passed() -> None:
+    store, clock = MemoryStore(), Clock()
+    a = lease(store, clock, "a", ttl_ms=6000)
+    a.acquire()
+    clock.now += timedelta(seconds=1.9)
+    assert (a.keep("batch 1"), len(store.rows)) == (1, 1)  # no write within ttl/3 of the acquisition
+    clock.now += timedelta(seconds=0.1)
+    assert (a.keep("batch 2"), len(store.rows)) == (1, 2)  # 2 s = ttl/3: renewed
+    assert store.current("p").expires_at == T0 + timedelta(seconds=8)  # type: ignore[union-attr]
+    clock.now += timedelta(seconds=1)
+    assert (a.keep("batch 3"), len(store.rows)) == (1, 2)  # counted from the renewal
+    b = lease(store, clock, "b", ttl_ms=6000)
+    clock.now += timedelta(seconds=6)  # a's lease expired: b takes over
+    b.acquire()
+    with pytest.raises(FencedError, match=r"this job's generation 1 .* is fenced batch 4"):
+        a.keep("batch 4")  # more than ttl/3 since a's renewal: renews, refused, fenced
+
+
 def test_waiting_longer_than_lease_wait_fails_naming_the_holder() -> None:
     store, clock = MemoryStore(), Clock()
     a = lease(store, clock, "a", ttl_ms=60_000)

@@ -61,16 +61,17 @@ def run_driver(config_path: Path, kill_at: str | None) -> subprocess.CompletedPr
 
 
 def test_driver_killed_at_each_step_of_a_batch_and_of_its_replay_restarts_exactly_once(
-    spark: SparkSession, fault_cluster: LocalKafka, fadmin: KafkaAdminClient, tmp_path: Path
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, tmp_path: Path
 ) -> None:
     """Killed after the intents; a group rewinds; the restart (replaying that batch) killed after
-    its deletes; the third start completes. Three real driver processes, one checkpoint."""
-    topic = create_topic(fadmin, "dk", partitions=3)
-    produce(fault_cluster.bootstrap_servers, topic, [100, 100, 100])
+    its deletes; the third start completes. Three real driver processes, one checkpoint. No broker
+    is harmed: it runs on the shared cluster (and the other xdist worker than the 3-node one's)."""
+    topic = create_topic(admin, "dk", partitions=3, replication=1)
+    produce(kafka_cluster.bootstrap_servers, topic, [100, 100, 100])
     group = f"{topic}-g"
     first_commits = [30, 50, 70]
-    commit_topic(fadmin, group, topic, first_commits)
-    data = purge_config_dict(tmp_path, fault_cluster.bootstrap_servers, topic, [group])
+    commit_topic(admin, group, topic, first_commits)
+    data = purge_config_dict(tmp_path, kafka_cluster.bootstrap_servers, topic, [group])
     data["lease"] = {"ttl": "3s"}  # the killed driver's lease: the restart takes it over once it expired
     config_path = tmp_path / "purge.yaml"
     config_path.write_text(yaml.safe_dump(data))
@@ -84,19 +85,19 @@ def test_driver_killed_at_each_step_of_a_batch_and_of_its_replay_restarts_exactl
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     assert "SIGKILL at intents_written of batch 0" in crashed.stderr
     intents_only()
-    assert log_starts(fadmin, topic, 3) == [0, 0, 0]
+    assert log_starts(admin, topic, 3) == [0, 0, 0]
 
     # While the driver is down the group rewinds on p0 and moves on elsewhere. The replay
     # executes batch 0's recorded intents (never a new plan), each bounded by a fresh snapshot:
     # p0 only to the rewound 20, p2 no further than its intent's 70. It dies again, this time
     # after its deletes reached Kafka.
-    commit_topic(fadmin, group, topic, [20, 90, 90])
+    commit_topic(admin, group, topic, [20, 90, 90])
     replayed = [20, 50, 70]
     crashed_again = run_driver(config_path, "deletes_sent")
     assert crashed_again.returncode == -signal.SIGKILL, crashed_again.stderr[-3000:]
     assert "SIGKILL at deletes_sent of batch 0" in crashed_again.stderr
     intents_only()  # the replay wrote no second intent
-    assert log_starts(fadmin, topic, 3) == replayed
+    assert log_starts(admin, topic, 3) == replayed
 
     restarted = run_driver(config_path, None)
     assert restarted.returncode == 0, restarted.stderr[-3000:]
@@ -120,7 +121,7 @@ def test_driver_killed_at_each_step_of_a_batch_and_of_its_replay_restarts_exactl
             assert intent_keys[(batch, part)]["cutoff"] >= r["cutoff"]
             assert versions[f"intent:{batch}"] < versions[f"outcome:{batch}"]
     # Kafka is cut exactly where the last deleted outcome says, never further.
-    final = log_starts(fadmin, topic, 3)
+    final = log_starts(admin, topic, 3)
     last_cut = [max(r["cutoff"] for r in outcomes if r["partition"] == p and r["status"] == "deleted") for p in range(3)]
     assert final == last_cut
     assert final[0] == 20  # the rewound group's position: nothing past it, ever
