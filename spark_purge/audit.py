@@ -536,13 +536,8 @@ class ProgressStore(CheckpointTable):
             | (F.col("group_type").isNotNull() & ~F.col("group_type").eqNullSafe(F.col("t_type")))
             | (F.col("topic_id").isNotNull() & ~F.col("topic_id").eqNullSafe(F.col("t_topic_id")))
         ).drop("t_offset", "t_type", "t_topic_id")
-        # Computed once for the emptiness check and the MERGE (it joins O(commits) rows).
-        changed = changed.persist()
-        try:
-            if not changed.isEmpty():
-                self._merge(changed, batch_id)
-        finally:
-            changed.unpersist()
+        if not changed.isEmpty():
+            self._merge(changed, batch_id)
         if batch_id % COMPACT_EVERY == COMPACT_EVERY - 1:
             self.compact()
 

@@ -263,7 +263,7 @@ class PurgePipeline:
                 if plan is None:
                     return self._done(BatchResult(batch_id))
                 read_clock(self._clock)
-                plan_rows = plan.rows.collect()  # one row per partition: small, and used twice
+                plan_rows = collect_rows(plan.rows)  # one row per partition: small, and used twice
                 ctx = BatchContext(self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint)
                 result = self.runner.run(plan_rows, ctx)
             if plan is not None:
@@ -294,7 +294,7 @@ class PurgePipeline:
             )
             return self.runner.execute(stale_rows(intents), ctx), None
         plan = self.planner.plan(snapshot)
-        fresh = {} if plan is None else {(r["topic"], r["partition"]): r for r in plan.rows.collect()}
+        fresh = {} if plan is None else {(r["topic"], r["partition"]): r for r in collect_rows(plan.rows)}
         log.info("batch %d: replaying %d recorded intent(s), each bounded by a fresh snapshot", ctx.batch_id, len(intents))
         return self.runner.execute(bounded_rows(intents, fresh), ctx), plan
 
@@ -313,6 +313,12 @@ class PurgePipeline:
         if self.on_batch is not None:
             self.on_batch(result)
         return result
+
+
+def collect_rows(df: DataFrame) -> list[Row]:
+    """``df``'s rows on the driver, crossing as one Arrow table (no per-row pickling); for
+    O(partitions) results such as a plan (no timestamp columns: Arrow's are zone-aware)."""
+    return [Row(**row) for row in df.toArrow().to_pylist()]
 
 
 def query_id_of(files: Files, checkpoint_location: str) -> str | None:
@@ -562,6 +568,7 @@ __all__ = [
     "broker_clock",
     "check_checkpoint",
     "check_offsets_retention",
+    "collect_rows",
     "default_client_factory",
     "dry_run_checkpoint",
     "history_location",

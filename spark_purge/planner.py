@@ -26,7 +26,7 @@ from spark_purge._time import as_utc
 from spark_purge.config import PurgeConfig
 from spark_purge.kafka.clock import ClockReading
 from spark_purge.kafka.model import TopicPartitionKey
-from spark_purge.policy import by_partition, compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
+from spark_purge.policy import compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
 from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS
 from spark_purge.vanished import with_vanished_groups
 
@@ -65,10 +65,7 @@ class Planner:
             return None
         now = as_utc(first[0]["snapshot_time"])
         partitions, groups = split_snapshot(snapshot)
-        # Group rows and progress shuffled once by partition, for every join of the plan.
-        groups = by_partition(groups)
         progress = self.progress()
-        progress = None if progress is None else by_partition(progress)
         unreadable = unreadable_groups_of(first[0])  # unknown commits block, never vanish
         rows = compute_plan(
             partitions,

@@ -91,12 +91,10 @@ from __future__ import annotations
 
 from spark_purge.policy.groups import group_staleness, group_status
 from spark_purge.policy.inputs import (
-    PARTITION_KEY,
     RetentionFloor,
     TimeFloorRequest,
     TimestampLookup,
     TopicRuleRow,
-    by_partition,
     required_groups,
     resolve_topics,
     retention_floors,
@@ -115,12 +113,10 @@ from spark_purge.policy.plan import (
 )
 
 __all__ = [
-    "PARTITION_KEY",
     "RetentionFloor",
     "TimeFloorRequest",
     "TimestampLookup",
     "TopicRuleRow",
-    "by_partition",
     "compute_plan",
     "group_staleness",
     "group_status",

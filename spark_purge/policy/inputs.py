@@ -90,17 +90,6 @@ def split_snapshot(snapshot: DataFrame) -> tuple[DataFrame, DataFrame]:
     return partitions, groups
 
 
-PARTITION_KEY = ("topic", "partition")
-
-
-def by_partition(df: DataFrame) -> DataFrame:
-    """``df`` hash-partitioned by (topic, partition). The plan's per-partition joins and
-    aggregates (group rows with progress, required groups with commits, the per-partition
-    facts) all cluster on that key or a superset, so given inputs partitioned this way Spark
-    shuffles each O(commits) input once, not once per join."""
-    return df.repartition(*PARTITION_KEY)
-
-
 class TopicRuleRow(NamedTuple):
     """One ``TOPIC_RULES`` row: a selected topic and its rule's parameters."""
 

@@ -12,7 +12,7 @@ from pyspark.sql.types import LongType, StringType, StructType
 from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
 from spark_purge.policy.groups import group_status
-from spark_purge.policy.inputs import TopicRuleRow, by_partition, resolve_topics
+from spark_purge.policy.inputs import TopicRuleRow, resolve_topics
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, MANUAL_RULES, PLAN, TOPIC_RULES
 
 
@@ -116,7 +116,7 @@ def compute_plan(
     topic_rules = partitions.sparkSession.createDataFrame(
         _selected_topic_rules(partitions, groups, config, as_utc(now), unreadable_groups), TOPIC_RULES
     )
-    base = by_partition(partitions.join(F.broadcast(topic_rules), "topic", "inner"))
+    base = partitions.join(F.broadcast(topic_rules), "topic", "inner")
     df = base.join(group_status(base, groups, progress), ["snapshot_id", "topic", "partition"], "left")
     df = _with_manual(df, config, manual_offsets)
     df = with_append_floor(df, append_history)
