@@ -167,13 +167,14 @@ def group(group_id: str, state: str, members: int, offset: int, epoch: int | Non
 
 
 PROGRESS_SNAPSHOT = [
-    # idle (no members, no progress for 3h: stale, ignored) is lowest; live binds.
-    snapshot_row("logs", 0, 0, 100, 100, [group("idle", "Empty", 0, 10), group("live", "Stable", 1, 60)]),
+    # idle (no members, no progress for 3h: stale, ignored) is lowest; an open transaction binds.
+    snapshot_row("logs", 0, 0, 100, 40, [group("idle", "Empty", 0, 10), group("live", "Stable", 1, 60)]),
     # live's members hold partition 1 without a commit (-1): missing, and the rule blocks on it.
     snapshot_row("logs", 1, 0, 100, 100, [group("idle", "Empty", 0, 20), group("live", "Stable", 1, -1)]),
     # a commit above the high watermark: another incarnation of the topic.
     snapshot_row("logs", 2, 0, 100, 100, [group("idle", "Empty", 0, 30), group("live", "Stable", 1, 150)]),
-    # jobs: idle is stale but the rule blocks on stale groups; an open transaction (LSO 40).
+    # jobs: idle is stale but the rule blocks on stale groups; gone (vanished on partition 1) is
+    # required on the whole topic like any group with a row on it: no row here, missing.
     snapshot_row("jobs", 0, 5, 100, 40, [group("idle", "Empty", 0, 70), group("live", "Stable", 1, 90)]),
     # gone is no longer in the snapshot: its remembered position (25, seen 10 minutes ago) holds.
     snapshot_row("jobs", 1, 0, 100, 100, [group("idle", "Empty", 0, 80), group("live", "Stable", 1, 90)]),
@@ -186,15 +187,15 @@ PROGRESS_ROWS = [
     ("live", "logs", 0, 50, NOW, "classic", "id-logs"),  # moved since: progress, not stale
 ]
 PROGRESS_EXPECTED = [
-    ("jobs", 0, 1, 5, 100, 40, 35, "last_stable_offset", None, None, "jobs", ["idle"], True, None,
-     "open transaction: last stable offset 40 holds back 60 records", None),
+    ("jobs", 0, 1, 5, 100, None, 0, "missing_commit", "gone", None, "jobs", ["idle"], False, None,
+     "required group gone has no commit on this partition", None),
     ("jobs", 1, 1, 0, 100, 25, 25, "vanished_group", "gone", "classic", "jobs", ["idle"], True, None,
      "vanished group gone (Kafka no longer has its offsets; last position seen) at 25 holds back 75 records", None),
     ("jobs", 2, 1, 0, 100, None, 0, "commit_diverged", "live", None, "jobs", ["idle"], False, None,
      "group live committed 60 in leader epoch 3, but the log ends that epoch at 50: its history diverged "
      "from the log (KIP-320 truncation): not purged", None),
-    ("logs", 0, 1, 0, 100, 60, 60, "group", "live", "classic", "logs", ["idle"], True, None,
-     "group live at 60 holds back 40 records; ignoring stale group(s) idle", None),
+    ("logs", 0, 1, 0, 100, 40, 40, "last_stable_offset", None, None, "logs", ["idle"], True, None,
+     "open transaction: last stable offset 40 holds back 60 records; ignoring stale group(s) idle", None),
     ("logs", 1, 1, 0, 100, None, 0, "missing_commit", "live", "classic", "logs", ["idle"], False, None,
      "required group live has no commit on this partition", None),
     ("logs", 2, 1, 0, 100, None, 0, "commit_beyond_end", "live", None, "logs", ["idle"], False, None,
