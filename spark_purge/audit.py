@@ -274,6 +274,10 @@ def absolute_location(path: str) -> str:
     return os.path.abspath(path)
 
 
+# (location, table name) pairs ensure_table() already created or found in this process.
+_AUDIT_TABLES_READY: set[tuple[str, str | None]] = set()
+
+
 @dataclass(frozen=True)
 class AuditSink:
     """Appends audit rows to the Delta table at ``path``, exactly once per (kind, batch)."""
@@ -293,9 +297,12 @@ class AuditSink:
         object.__setattr__(self, "path", absolute_location(self.path))
 
     def ensure_table(self) -> None:
-        """Create the table (partitioned by event_date) if it does not exist yet."""
+        """Create the table (partitioned by event_date) if it does not exist yet (once per
+        process and location: every batch calls this, and the builder reads the table's log)."""
         from delta.tables import DeltaTable
 
+        if (self.path, self.table_name) in _AUDIT_TABLES_READY and DeltaTable.isDeltaTable(self.spark, self.path):
+            return
         try:
             (
                 DeltaTable.createIfNotExists(self.spark)
@@ -307,6 +314,7 @@ class AuditSink:
             )
             if self.table_name:
                 self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.table_name} USING DELTA LOCATION '{self.path}'")
+            _AUDIT_TABLES_READY.add((self.path, self.table_name))
         except Exception as exc:  # Py4J errors carry the JVM message; keep it
             raise AuditError(f"cannot create the audit table at {self.path}: {exc}") from exc
 

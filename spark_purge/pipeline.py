@@ -326,7 +326,7 @@ class PurgePipeline:
                 if plan is None:
                     return self._done(BatchResult(batch_id))
                 read_clock(self._clock)
-                plan_rows = with_producers(plan, plan.rows.collect(), self.client)  # one row per partition: small
+                plan_rows = with_producers(plan, collect_rows(plan.rows), self.client)  # one row per partition: small
                 ctx = BatchContext(
                     self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint, lease_generation=generation
                 )
@@ -362,7 +362,7 @@ class PurgePipeline:
             )
             return self.runner.execute(stale_rows(intents), ctx), None
         plan = self.planner.plan(snapshot)
-        fresh = {} if plan is None else {(r["topic"], r["partition"]): r for r in plan.rows.collect()}
+        fresh = {} if plan is None else {(r["topic"], r["partition"]): r for r in collect_rows(plan.rows)}
         log.info("batch %d: replaying %d recorded intent(s), each bounded by a fresh snapshot", ctx.batch_id, len(intents))
         return self.runner.execute(bounded_rows(intents, fresh), ctx), plan
 
@@ -381,6 +381,12 @@ class PurgePipeline:
         if self.on_batch is not None:
             self.on_batch(result)
         return result
+
+
+def collect_rows(df: DataFrame) -> list[Row]:
+    """``df``'s rows on the driver, crossing as one Arrow table (no per-row pickling); for
+    O(partitions) results such as a plan (no timestamp columns: Arrow's are zone-aware)."""
+    return [Row(**row) for row in df.toArrow().to_pylist()]
 
 
 def query_id_of(files: Files, checkpoint_location: str) -> str | None:
@@ -647,6 +653,7 @@ __all__ = [
     "broker_clock",
     "check_checkpoint",
     "check_offsets_retention",
+    "collect_rows",
     "default_client_factory",
     "dry_run_checkpoint",
     "history_location",

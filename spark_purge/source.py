@@ -47,17 +47,19 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Optional
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from spark_purge import schemas
 from spark_purge._time import parse_duration
 from spark_purge.errors import ConfigError
-from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, SnapshotRequest, TimeFloor
+from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, GroupCommit, SnapshotRequest, TimeFloor
 from spark_purge.kafka.settings import ConnectionSettings, is_secret_option
 
 if TYPE_CHECKING:
@@ -187,75 +189,152 @@ def parse_options(options: Mapping[str, Any]) -> SourceOptions:
     )
 
 
-# ---- rows --------------------------------------------------------------------------------------
+# ---- columnar batches ------------------------------------------------------------------------
+#
+# A snapshot crosses into Spark as Arrow, column by column: ``read()`` yields record batches
+# (PySpark 4's Python data sources take ``pyarrow.RecordBatch``), and the input partitions carry
+# Arrow IPC bytes. Nothing is built or pickled one Python tuple per commit.
+
+_ARROW_SCHEMAS: dict[str, pa.Schema] = {}
 
 
-def _ts(ms: Optional[int]) -> Optional[datetime]:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+def arrow_schema(view: str) -> pa.Schema:
+    """The Arrow schema PySpark expects for the view (``to_arrow_schema``, UTC, as its reader)."""
+    if view not in _ARROW_SCHEMAS:
+        _ARROW_SCHEMAS[view] = to_arrow_schema(VIEWS[view], timezone="UTC")
+    return _ARROW_SCHEMAS[view]
 
 
-def snapshot_rows(snapshot: ClusterSnapshot, view: str) -> list[tuple[Any, ...]]:
-    """Rows of ``snapshot`` in the field order of the view's schema."""
-    sid, stime = snapshot.snapshot_id, _ts(snapshot.snapshot_time_ms)
+def _micros(ms: Optional[int]) -> Optional[int]:
+    return None if ms is None else ms * 1000
+
+
+def _commit_columns(commits: Sequence[GroupCommit], with_partition: bool) -> dict[str, list[Any]]:
+    """The commits' fields as columns (``GROUP_COMMIT`` names; topic/partition when asked)."""
+    columns: dict[str, list[Any]] = {
+        "group_id": [c.group_id for c in commits],
+        "group_state": [c.group_state for c in commits],
+        "group_type": [c.group_type for c in commits],
+        "member_count": [c.member_count for c in commits],
+        "committed_offset": [c.committed_offset for c in commits],
+        "commit_metadata": [c.commit_metadata for c in commits],
+        "committed_leader_epoch": [c.committed_leader_epoch for c in commits],
+        "epoch_end_offset": [c.epoch_end_offset for c in commits],
+    }
+    if with_partition:
+        columns["topic"] = [c.topic for c in commits]
+        columns["partition"] = [c.partition for c in commits]
+    return columns
+
+
+def _struct(columns: Mapping[str, Any], element: pa.Field) -> pa.StructArray:
+    fields = list(element.type)
+    return pa.StructArray.from_arrays([pa.array(columns[f.name], type=f.type) for f in fields], fields=fields)
+
+
+def _list(offsets: Sequence[int], values: pa.Array, field: pa.Field) -> pa.ListArray:
+    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values, type=field.type)
+
+
+def _partition_columns(snapshot: ClusterSnapshot) -> dict[str, Any]:
+    parts = snapshot.partitions
+    n = len(parts)
+    return {
+        "snapshot_id": [snapshot.snapshot_id] * n,
+        "snapshot_time": [snapshot.snapshot_time_ms * 1000] * n,
+        "topic": [p.topic for p in parts],
+        "partition": [p.partition for p in parts],
+        "leader": [p.leader for p in parts],
+        "replicas": [list(p.replicas) for p in parts],
+        "isr": [list(p.isr) for p in parts],
+        "log_start_offset": [p.log_start_offset for p in parts],
+        "high_watermark": [p.high_watermark for p in parts],
+        "last_stable_offset": [p.last_stable_offset for p in parts],
+        "internal": [p.internal for p in parts],
+        "cleanup_policy": [p.cleanup_policy for p in parts],
+        "retention_ms": [p.retention_ms for p in parts],
+        "remote_storage_enable": [p.remote_storage_enable for p in parts],
+        "time_floor_time": [_micros(p.time_floor_time_ms) for p in parts],
+        "time_floor_offset": [p.time_floor_offset for p in parts],
+        "topic_id": [p.topic_id for p in parts],
+        "size_bytes": [p.size_bytes for p in parts],
+        "local_log_start_offset": [p.local_log_start_offset for p in parts],
+        "latest_tiered_offset": [p.latest_tiered_offset for p in parts],
+    }
+
+
+def _nested_groups(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
+    """``SNAPSHOT.groups``: each partition's commits (snapshot order kept), as one list column;
+    commits on partitions the snapshot left out are dropped."""
+    n = len(snapshot.partitions)
+    index = {(p.topic, p.partition): i for i, p in enumerate(snapshot.partitions)}
+    owners = [index.get((c.topic, c.partition), n) for c in snapshot.commits]  # n: left out
+    counts = [0] * (n + 1)
+    for i in owners:
+        counts[i] += 1
+    offsets = [0]
+    for count in counts[:n]:
+        offsets.append(offsets[-1] + count)
+    # A stable sort by owning partition (the left-out commits last, and cut off).
+    order = pc.sort_indices(pa.array(owners, type=pa.int32())).slice(0, offsets[-1])
+    values = _struct(_commit_columns(snapshot.commits, with_partition=False), field.type.value_field).take(order)
+    return _list(offsets, values, field)
+
+
+def _unreadable(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
+    """``SNAPSHOT.unreadable_groups``: the same list on every row."""
+    errors = sorted(snapshot.unreadable_group_errors().items())
+    n, k = len(snapshot.partitions), len(errors)
+    columns = {"group_id": [g for g, _ in errors] * n, "error": [e for _, e in errors] * n}
+    return _list([i * k for i in range(n + 1)], _struct(columns, field.type.value_field), field)
+
+
+def snapshot_batch(snapshot: ClusterSnapshot, view: str) -> pa.RecordBatch:
+    """The whole snapshot as one Arrow record batch of the view's schema, built column-wise."""
+    schema = arrow_schema(view)
     if view == "groups":
-        return [
-            (sid, stime, c.group_id, c.group_state, c.group_type, c.member_count, c.topic, c.partition, c.committed_offset, c.commit_metadata,
-             c.committed_leader_epoch, c.epoch_end_offset)
-            for c in snapshot.commits
-        ]
-    commits = snapshot.commits_by_partition() if view == "snapshot" else {}
-    unreadable = sorted(snapshot.unreadable_group_errors().items()) if view == "snapshot" else []
-    rows: list[tuple[Any, ...]] = []
-    for p in snapshot.partitions:
-        row: tuple[Any, ...] = (
-            sid,
-            stime,
-            p.topic,
-            p.partition,
-            p.leader,
-            list(p.replicas),
-            list(p.isr),
-            p.log_start_offset,
-            p.high_watermark,
-            p.last_stable_offset,
-            p.internal,
-            p.cleanup_policy,
-            p.retention_ms,
-            p.remote_storage_enable,
-            _ts(p.time_floor_time_ms),
-            p.time_floor_offset,
-            p.topic_id,
-            p.size_bytes,
-            p.local_log_start_offset,
-            p.latest_tiered_offset,
-        )
+        columns: dict[str, Any] = _commit_columns(snapshot.commits, with_partition=True)
+        columns["snapshot_id"] = [snapshot.snapshot_id] * len(snapshot.commits)
+        columns["snapshot_time"] = [snapshot.snapshot_time_ms * 1000] * len(snapshot.commits)
+    else:
+        columns = _partition_columns(snapshot)
         if view == "snapshot":
-            groups = [
-                (c.group_id, c.group_state, c.group_type, c.member_count, c.committed_offset, c.commit_metadata,
-                 c.committed_leader_epoch, c.epoch_end_offset)
-                for c in commits.get((p.topic, p.partition), [])
-            ]
-            row = row + (groups, unreadable)
-        rows.append(row)
-    return rows
+            columns["groups"] = _nested_groups(snapshot, schema.field("groups"))
+            columns["unreadable_groups"] = _unreadable(snapshot, schema.field("unreadable_groups"))
+    arrays = [c if isinstance(c, pa.Array) else pa.array(c, type=f.type) for f, c in ((f, columns[f.name]) for f in schema)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _ipc(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 @dataclass(frozen=True)
 class SnapshotChunk(InputPartition):
-    """One Spark input partition: ready-made rows of one snapshot (picklable plain values)."""
+    """One Spark input partition: ``rows`` rows of one snapshot as Arrow IPC stream bytes
+    (picklable, compact; empty for an empty snapshot)."""
 
     snapshot_id: str
     index: int
-    rows: tuple[tuple[Any, ...], ...] = field(repr=False)
+    rows: int
+    payload: bytes = field(repr=False)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The chunk's record batches (what ``read()`` yields)."""
+        if self.payload:
+            yield from pa.ipc.open_stream(self.payload)
 
 
 def plan_chunks(snapshot: ClusterSnapshot, view: str, rows_per_partition: int) -> list[SnapshotChunk]:
-    rows = snapshot_rows(snapshot, view)
-    if not rows:
-        return [SnapshotChunk(snapshot.snapshot_id, 0, ())]
+    batch = snapshot_batch(snapshot, view)
+    if batch.num_rows == 0:
+        return [SnapshotChunk(snapshot.snapshot_id, 0, 0, b"")]
     return [
-        SnapshotChunk(snapshot.snapshot_id, i // rows_per_partition, tuple(rows[i : i + rows_per_partition]))
-        for i in range(0, len(rows), rows_per_partition)
+        SnapshotChunk(snapshot.snapshot_id, i, part.num_rows, _ipc(part))
+        for i, part in enumerate(batch.slice(start, rows_per_partition) for start in range(0, batch.num_rows, rows_per_partition))
     ]
 
 
@@ -304,9 +383,9 @@ class KafkaStateReader(DataSourceReader):
             self._planned = plan_chunks(snapshot, self.options.view, self.options.rows_per_partition)
         return self._planned
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SnapshotChunk)
-        yield from partition.rows
+        return partition.batches()
 
 
 class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -377,9 +456,9 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         snapshot = self._taken.get(stop) or self._snapshot_to(stop)
         return plan_chunks(snapshot, "snapshot", self.options.rows_per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SnapshotChunk)
-        yield from partition.rows
+        return partition.batches()
 
     def commit(self, end: dict[str, Any]) -> None:
         done = int((end or {}).get("seq", 0))
@@ -457,8 +536,9 @@ __all__ = [
     "KafkaStateStreamReader",
     "SnapshotChunk",
     "SourceOptions",
+    "arrow_schema",
     "parse_options",
     "plan_chunks",
     "register",
-    "snapshot_rows",
+    "snapshot_batch",
 ]

@@ -79,7 +79,8 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
     if progress is None:
         is_stale = F.lit(False)  # unknown progress: nobody is stale
     else:
-        rows = rows.join(group_staleness(groups, progress), "group_id", "left")
+        # One row per group: broadcast, so the O(commits) rows are not shuffled by group.
+        rows = rows.join(F.broadcast(group_staleness(groups, progress)), "group_id", "left")
         is_stale = F.coalesce(
             F.col("stale_candidate") & (F.col("last_progress") < F.col("stale_before")), F.lit(False)
         )

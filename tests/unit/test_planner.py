@@ -144,3 +144,72 @@ def test_a_lower_high_watermark_since_voids_the_history(spark: SparkSession) -> 
     assert got[1] == ("time_floor", 0, "no_history")
     current_below = floors(spark, [history_row(1, timedelta(hours=2), 600)])  # current high watermark is 500
     assert current_below[1] == ("time_floor", 0, "no_history")
+
+
+# ---- one snapshot with remembered progress: stale, vanished, member-held and lineage cases ----
+
+OLD = NOW - timedelta(hours=3)  # older than stale_after (1h)
+PROGRESS_CONFIG = from_dict(
+    {
+        "kafka": {"bootstrap_servers": ["k:9092"]},
+        "audit": {"path": "a"},
+        "defaults": {"min_retention": "0s", "min_step": 1, "stale_after": "1h"},
+        "rules": [
+            {"name": "logs", "topics": "logs", "on_stale_group": "ignore"},  # groups discovered
+            {"name": "jobs", "topics": "jobs"},  # on_stale_group: block
+        ],
+    }
+)
+
+
+def group(group_id: str, state: str, members: int, offset: int, epoch: int | None = None, epoch_end: int | None = None) -> tuple[Any, ...]:
+    return (group_id, state, "classic", members, offset, None, epoch, epoch_end)
+
+
+PROGRESS_SNAPSHOT = [
+    # idle (no members, no progress for 3h: stale, ignored) is lowest; an open transaction binds.
+    snapshot_row("logs", 0, 0, 100, 40, [group("idle", "Empty", 0, 10), group("live", "Stable", 1, 60)]),
+    # live's members hold partition 1 without a commit (-1): missing, and the rule blocks on it.
+    snapshot_row("logs", 1, 0, 100, 100, [group("idle", "Empty", 0, 20), group("live", "Stable", 1, -1)]),
+    # a commit above the high watermark: another incarnation of the topic.
+    snapshot_row("logs", 2, 0, 100, 100, [group("idle", "Empty", 0, 30), group("live", "Stable", 1, 150)]),
+    # jobs: idle is stale but the rule blocks on stale groups; gone (vanished on partition 1) is
+    # required on the whole topic like any group with a row on it: no row here, missing.
+    snapshot_row("jobs", 0, 5, 100, 40, [group("idle", "Empty", 0, 70), group("live", "Stable", 1, 90)]),
+    # gone is no longer in the snapshot: its remembered position (25, seen 10 minutes ago) holds.
+    snapshot_row("jobs", 1, 0, 100, 100, [group("idle", "Empty", 0, 80), group("live", "Stable", 1, 90)]),
+    # live's commit in leader epoch 3, which the log ends at 50: diverged (KIP-320).
+    snapshot_row("jobs", 2, 0, 100, 100, [group("idle", "Empty", 0, 80), group("live", "Stable", 1, 60, 3, 50)]),
+]
+PROGRESS_ROWS = [
+    *[("idle", t, p, o, OLD, "classic", "id-" + t) for t, p, o in (("logs", 0, 10), ("logs", 1, 20), ("logs", 2, 30), ("jobs", 0, 70), ("jobs", 1, 80), ("jobs", 2, 80))],
+    ("gone", "jobs", 1, 25, NOW - timedelta(minutes=10), "classic", "id-jobs"),
+    ("live", "logs", 0, 50, NOW, "classic", "id-logs"),  # moved since: progress, not stale
+]
+PROGRESS_EXPECTED = [
+    ("jobs", 0, 1, 5, 100, None, 0, "missing_commit", "gone", None, "jobs", ["idle"], False, None,
+     "required group gone has no commit on this partition", None, None, None, False),
+    ("jobs", 1, 1, 0, 100, 25, 25, "vanished_group", "gone", "classic", "jobs", ["idle"], True, None,
+     "vanished group gone (Kafka no longer has its offsets; last position seen) at 25 holds back 75 records", None, None, None, False),
+    ("jobs", 2, 1, 0, 100, None, 0, "commit_diverged", "live", None, "jobs", ["idle"], False, None,
+     "group live committed 60 in leader epoch 3, but the log ends that epoch at 50: its history diverged "
+     "from the log (KIP-320 truncation): not purged", None, None, None, False),
+    ("logs", 0, 1, 0, 100, 40, 40, "last_stable_offset", None, None, "logs", ["idle"], True, None,
+     "open transaction: last stable offset 40 holds back 60 records; ignoring stale group(s) idle", None, None, None, False),
+    ("logs", 1, 1, 0, 100, None, 0, "missing_commit", "live", "classic", "logs", ["idle"], False, None,
+     "required group live has no commit on this partition", None, None, None, False),
+    ("logs", 2, 1, 0, 100, None, 0, "commit_beyond_end", "live", None, "logs", ["idle"], False, None,
+     "group live committed 150, beyond the high watermark 100: it read another incarnation of the topic "
+     "(deleted and recreated) or a truncated log, so nothing is known to be consumed: not purged", None, None, None, False),
+]
+
+
+def test_one_snapshot_with_progress_gives_exactly_these_plan_rows(spark: SparkSession) -> None:
+    progress = spark.createDataFrame(PROGRESS_ROWS, schemas.PROGRESS_STORE)
+    plan = Planner(PROGRESS_CONFIG, lambda _: {}, lambda: progress).plan(spark.createDataFrame(PROGRESS_SNAPSHOT, schemas.SNAPSHOT))
+
+    assert plan is not None and plan.planned_at == NOW
+    expected = spark.createDataFrame(
+        [(SNAP, row[0], row[1], f"id-{row[0]}", *row[2:]) for row in PROGRESS_EXPECTED], schemas.PLAN
+    )
+    assert_df_equality(plan.rows.orderBy("topic", "partition"), expected)

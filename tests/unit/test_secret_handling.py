@@ -20,8 +20,15 @@ from pyspark import cloudpickle
 from spark_purge import config as c
 from spark_purge import schemas
 from spark_purge.errors import ConfigError
+from spark_purge.kafka.model import ClusterSnapshot, PartitionState
 from spark_purge.kafka.settings import ConnectionSettings, is_secret_option
-from spark_purge.source import KafkaStateDataSource, KafkaStateReader, KafkaStateStreamReader, SnapshotChunk
+from spark_purge.source import (
+    KafkaStateDataSource,
+    KafkaStateReader,
+    KafkaStateStreamReader,
+    SnapshotChunk,
+    plan_chunks,
+)
 
 SASL_PASSWORD = f"sasl-{uuid.uuid4().hex}"
 KEY_PASSWORD = f"key-{uuid.uuid4().hex}"
@@ -46,8 +53,8 @@ def _assert_no_secret(blob: bytes) -> None:
         assert secret.encode() not in blob, f"secret {secret[:4]}... found in pickled bytes"
 
 
-def _read_function(reader: Any, data_source: Any) -> Callable[[SnapshotChunk], Iterator[tuple[Any, ...]]]:
-    def data_source_read_func(partition: SnapshotChunk) -> Iterator[tuple[Any, ...]]:  # as PySpark's
+def _read_function(reader: Any, data_source: Any) -> Callable[[SnapshotChunk], Iterator[Any]]:
+    def data_source_read_func(partition: SnapshotChunk) -> Iterator[Any]:  # as PySpark's
         assert data_source.name() == "kafka_state"
         return iter(reader.read(partition))
 
@@ -69,8 +76,9 @@ def test_executor_bound_pickle_holds_no_secret(streaming: bool, tmp_path: Any) -
     assert reader.options.client.connection.secrets == SECRETS  # type: ignore[attr-defined]
     # ...and the executor side still reads: rows come from the partition only.
     read = pickle.loads(to_executors)
-    chunk = SnapshotChunk("s1", 0, (("row", 1),))
-    assert list(read(chunk)) == [("row", 1)]
+    snapshot = ClusterSnapshot("s1", 0, (PartitionState("t", 0, 1, (1,), (1,), 0, 5, 5, False, "delete", None, None),), ())
+    (chunk,) = plan_chunks(snapshot, "snapshot", 10)
+    assert [r["high_watermark"] for b in read(chunk) for r in b.to_pylist()] == [5]
 
 
 def test_unpickled_reader_keeps_everything_but_secrets() -> None:

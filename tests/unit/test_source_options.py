@@ -24,9 +24,10 @@ from spark_purge.source import (
     KafkaStateReader,
     KafkaStateStreamReader,
     SnapshotChunk,
+    arrow_schema,
     parse_options,
     plan_chunks,
-    snapshot_rows,
+    snapshot_batch,
 )
 
 BASE = {"bootstrap.servers": "127.0.0.1:9092"}
@@ -191,21 +192,45 @@ def test_topic_and_group_selection() -> None:
 # ---- rows and planning ------------------------------------------------------------------------
 
 
-def test_rows_follow_the_schemas_exactly() -> None:
+def _rows(snap: ClusterSnapshot, view: str) -> list[dict[str, Any]]:
+    batch = snapshot_batch(snap, view)
+    assert batch.schema.equals(arrow_schema(view))  # what PySpark's reader checks
+    return batch.to_pylist()
+
+
+def test_batches_follow_the_schemas_exactly() -> None:
     snap = _snapshot()
     for view, schema in (("partitions", schemas.PARTITION_STATE), ("groups", schemas.GROUP_OFFSETS), ("snapshot", schemas.SNAPSHOT)):
-        rows = snapshot_rows(snap, view)
-        assert rows and all(len(r) == len(schema.fields) for r in rows)
-    part = snapshot_rows(snap, "partitions")[1]
-    named = dict(zip(schemas.PARTITION_STATE.fieldNames(), part))
+        rows = _rows(snap, view)
+        assert rows and all(list(r) == schema.fieldNames() for r in rows)
+    named = _rows(snap, "partitions")[1]
     assert named["snapshot_time"] == datetime(2023, 11, 14, 22, 13, 20, tzinfo=timezone.utc)
     assert (named["log_start_offset"], named["high_watermark"], named["time_floor_offset"]) == (1, 11, 8)
     assert named["time_floor_time"] == datetime(1970, 1, 1, 0, 0, 5, tzinfo=timezone.utc)
-    snap_rows = {r[3]: dict(zip(schemas.SNAPSHOT.fieldNames(), r)) for r in snapshot_rows(snap, "snapshot")}
-    assert snap_rows[0]["groups"] == [("g1", "Empty", "classic", 0, 4, "m", None, None), ("g2", "Stable", "consumer", None, 6, None, None, None)]
+    assert (named["replicas"], named["isr"], named["cleanup_policy"], named["topic_id"]) == ([1], [1], "delete", None)
+    snap_rows = {r["partition"]: r for r in _rows(snap, "snapshot")}
+    g1, g2 = [dict(zip(schemas.GROUP_COMMIT.fieldNames(), v)) for v in (("g1", "Empty", "classic", 0, 4, "m", None, None), ("g2", "Stable", "consumer", None, 6, None, None, None))]
+    assert snap_rows[0]["groups"] == [g1, g2]
+    assert snap_rows[1]["groups"] == [{**g1, "committed_offset": 11, "commit_metadata": ""}]
     assert snap_rows[2]["groups"] == []
-    assert len(schemas.GROUP_COMMIT.fields) == len(snap_rows[0]["groups"][0])
     assert all(r["unreadable_groups"] == [] for r in snap_rows.values())
+    flat = _rows(snap, "groups")
+    assert [(r["group_id"], r["topic"], r["partition"], r["committed_offset"]) for r in flat] == [("g1", "t", 0, 4), ("g2", "t", 0, 6), ("g1", "t", 1, 11)]
+
+
+def test_commits_nest_under_their_partition_in_snapshot_order() -> None:
+    from dataclasses import replace
+
+    snap = _snapshot(3)
+    extra = (
+        GroupCommit("g3", "Empty", "classic", 0, "t", 2, 9, None),
+        GroupCommit("gone", "Empty", "classic", 0, "other", 0, 1, None),  # a partition the snapshot left out
+        GroupCommit("g0", "Empty", "classic", 0, "t", 0, 2, None),
+    )
+    rows = _rows(replace(snap, commits=snap.commits + extra), "snapshot")
+    assert [[(g["group_id"], g["committed_offset"]) for g in r["groups"]] for r in rows] == [
+        [("g1", 4), ("g2", 6), ("g0", 2)], [("g1", 11)], [("g3", 9)]
+    ]
 
 
 def test_unreadable_groups_reach_every_snapshot_row_with_their_error() -> None:
@@ -221,19 +246,27 @@ def test_unreadable_groups_reach_every_snapshot_row_with_their_error() -> None:
         ),
         unreadable_groups=("g7", "g9"),
     )
-    rows = snapshot_rows(snap, "snapshot")
-    column = schemas.SNAPSHOT.fieldNames().index("unreadable_groups")
-    assert rows and all(
-        r[column] == [("g7", "COORDINATOR_NOT_AVAILABLE"), ("g9", "GROUP_AUTHORIZATION_FAILED")] for r in rows
+    rows = _rows(snap, "snapshot")
+    assert len(rows) == 3 and all(
+        r["unreadable_groups"] == [
+            {"group_id": "g7", "error": "COORDINATOR_NOT_AVAILABLE"}, {"group_id": "g9", "error": "GROUP_AUTHORIZATION_FAILED"}
+        ]
+        for r in rows
     )
     assert len(schemas.UNREADABLE_GROUP.fields) == 2
 
 
-def test_planning_splits_rows_into_picklable_chunks() -> None:
-    chunks = plan_chunks(_snapshot(5), "partitions", rows_per_partition=2)
-    assert [len(c.rows) for c in chunks] == [2, 2, 1] and [c.index for c in chunks] == [0, 1, 2]
+def test_planning_splits_a_snapshot_into_picklable_arrow_chunks() -> None:
+    snap = _snapshot(5)
+    chunks = plan_chunks(snap, "partitions", rows_per_partition=2)
+    assert [c.rows for c in chunks] == [2, 2, 1] and [c.index for c in chunks] == [0, 1, 2]
     assert pickle.loads(pickle.dumps(chunks)) == chunks
-    assert plan_chunks(ClusterSnapshot("e", 0, (), ()), "groups", 10) == [SnapshotChunk("e", 0, ())]
+    read = [row for c in chunks for batch in c.batches() for row in batch.to_pylist()]
+    assert read == snapshot_batch(snap, "partitions").to_pylist()
+    nested = plan_chunks(snap, "snapshot", rows_per_partition=2)
+    assert [r["groups"] for c in nested[1:] for b in c.batches() for r in b.to_pylist()] == [[], [], []]
+    empty = plan_chunks(ClusterSnapshot("e", 0, (), ()), "groups", 10)
+    assert empty == [SnapshotChunk("e", 0, 0, b"")] and list(empty[0].batches()) == []
 
 
 class FakeClient:
@@ -281,7 +314,7 @@ def test_stream_polls_once_per_interval_and_a_restart_gets_a_fresh_snapshot(
     restarted = _stream_reader(tmp_path, monkeypatch, other, clock)
     replay = restarted.partitions(start, end)
     assert restarted.partitions(start, end) == replay and len(other.calls) == 1
-    assert [r for c in replay for r in restarted.read(c)] == list(replay[0].rows)
+    assert [r for c in replay for b in restarted.read(c) for r in b.to_pylist()] == snapshot_batch(_snapshot(2, sid="s1"), "snapshot").to_pylist()
     assert not any(tmp_path.iterdir())  # nothing written anywhere
 
     clock[0] += 10

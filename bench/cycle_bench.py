@@ -1,0 +1,403 @@
+"""Purge-cycle benchmark (issue 12): one steady-state purge cycle against its raw Kafka floor.
+
+    ./dev.sh py bench/cycle_bench.py --partitions 1000 --groups 1000
+    ./dev.sh py bench/cycle_bench.py --partitions 10000 --groups 10000 --cycles 4 --processes
+
+Builds a real KRaft cluster (``--nodes``), ``--partitions`` partitions in topics of
+``--per-topic`` partitions with ``--records`` records each, and ``--groups`` classic groups;
+group *i* commits on ``--commits-per-group`` partitions (default: all) of topic *i* mod #topics.
+One rule discovers the groups (``min_retention: 0s``, ``min_step: 1``). Then, ``--cycles``
+times: every group advances its commits by one record (untimed), the raw floor is measured
+(the Kafka client's snapshot alone, then DeleteRecords alone on every partition at its current
+log start: a request of the same size that deletes nothing), and one purge cycle runs in
+process as ``foreachBatch`` runs it (``read_snapshot`` + ``PurgePipeline.process_batch``).
+The first cycle warms up (JIT, Python workers, table creation) and is left out of the summary.
+
+Prints per phase min / median seconds, the Spark jobs it ran, and the Delta commits per cycle;
+the floor and the cycle / floor ratio; peak RSS of the Python driver, the Spark JVM and its
+Python workers (sampled from /proc). ``--processes`` also times ``spark-purge plan`` and a
+one-shot ``spark-purge run`` as processes (each starts its own JVM).
+
+Phases: ``snapshot+source`` (the source's snapshot taken in its planning process, shipped
+to Spark and cached), ``plan`` (``Planner.plan`` and the plan rows to the driver, plus the
+batch's audit lookups), ``intents``/``outcomes`` (audit writes), ``delete`` (DeleteRecords),
+``progress`` (``ProgressStore.update``), ``history`` (``AppendHistory.update``, only with a
+``min_retention``). Not a test: figures depend on the machine and its load.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import yaml
+from kafka import KafkaProducer
+
+from spark_purge.testing import workload
+from spark_purge.testing.cluster import LocalKafka
+
+PHASES = ("snapshot+source", "plan", "intents", "delete", "outcomes", "progress", "history")
+
+
+# ---- /proc ----------------------------------------------------------------------------------
+
+
+def _status_mb(pid: int, key: str) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _children(root: int) -> list[int]:
+    """Every live descendant of ``root`` (from /proc's ppid fields)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [root]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        found.extend(kids)
+        frontier.extend(kids)
+    return found
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def cpu_seconds(jvm_pid: int) -> float:
+    """CPU time (user + system) used so far by this process, the Spark JVM and its live Python
+    workers: less sensitive to a loaded machine than wall time."""
+    return sum(_cpu_s(p) for p in (os.getpid(), jvm_pid, *_children(jvm_pid)))
+
+
+class RssSampler:
+    """Peak RSS (MB) of this process, the Spark JVM and the sum of the JVM's Python workers."""
+
+    def __init__(self, jvm_pid: int, interval_s: float = 0.2) -> None:
+        self.jvm_pid = jvm_pid
+        self.interval_s = interval_s
+        self.peak: dict[str, float] = defaultdict(float)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        workers = sum(_status_mb(p, "VmRSS") for p in _children(self.jvm_pid))
+        now = {"driver": _status_mb(os.getpid(), "VmHWM"), "jvm": _status_mb(self.jvm_pid, "VmHWM"), "workers": workers}
+        for k, v in now.items():
+            self.peak[k] = max(self.peak[k], v)
+        self.peak["total"] = max(self.peak["total"], now["driver"] + _status_mb(self.jvm_pid, "VmRSS") + workers)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+# ---- setup ------------------------------------------------------------------------------------
+
+
+def build_topics(cluster: LocalKafka, partitions: int, per_topic: int, run: str, records: int) -> list[tuple[str, int]]:
+    admin = workload.new_admin(cluster.bootstrap_servers, request_timeout_ms=120_000)
+    n_topics = max(1, (partitions + per_topic - 1) // per_topic)
+    topics = [(f"cyc-{run}-{i:04d}", min(per_topic, partitions - i * per_topic)) for i in range(n_topics)]
+    t0 = time.monotonic()
+    workload.create_topics(admin, dict(topics), timeout_s=300)
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=50, batch_size=1 << 20)
+    try:
+        for topic, n in topics:
+            for p in range(n):
+                for i in range(records):
+                    producer.send(topic, value=b"v%d" % i, partition=p)
+        producer.flush(timeout=600)
+    finally:
+        producer.close()
+    print(f"setup: {partitions} partitions in {n_topics} topics, {records} records each: {time.monotonic() - t0:.1f}s", flush=True)
+    return topics
+
+
+def commit_all(bootstrap: str, assignments: dict[str, list[tuple[str, int]]], offset: int, threads: int = 8) -> float:
+    """Every group commits ``offset`` on its partitions (one OffsetCommit per group, ``threads``
+    admin clients in parallel). Returns the seconds it took."""
+    local = threading.local()
+    admins: list[Any] = []
+
+    def one(item: tuple[str, list[tuple[str, int]]]) -> None:
+        if not hasattr(local, "admin"):
+            local.admin = workload.new_admin(bootstrap, request_timeout_ms=120_000)
+            admins.append(local.admin)
+        group, tps = item
+        workload.commit(local.admin, group, {tp: offset for tp in tps}, timeout_s=120)
+
+    t0 = time.monotonic()
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, assignments.items()))
+    finally:
+        for admin in admins:
+            admin.close()
+    return time.monotonic() - t0
+
+
+# ---- phase timing -----------------------------------------------------------------------------
+
+
+class Phases:
+    """Times named phases and counts the Spark jobs each ran (a job group per phase; a nested
+    phase's jobs are its own, not its parent's)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.cycle = 0
+        self.stack: list[str] = []
+        self.seconds: dict[str, list[float]] = defaultdict(list)
+        self.jobs: dict[str, list[int]] = defaultdict(list)
+        self._inner: dict[str, float] = defaultdict(float)
+
+    def _group(self, name: str) -> str:
+        return f"bench-{self.cycle}-{name}"
+
+    def _set(self, name: str | None) -> None:
+        sc = self.spark.sparkContext
+        if name is None:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        else:
+            sc.setJobGroup(self._group(name), name)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.stack.append(name)
+        self._set(name)
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            took = time.perf_counter() - t0
+            self.stack.pop()
+            self._set(self.stack[-1] if self.stack else None)
+            self._record(name, took)
+            if self.stack:
+                self._inner[self.stack[-1]] += took
+
+    def _record(self, name: str, took: float) -> None:
+        own = took - self._inner.pop(name, 0.0)
+        if len(self.seconds[name]) > self.cycle:  # a phase run twice in a cycle (nested writes)
+            self.seconds[name][-1] += own
+            return
+        while len(self.seconds[name]) < self.cycle:
+            self.seconds[name].append(0.0)
+        self.seconds[name].append(own)
+
+    def count_jobs(self) -> None:
+        tracker = self.spark.sparkContext.statusTracker()
+        for name in PHASES:
+            while len(self.jobs[name]) <= self.cycle:
+                self.jobs[name].append(0)
+            self.jobs[name][self.cycle] = len(tracker.getJobIdsForGroup(self._group(name)))
+
+    def wrap(self, owner: Any, method: str, name: str | Callable[..., str]) -> None:
+        original = getattr(owner, method)
+        phases = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            label = name(*args, **kwargs) if callable(name) else name
+            with phases.phase(label):
+                return original(*args, **kwargs)
+
+        setattr(owner, method, timed)
+
+
+def instrument(phases: Phases) -> None:
+    from spark_purge.audit import AuditSink, ProgressStore
+    from spark_purge.history import AppendHistory
+    from spark_purge.kafka.client import KafkaPythonClient
+    from spark_purge.pipeline import PurgePipeline
+
+    # The batch itself is "plan": what its nested phases leave (planning, the plan rows to the
+    # driver, the batch's audit lookups).
+    phases.wrap(PurgePipeline, "process_batch", "plan")
+    phases.wrap(AuditSink, "write", lambda self, rows, kind, batch_id: "intents" if kind == "intent" else "outcomes")
+    phases.wrap(KafkaPythonClient, "delete_records", "delete")
+    phases.wrap(ProgressStore, "update", "progress")
+    phases.wrap(AppendHistory, "update", "history")
+
+
+def delta_versions(path: Path) -> int:
+    log = path / "_delta_log"
+    return len(list(log.glob("*.json"))) if log.is_dir() else 0
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+
+def _stats(values: list[float]) -> str:
+    return f"{min(values):6.2f} / {statistics.median(values):6.2f}" if values else "     - /      -"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--groups", type=int, default=1000)
+    ap.add_argument("--per-topic", type=int, default=50, help="partitions per topic")
+    ap.add_argument("--commits-per-group", type=int, default=0, help="partitions each group commits on (0: all of its topic)")
+    ap.add_argument("--records", type=int, default=20, help="records per partition (one is purged per cycle)")
+    ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--cycles", type=int, default=4, help="purge cycles (the first warms up and is not summarised)")
+    ap.add_argument("--min-retention", default="0s", help="the rule's min_retention (non-zero adds the append history)")
+    ap.add_argument("--heap", default="3g", help="broker heap")
+    ap.add_argument("--processes", action="store_true", help="also time `spark-purge plan` and a one-shot `spark-purge run`")
+    args = ap.parse_args(argv)
+    if args.records < args.cycles + 2:
+        ap.error("--records must exceed --cycles + 1 (each cycle purges one record)")
+    run = uuid.uuid4().hex[:4]
+    broker_config = {"num.network.threads": "3", "num.io.threads": "4", "offsets.topic.num.partitions": "10"}
+    with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp_s, LocalKafka(
+        nodes=args.nodes, heap=args.heap, broker_config=broker_config, start_timeout_s=300
+    ) as cluster:
+        tmp = Path(tmp_s)
+        topics = build_topics(cluster, args.partitions, args.per_topic, run, args.records)
+        per_group = args.commits_per_group or args.per_topic
+        assignments = {
+            f"cyc-{run}-g{g:05d}": [(t, p) for p in range(min(n, per_group))]
+            for g in range(args.groups)
+            for t, n in [topics[g % len(topics)]]
+        }
+        n_commits = sum(len(v) for v in assignments.values())
+        took = commit_all(cluster.bootstrap_servers, assignments, 1)
+        print(f"setup: {args.groups} groups, {n_commits} commits: {took:.1f}s", flush=True)
+        config = workload.purge_config_dict(tmp, cluster.bootstrap_servers, f"cyc-{run}-.*", None, request_timeout="120s", delete_timeout="120s")
+        config["defaults"]["min_retention"] = args.min_retention
+        config_file = tmp / "purge.yaml"
+        config_file.write_text(yaml.safe_dump(config))
+        figures = cycles(cluster, config_file, assignments, args.cycles, tmp)
+        report(args, n_commits, figures)
+        if args.processes:
+            time_processes(config_file)
+    return 0
+
+
+def cycles(cluster: LocalKafka, config_file: Path, assignments: dict[str, list[tuple[str, int]]], n: int, tmp: Path) -> dict[str, Any]:
+    from spark_purge.config import load
+    from spark_purge.kafka import SnapshotRequest, open_client
+    from spark_purge.pipeline import read_snapshot
+    from spark_purge.session import get_spark
+
+    cfg = load(config_file)
+    spark = get_spark("cycle-bench", master="local[2]")
+    jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[attr-defined]
+    phases = Phases(spark)
+    instrument(phases)
+    pipeline = workload.new_pipeline(spark, cfg)
+    floor: dict[str, list[float]] = defaultdict(list)
+    cycle_s: list[float] = []
+    cpu_s: list[float] = []
+    delta_commits: list[int] = []
+    client = open_client(cfg)
+    with RssSampler(jvm_pid) as rss:
+        try:
+            for c in range(n):
+                phases.cycle = c
+                commit_all(cluster.bootstrap_servers, assignments, 2 + c)  # every group advances (untimed)
+                t0 = time.perf_counter()
+                snap = client.snapshot(SnapshotRequest())
+                floor["snapshot"].append(time.perf_counter() - t0)
+                before = sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir())
+                cpu0, t0 = cpu_seconds(jvm_pid), time.perf_counter()
+                with phases.phase("snapshot+source"):
+                    snapshot = read_snapshot(spark, cfg).persist()
+                    snapshot.count()
+                pipeline.process_batch(snapshot, c)
+                cycle_s.append(time.perf_counter() - t0)
+                cpu_s.append(cpu_seconds(jvm_pid) - cpu0)
+                phases.count_jobs()
+                delta_commits.append(sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir()) - before)
+                starts = {(p.topic, p.partition): p.log_start_offset for p in client.snapshot(SnapshotRequest(include_groups=False)).partitions}
+                t0 = time.perf_counter()
+                client.delete_records(starts, timeout_ms=120_000)
+                floor["delete"].append(time.perf_counter() - t0)
+                print(f"cycle {c}: {cycle_s[-1]:.2f}s, CPU {cpu_s[-1]:.2f}s (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
+                      f"{len(snap.commits)} commits)", flush=True)
+        finally:
+            client.close()
+            pipeline.close()
+    spark.stop()
+    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "rss": dict(rss.peak)}
+
+
+def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) -> None:
+    phases: Phases = figures["phases"]
+    keep = slice(1, None) if len(figures["cycle"]) > 1 else slice(None)
+    print()
+    print(f"{args.partitions} partitions x {args.groups} groups ({n_commits} commits), {args.nodes} node(s); "
+          f"steady-state cycles {len(figures['cycle'][keep])} (seconds, min / median; Spark jobs per cycle, median)")
+    print(f"{'phase':<18} {'seconds':>15}  jobs")
+    for name in PHASES:
+        secs = phases.seconds.get(name, [])[keep]
+        jobs = phases.jobs.get(name, [])[keep]
+        if any(secs) or any(jobs):
+            print(f"{name:<18} {_stats(secs)}  {statistics.median(jobs) if jobs else 0:>4}")
+    cycle = figures["cycle"][keep]
+    floor = [s + d for s, d in zip(figures["floor"]["snapshot"][keep], figures["floor"]["delete"][keep])]
+    print(f"{'cycle':<18} {_stats(cycle)}  {sum(statistics.median(phases.jobs[p][keep]) for p in PHASES if phases.jobs.get(p)):>4}")
+    print(f"{'cycle CPU time':<18} {_stats(figures['cpu'][keep])}  (driver + Spark JVM + workers, user+sys)")
+    print(f"{'floor: snapshot':<18} {_stats(figures['floor']['snapshot'][keep])}")
+    print(f"{'floor: delete':<18} {_stats(figures['floor']['delete'][keep])}")
+    print(f"cycle / floor (medians): x{statistics.median(cycle) / statistics.median(floor):.1f}; "
+          f"Delta commits per cycle (median): {statistics.median(figures['delta'][keep])}")
+    rss = figures["rss"]
+    print(f"peak RSS MB: driver {rss.get('driver', 0):.0f}, Spark JVM {rss.get('jvm', 0):.0f}, "
+          f"Python workers {rss.get('workers', 0):.0f}; together (sampled) {rss.get('total', 0):.0f}")
+
+
+def time_processes(config_file: Path) -> None:
+    for label, cmd in (
+        ("spark-purge plan", ["plan"]),
+        ("spark-purge run (one-shot)", ["run", "--once"]),
+    ):
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "spark_purge.cli", *cmd, "-q", "-c", str(config_file)], capture_output=True, text=True)
+        took = time.perf_counter() - t0
+        print(f"{label:<28} {took:6.1f}s (exit {done.returncode})")
+        if done.returncode != 0:
+            print(done.stderr[-2000:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
