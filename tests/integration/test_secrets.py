@@ -129,7 +129,8 @@ def test_spark_conf_password_plans_purges_and_leaks_nowhere(
         stream_reader = KafkaStateStreamReader(KafkaStateDataSource(stream_options).parsed)
         try:
             assert stream_reader.latestOffset({"seq": 0}) == {"seq": 1}  # connects with the password
-            assert {r[2] for c in stream_reader.partitions({"seq": 0}, {"seq": 1}) for r in c.rows} == {topic}  # type: ignore[attr-defined]
+            chunks = stream_reader.partitions({"seq": 0}, {"seq": 1})
+            assert {t for c in chunks for b in c.batches() for t in b.column("topic").to_pylist()} == {topic}  # type: ignore[attr-defined]
             stream_pickle = pickle.dumps(stream_reader)
         finally:
             stream_reader.stop()

@@ -6,11 +6,13 @@ segments [0, 10), [10, 20), [20, 30) move to remote storage and the local log st
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import OffsetSpec
 from pyspark.sql import SparkSession
@@ -32,17 +34,15 @@ from spark_purge.testing.workload import (
     new_admin,
     new_pipeline,
     purge_config,
+    purge_config_dict,
     retry,
     run_cycle,
 )
 from spark_purge.tiering import Disabler, TieringTable
+from tests.integration.faults.killing_driver import run_killing_driver
 
 TIERED = {"remote.storage.enable": "true", "segment.bytes": str(1 << 20), "local.retention.bytes": "1"}
 RECORD = b"x" * 100_000  # 10 a segment
-
-
-class Crash(Exception):
-    """The state machine 'killed' right after a step acted (fault hook)."""
 
 
 @pytest.fixture(scope="module")
@@ -112,12 +112,15 @@ def test_purge_cuts_into_remote_segments_and_disable_delete_survives_a_crash(
     # The remote log manager deletes the remote segments wholly below the new log start.
     retry(lambda: _expect(list(tiered.remote_segments(topic, 0)), [20]), "remote segments below 25 deleted", 60, also=(AssertionError,))
 
-    # disable --policy delete, "killed" right after remote.storage.enable=false went out.
+    # `spark-purge tiering disable --policy delete`, a real process SIGKILLed right after
+    # remote.storage.enable=false went out (its Spark JVM with it).
     table = TieringTable.beside(spark, cfg.audit.path)
+    config = tmp_path / "purge.yaml"
+    config.write_text(yaml.safe_dump(purge_config_dict(tmp_path, tiered.bootstrap_servers, topic, ["reader"])))
+    killed = run_killing_driver(["tiering", "disable", topic, "--policy", "delete", "-c", str(config)], "tiering:storage_disable")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert "SIGKILL at tiering step storage_disable" in killed.stderr
     with open_client(ConnectionSettings(tiered.bootstrap_servers)) as client:
-        crashing = Disabler(client, table, operator="test", timeout_s=60, fault_hook=_crash_at("storage_disable"))
-        with pytest.raises(Crash):
-            crashing.disable(topic, "delete")
         assert steps(table, topic) == [("DISABLING", "delete", "copy_disable"), ("DISABLING", "delete", "storage_disable")]
         assert table.in_transition() == {topic}
         # Meanwhile the purge leaves the topic alone, and asking for the other policy changes nothing.
@@ -176,14 +179,6 @@ def test_disable_retain_keeps_remote_data_and_bad_input_changes_nothing(
     assert cli.main(["tiering", "disable", topic, "--policy", "keep", "-c", str(config)]) == cli.EXIT_USAGE
     assert "got 'keep'" in capsys.readouterr().err
     assert len(steps(table, topic)) == 3
-
-
-def _crash_at(step: str) -> Callable[[str], None]:
-    def hook(done: str) -> None:
-        if done == step:
-            raise Crash(step)
-
-    return hook
 
 
 def _flags(facts: TopicTiering) -> tuple[Any, Any]:

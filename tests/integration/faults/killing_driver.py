@@ -1,22 +1,78 @@
 """Test-only Spark driver: the real ``spark-purge`` CLI, plus a fault hook that SIGKILLs this
-very process at one pipeline step — a driver crash, not an exception.
+very process at one step — a driver crash, not an exception.
 
     SPARK_PURGE_TEST_KILL_AT=intents_written|deletes_sent \\
         python -m tests.integration.faults.killing_driver run -c cfg.yaml
+    SPARK_PURGE_TEST_KILL_AT=tiering:storage_disable \\
+        python -m tests.integration.faults.killing_driver tiering disable TOPIC --policy delete -c cfg.yaml
 
 Without the variable it is exactly ``spark-purge``. The hook is installed by wrapping
-``PurgePipeline.__post_init__`` (the pipeline's own ``fault_hook`` parameter), so no product
-code carries a kill switch.
+``PurgePipeline.__post_init__`` (the pipeline's own ``fault_hook`` parameter) or, for a
+``tiering:`` step, ``Disabler.__init__`` (the state machine's ``fault_hook``), so no product
+code carries a kill switch. ``run_killing_driver`` starts it as a test's subprocess.
 """
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
-from spark_purge import cli, pipeline
+from spark_purge import cli, pipeline, tiering
 
 KILL_AT_ENV = "SPARK_PURGE_TEST_KILL_AT"
+TIERING_PREFIX = "tiering:"
+REPO_ROOT = Path(__file__).resolve().parents[3]  # the driver runs `-m tests.integration...`
+
+
+def _die(where: str) -> None:
+    sys.stderr.write(f"killing-driver: SIGKILL at {where}\n")
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def run_killing_driver(args: list[str], kill_at: str | None, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    """``spark-purge ARGS`` as its own process (and process group), killed at ``kill_at``
+    (None: not killed), reaped by its id; its group is SIGKILLed when it ends or times out."""
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
+    env.pop(KILL_AT_ENV, None)
+    if kill_at:
+        env[KILL_AT_ENV] = kill_at
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.faults.killing_driver", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its JVM joins this group: killed with it below
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver's own group: its Spark JVM, if left
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _install_tiering(step: str) -> None:
+    original = tiering.Disabler.__init__
+
+    def init(self: tiering.Disabler, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+
+        def kill(done: str) -> None:
+            if done == step:
+                _die(f"tiering step {done}")
+
+        self.fault_hook = kill
+
+    tiering.Disabler.__init__ = init  # type: ignore[method-assign]
 
 
 def _install(step: str) -> None:
@@ -27,9 +83,7 @@ def _install(step: str) -> None:
 
         def kill(at: str, batch_id: int) -> None:
             if at == step:
-                sys.stderr.write(f"killing-driver: SIGKILL at {at} of batch {batch_id}\n")
-                sys.stderr.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
+                _die(f"{at} of batch {batch_id}")
 
         self.fault_hook = kill
 
@@ -38,6 +92,8 @@ def _install(step: str) -> None:
 
 if __name__ == "__main__":
     kill_at = os.environ.get(KILL_AT_ENV)
-    if kill_at:
+    if kill_at and kill_at.startswith(TIERING_PREFIX):
+        _install_tiering(kill_at.removeprefix(TIERING_PREFIX))
+    elif kill_at:
         _install(kill_at)
     sys.exit(cli.main(sys.argv[1:]))

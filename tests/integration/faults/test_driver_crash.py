@@ -3,10 +3,8 @@ restarted from its checkpoint: no duplicate audit rows, no missing outcome, ever
 intent committed before it, and Kafka is cut exactly where the audit says."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -26,38 +24,13 @@ from spark_purge.testing.workload import (
     purge_config_dict,
 )
 from tests.integration.faults.helpers import create_topic
-from tests.integration.faults.killing_driver import KILL_AT_ENV
+from tests.integration.faults.killing_driver import run_killing_driver
 
 pytestmark = pytest.mark.faults
 
-DRIVER_TIMEOUT_S = 300
-REPO_ROOT = Path(__file__).resolve().parents[3]  # the driver runs `-m tests.integration...`
-
-
 def run_driver(config_path: Path, kill_at: str | None) -> subprocess.CompletedProcess[str]:
-    """``spark-purge run -c config`` as its own process (and process group), reaped by its id."""
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
-    env.pop(KILL_AT_ENV, None)
-    if kill_at:
-        env[KILL_AT_ENV] = kill_at
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.faults.killing_driver", "run", "-c", str(config_path)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its JVM joins this group: killed with it below
-    )
-    try:
-        out, err = proc.communicate(timeout=DRIVER_TIMEOUT_S)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the driver's own group: its Spark JVM, if left
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    """``spark-purge run -c config`` as its own process, killed at ``kill_at`` (None: not)."""
+    return run_killing_driver(["run", "-c", str(config_path)], kill_at)
 
 
 def test_driver_killed_at_each_step_of_a_batch_and_of_its_replay_restarts_exactly_once(
