@@ -170,23 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(verbosity_of(args))
     try:
         cfg = load_config(args.config, args.bootstrap_servers)
-        if args.command == "plan":
-            return cmd_plan(cfg, args)
-        if args.command == "run":
-            return cmd_run(cfg, args)
-        if args.command == "forget-group":
-            return cmd_forget_group(cfg, args)
-        if args.command == "lease":
-            return cmd_lease(cfg, args)
-        if args.command == "retire":
-            return cmd_retire(cfg, args)
-        if args.command == "retirements":
-            return cmd_retirements(cfg, args)
-        if args.command == "why":
-            return cmd_why(cfg, args)
-        if args.command == "tiering":
-            return cmd_tiering(cfg, args)
-        return cmd_audit(cfg, args)
+        commands = {
+            "plan": cmd_plan, "run": cmd_run, "forget-group": cmd_forget_group, "lease": cmd_lease, "retire": cmd_retire,
+            "retirements": cmd_retirements, "why": cmd_why, "tiering": cmd_tiering, "audit": cmd_audit,
+        }
+        return commands[args.command](cfg, args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -101,6 +101,15 @@ def _check_regex(pattern: object, path: str) -> None:
         raise _FieldError(path, f"invalid regular expression {pattern!r}: {err}") from None
 
 
+def _unique(section: str, key: str, values: Sequence[str], what: str, hint: str = "") -> None:
+    """``_FieldError`` at ``section[i].key`` for the first value repeated, naming its first place."""
+    first: dict[str, int] = {}
+    for i, value in enumerate(values):
+        if value in first:
+            raise _FieldError(f"{section}[{i}].{key}", f"duplicate {what} {value!r} (also {section}[{first[value]}]){hint}")
+        first[value] = i
+
+
 def _literal_topic(pattern: str) -> str | None:
     """The one topic name a pattern spells out (``demo\\.orders`` or ``demo.orders``), else None."""
     text = pattern.replace("\\.", ".").replace("\\-", "-")
@@ -585,27 +594,9 @@ class PurgeConfig:
     def __post_init__(self) -> None:
         if not self.rules and not self.manual:
             raise _FieldError("rules", "expected at least one topic rule (or a manual entry)")
-        tiered: dict[str, int] = {}
-        for i, tiering in enumerate(self.tiering):
-            if tiering.topic in tiered:
-                raise _FieldError(
-                    f"tiering[{i}].topic",
-                    f"duplicate topic {tiering.topic!r} (also tiering[{tiered[tiering.topic]}]); expected one entry per topic",
-                )
-            tiered[tiering.topic] = i
-        consumers: dict[str, int] = {}
-        for i, consumer in enumerate(self.external_consumers):
-            if consumer.name in consumers:
-                raise _FieldError(
-                    f"external_consumers[{i}].name",
-                    f"duplicate external consumer name {consumer.name!r} (also external_consumers[{consumers[consumer.name]}])",
-                )
-            consumers[consumer.name] = i
-        names: dict[str, int] = {}
-        for i, rule in enumerate(self.rules):
-            if rule.name in names:
-                raise _FieldError(f"rules[{i}].name", f"duplicate rule name {rule.name!r} (also rules[{names[rule.name]}])")
-            names[rule.name] = i
+        _unique("tiering", "topic", [t.topic for t in self.tiering], "topic", "; expected one entry per topic")
+        _unique("external_consumers", "name", [c.name for c in self.external_consumers], "external consumer name")
+        _unique("rules", "name", [r.name for r in self.rules], "rule name")
         for i, pattern in enumerate(self.protected_topics):
             _check_regex(pattern, f"protected_topics[{i}]")
         for i, pattern in enumerate(self.group_exclude):

@@ -94,23 +94,27 @@ async def _describe(wire: Wire, topic: str, broker: Optional[int]) -> dict[str, 
     return {c.name: c.value for c in result.configs}
 
 
-async def alter_topic_configs(wire: Wire, topic: str, values: Mapping[str, str]) -> None:
-    """SET ``values`` on ``topic`` (IncrementalAlterConfigs). Raises ``AuthorizationError``
-    (needs AlterConfigs on the topic), ``TieringRefused`` when the broker refuses the values
-    (INVALID_CONFIG, with its message), ``KafkaError`` otherwise (retriable errors marked so)."""
-    _Res = IncrementalAlterConfigsRequest.AlterConfigsResource
-    _Cfg = _Res.AlterableConfig
-    request = IncrementalAlterConfigsRequest(
+def set_configs_request(resource_type: int, name: str, values: Mapping[str, str]) -> IncrementalAlterConfigsRequest:
+    """IncrementalAlterConfigs SETting ``values`` on one resource (``resource_type``: Kafka's
+    ConfigResource type id: 2 a topic, 32 a group)."""
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    return IncrementalAlterConfigsRequest(
         resources=[
-            _Res(
-                resource_type=_TOPIC_RESOURCE,
-                resource_name=topic,
-                configs=[_Cfg(name=k, config_operation=_SET, value=v) for k, v in values.items()],
+            resource(
+                resource_type=resource_type,
+                resource_name=name,
+                configs=[resource.AlterableConfig(name=k, config_operation=_SET, value=v) for k, v in values.items()],
             )
         ],
         validate_only=False,
     )
-    response = await wire.send_any(request)
+
+
+async def alter_topic_configs(wire: Wire, topic: str, values: Mapping[str, str]) -> None:
+    """SET ``values`` on ``topic`` (IncrementalAlterConfigs). Raises ``AuthorizationError``
+    (needs AlterConfigs on the topic), ``TieringRefused`` when the broker refuses the values
+    (INVALID_CONFIG, with its message), ``KafkaError`` otherwise (retriable errors marked so)."""
+    response = await wire.send_any(set_configs_request(_TOPIC_RESOURCE, topic, values))
     result = response.responses[0]
     err = error_name(result.error_code)
     if err is None:

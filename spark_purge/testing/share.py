@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Optional
 
 from kafka import KafkaAdminClient
-from kafka.protocol.admin import IncrementalAlterConfigsRequest
 
+from spark_purge.kafka.tiering import set_configs_request
 from spark_purge.testing.cluster import kafka_jars_dir
 from spark_purge.testing.javac import JAVA_DIR, compiled_classes, java_tool
 
@@ -36,7 +36,6 @@ JAVA_SOURCE = JAVA_DIR / "ShareConsume.java"
 STREAMS_SOURCE = JAVA_DIR / "StreamsHold.java"
 STREAMS_JARS_ENV = "SPARK_PURGE_KAFKA_STREAMS_JARS"
 GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP (KIP-848 / KIP-932 group configs)
-_SET = 0  # IncrementalAlterConfigs operation SET
 
 
 def _die_with_parent() -> None:
@@ -92,18 +91,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 def set_group_config(admin: KafkaAdminClient, group: str, configs: dict[str, str]) -> None:
     """IncrementalAlterConfigs on a GROUP resource (e.g. share.auto.offset.reset=earliest)."""
-    _Res = IncrementalAlterConfigsRequest.AlterConfigsResource
-    _Cfg = _Res.AlterableConfig
-    request = IncrementalAlterConfigsRequest(
-        resources=[
-            _Res(
-                resource_type=GROUP_RESOURCE,
-                resource_name=group,
-                configs=[_Cfg(name=k, config_operation=_SET, value=v) for k, v in configs.items()],
-            )
-        ],
-        validate_only=False,
-    )
+    request = set_configs_request(GROUP_RESOURCE, group, configs)
 
     async def send() -> object:
         return await admin._manager.send(request)
