@@ -216,7 +216,7 @@ def stale_groups(case: Case) -> set[str]:
     return result
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=cases())
 def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> None:
     cfg = from_dict(

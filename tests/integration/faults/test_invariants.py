@@ -21,12 +21,11 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
 ) -> None:
     # The Spark query and the share consumer first (each then holds its topics), then each fault
     # kind once: a fault's after-effects (a restarted node, a new partition, a recreated topic)
-    # show up in the next cycle, which carries another fault, and in the last two, which carry
-    # none and must still purge safely. The query runs again after the topic it reads was
-    # recreated (it starts over), and the share consumer again: its start offset moves (Kafka
-    # persists it one round late) and the purge follows it, never past. (The last cycle is the
-    # share consumer's, fault-free: a separate quiet cycle after it cost ~35 s of the suite.)
-    schedule = ["spark_stream", "share_consume", *FAULTS, "spark_stream", "share_consume"]
+    # show up in the next cycle, which carries another fault, and in the quiet last cycle, which
+    # must still purge safely. (The query's run after its topic was recreated and the share
+    # consumer's second round are left to the long run, `--cycles 200`: the default suite is
+    # near its 30-minute budget.)
+    schedule = ["spark_stream", "share_consume", *FAULTS, None]
     assert set(FAULTS) <= set(schedule)
     lines: list[str] = []
     report = run_invariants(
@@ -37,8 +36,8 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
     assert report.violations == [], report.summary()
     assert report.cycles == len(schedule)
     assert set(report.faults) == set(DEFAULT_KINDS), report.summary()
-    assert report.faults["share_consume"] == 2 and report.share_accepted > 0, report.summary()
-    assert report.stream_runs == 2 and report.stream_records > 0, report.summary()
+    assert report.faults["share_consume"] == 1 and report.share_accepted > 0, report.summary()
+    assert report.stream_runs == 1 and report.stream_records > 0, report.summary()
     assert report.records_deleted > 0 and report.audit_rows_checked >= len(schedule) * 6, report.summary()
     assert len(report.cycle_errors) <= 2, report.summary()  # a cycle may fail under a fault, not most
     assert (report.fenced_jobs, report.fenced_rows) == (1, 0), report.summary()  # overlap_job
