@@ -31,10 +31,12 @@ os.environ.setdefault(TIERED_STORAGE_JARS_ENV, str(REPO_ROOT / ".cache/jars/tier
 
 
 #: Heavy optional runs, out of the default command: each runs only when its marker is selected
-#: (``./dev.sh test -m wheel``, ``./dev.sh test -m multiprocess``, ``./dev.sh test -m airflow``).
+#: (``./dev.sh test -m wheel``, ``./dev.sh test -m multiprocess``, ``./dev.sh test -m airflow``,
+#: ``./dev.sh test -m sigkill``).
 OPT_IN = {
     "wheel": "builds a wheel and a virtualenv (minutes)",
     "multiprocess": "its own Spark driver on local-cluster executors (about a minute)",
+    "sigkill": "SIGKILLs a real `spark-purge run --follow` holding the lease, then waits for its expiry (minutes)",
     "airflow": "loads the DAG in a real DagBag from the Airflow environment (./dev.sh airflow-env, minutes the first time)",
 }
 

@@ -111,6 +111,7 @@ def test_overlapping_jobs_the_fenced_one_sends_no_delete_and_its_late_audit_writ
     assert _takeover_at(spark, old, 2) >= _last_expiry(spark, old, 1)
 
 
+@pytest.mark.sigkill  # out of the default command (the suite's 30-minute budget): ./dev.sh test -m sigkill
 def test_a_job_killed_holding_the_lease_is_taken_over_after_its_expiry(
     spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str],
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
