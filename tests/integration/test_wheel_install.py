@@ -57,5 +57,6 @@ def test_wheel_in_a_fresh_venv_plans_against_the_broker(
         PYTHONPATH=None, PYSPARK_PYTHON=python, **{DELTA_JARS_ENV: None, EXTRA_JARS_ENV: None},
     )
     lines = out.splitlines()
-    assert lines[-1] == "1 partitions planned, 1 actionable, 7 records would be deleted (0 with nothing to do hidden; --all shows them)", out
+    assert lines[-2] == "1 partitions planned, 1 actionable, 7 records would be deleted (0 with nothing to do hidden; --all shows them)", out
+    assert lines[-1].startswith("lease: purger cluster-") and "never leased" in lines[-1], out  # plan takes no lease
     assert re.match(rf"{re.escape(topic)} +0 +\d+ +0 +10 +7 +7 +group +{re.escape(topic)}-g +yes ", lines[2]), out
