@@ -45,8 +45,9 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
 import pyarrow as pa
@@ -209,22 +210,16 @@ def _micros(ms: Optional[int]) -> Optional[int]:
     return None if ms is None else ms * 1000
 
 
+def _attribute_columns(items: Sequence[Any], names: Iterable[str]) -> dict[str, list[Any]]:
+    """One column per schema field name: that attribute of every item (the model's fields are
+    named as the schema's, so a column added to both needs no line here)."""
+    return {name: list(map(attrgetter(name), items)) for name in names}
+
+
 def _commit_columns(commits: Sequence[GroupCommit], with_partition: bool) -> dict[str, list[Any]]:
     """The commits' fields as columns (``GROUP_COMMIT`` names; topic/partition when asked)."""
-    columns: dict[str, list[Any]] = {
-        "group_id": [c.group_id for c in commits],
-        "group_state": [c.group_state for c in commits],
-        "group_type": [c.group_type for c in commits],
-        "member_count": [c.member_count for c in commits],
-        "committed_offset": [c.committed_offset for c in commits],
-        "commit_metadata": [c.commit_metadata for c in commits],
-        "committed_leader_epoch": [c.committed_leader_epoch for c in commits],
-        "epoch_end_offset": [c.epoch_end_offset for c in commits],
-    }
-    if with_partition:
-        columns["topic"] = [c.topic for c in commits]
-        columns["partition"] = [c.partition for c in commits]
-    return columns
+    names = schemas.GROUP_COMMIT.fieldNames() + (["topic", "partition"] if with_partition else [])
+    return _attribute_columns(commits, names)
 
 
 def _struct(columns: Mapping[str, Any], element: pa.Field) -> pa.StructArray:
@@ -236,31 +231,24 @@ def _list(offsets: Sequence[int], values: pa.Array, field: pa.Field) -> pa.ListA
     return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values, type=field.type)
 
 
+# PARTITION_STATE columns not read straight off a PartitionState attribute of the same name.
+_DERIVED_PARTITION_COLUMNS = ("snapshot_id", "snapshot_time", "replicas", "isr", "time_floor_time")
+
+
 def _partition_columns(snapshot: ClusterSnapshot) -> dict[str, Any]:
     parts = snapshot.partitions
     n = len(parts)
-    return {
-        "snapshot_id": [snapshot.snapshot_id] * n,
-        "snapshot_time": [snapshot.snapshot_time_ms * 1000] * n,
-        "topic": [p.topic for p in parts],
-        "partition": [p.partition for p in parts],
-        "leader": [p.leader for p in parts],
-        "replicas": [list(p.replicas) for p in parts],
-        "isr": [list(p.isr) for p in parts],
-        "log_start_offset": [p.log_start_offset for p in parts],
-        "high_watermark": [p.high_watermark for p in parts],
-        "last_stable_offset": [p.last_stable_offset for p in parts],
-        "internal": [p.internal for p in parts],
-        "cleanup_policy": [p.cleanup_policy for p in parts],
-        "retention_ms": [p.retention_ms for p in parts],
-        "remote_storage_enable": [p.remote_storage_enable for p in parts],
-        "time_floor_time": [_micros(p.time_floor_time_ms) for p in parts],
-        "time_floor_offset": [p.time_floor_offset for p in parts],
-        "topic_id": [p.topic_id for p in parts],
-        "size_bytes": [p.size_bytes for p in parts],
-        "local_log_start_offset": [p.local_log_start_offset for p in parts],
-        "latest_tiered_offset": [p.latest_tiered_offset for p in parts],
-    }
+    columns: dict[str, Any] = _attribute_columns(
+        parts, [f for f in schemas.PARTITION_STATE.fieldNames() if f not in _DERIVED_PARTITION_COLUMNS]
+    )
+    columns.update(
+        snapshot_id=[snapshot.snapshot_id] * n,
+        snapshot_time=[snapshot.snapshot_time_ms * 1000] * n,
+        replicas=[list(p.replicas) for p in parts],
+        isr=[list(p.isr) for p in parts],
+        time_floor_time=[_micros(p.time_floor_time_ms) for p in parts],
+    )
+    return columns
 
 
 def _nested_groups(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
