@@ -50,6 +50,7 @@ from __future__ import annotations
 import atexit
 import base64
 import ctypes
+import json
 import logging
 import os
 import shutil
@@ -314,6 +315,37 @@ class LocalKafka:
         if n.process is not None and n.running:
             n.process.kill()
             n.process.wait(timeout=30)
+
+    def pause_node(self, node_id: int) -> None:
+        """SIGSTOP one node: a hung broker (it keeps its sockets open and answers nothing), not
+        a dead one. :meth:`resume_node` lets it go on; :meth:`stop` kills a paused node too."""
+        n = self.node(node_id)
+        if n.process is not None and n.running:
+            os.kill(n.process.pid, signal.SIGSTOP)
+
+    def resume_node(self, node_id: int) -> None:
+        """SIGCONT a node :meth:`pause_node` stopped (a no-op for a running or dead one)."""
+        n = self.node(node_id)
+        if n.process is not None and n.running:
+            os.kill(n.process.pid, signal.SIGCONT)
+
+    def active_controller(self) -> int | None:
+        """The KRaft quorum's leader as the running nodes last recorded it (each node keeps the
+        leader and its epoch in ``__cluster_metadata-0/quorum-state``); the newest epoch wins.
+        None when no running node knows a leader yet."""
+        best: tuple[int, int] | None = None  # (epoch, leader)
+        for n in self._nodes:
+            state_file = n.directory / "data" / "__cluster_metadata-0" / "quorum-state"
+            if not n.running or not state_file.exists():
+                continue
+            try:
+                state = json.loads(state_file.read_text())
+            except (OSError, ValueError):  # being rewritten right now
+                continue
+            leader, epoch = int(state.get("leaderId", -1)), int(state.get("leaderEpoch", -1))
+            if leader >= 0 and (best is None or epoch > best[0]):
+                best = (epoch, leader)
+        return None if best is None else best[1]
 
     def stop_node(self, node_id: int) -> None:
         """Shut one node down cleanly."""

@@ -103,6 +103,7 @@ import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import uuid
@@ -135,13 +136,19 @@ MAX_PARTITIONS = 6
 GROUP_SPEEDS = {"g0": 40, "g1": 20, "g2": 8}
 FAULTS = (
     "node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added", "backdated_records", "topic_recreate",
-    "driver_kill_rewind", "overlap_job", "retire",
+    "driver_kill_rewind", "overlap_job", "retire", "broker_pause", "controller_kill", "cluster_unreachable",
+    "audit_maintenance",
 )
 CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
 ALL_KINDS = FAULTS + CONSUMER_KINDS
 #: What runs unless ``--faults`` says otherwise: the kinds whose product support is in this build.
 DEFAULT_KINDS = FAULTS + ("share_consume", "spark_stream")
-NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle")
+NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle", "controller_kill")  # need 3 nodes
+# driver_kill_rewind: the steps of a batch the driver may die at (the runner's fault-hook steps).
+KILL_STEPS = ("intents_written", "lease_checked", "deletes_sent")
+REQUEST_TIMEOUT_S = 10  # kafka.request_timeout of the checked job
+PAUSE_S = REQUEST_TIMEOUT_S + 3  # broker_pause: a node hangs longer than a request may take
+UNREACHABLE_S = (4.0, 2.5 * REQUEST_TIMEOUT_S)  # cluster_unreachable: every node hangs this long (drawn)
 SHARE_EVERY = 3  # the share consumer runs every SHARE_EVERY cycles (a JVM start costs seconds)
 SHARE_MAX_ACCEPT = 120
 SHARE_DELIVERY_LIMIT = 10  # share.delivery.count.limit asked of the share group (Kafka's maximum)
@@ -301,8 +308,19 @@ class InvariantWorkload:
         self.recreated: set[TopicPartitionKey] = set()
         # driver_kill_rewind: kill the batch after its intents; cycles whose intents were checked
         # before the rewind (against the commits they were planned on).
-        self._kill_driver = False
+        self._kill_driver: Optional[str] = None  # the step it dies at
         self.prechecked: set[int] = set()
+        self.kill_steps: Counter[str] = Counter()
+        # broker_pause / cluster_unreachable: nodes SIGSTOPped now, and the timer that resumes
+        # them; a pause planned for this cycle: (nodes, seconds, at the intents?).
+        self.paused: list[int] = []
+        self._resume_timer: Optional[threading.Timer] = None
+        self._pause_lock = threading.Lock()
+        self._pause_plan: Optional[tuple[list[int], float, bool]] = None
+        # audit_maintenance: an operator's OPTIMIZE + VACUUM of the audit, racing the batch.
+        self._maintain = False
+        self._maintenance: Optional[threading.Thread] = None
+        self._maintenance_error: Optional[BaseException] = None
         # overlap_job: a second job (same purger id) takes the lease over mid-cycle; per cycle,
         # (fenced generation, the audit's version before the takeover).
         self._overlap = False
@@ -317,7 +335,7 @@ class InvariantWorkload:
             {
                 "kafka": {
                     "bootstrap_servers": self.cluster.bootstrap_servers,
-                    "request_timeout": "10s",
+                    "request_timeout": f"{REQUEST_TIMEOUT_S}s",
                     "delete_timeout": delete_timeout,
                 },
                 "defaults": {"min_retention": "0s", "min_step": 1, "stale_after": "1h"},
@@ -359,7 +377,7 @@ class InvariantWorkload:
         started = time.monotonic()
         self._create_topics()
         self.pipeline: PurgePipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook)
-        self._mid_cycle_kill = False
+        self._mid_cycle_kill = self._controller_mid = False
         try:
             for cycle in range(cycles):
                 try:
@@ -375,8 +393,13 @@ class InvariantWorkload:
                         f"audit rows {r.audit_rows_checked}, errors {len(r.cycle_errors)}, violations {len(r.violations)}"
                     )
         finally:
+            self._end_pause()
+            self._end_maintenance(None)
             self.pipeline.close()
             self._retire_note()
+            if self.kill_steps:
+                steps = ", ".join(f"{k}={v}" for k, v in sorted(self.kill_steps.items()))
+                self.report.notes.append(f"driver_kill_rewind: killed at {steps}")
             self._restart_down()
             self.producer.close()
             self.admin.close()
@@ -427,16 +450,26 @@ class InvariantWorkload:
             victim = self.rng.choice(self.cluster.node_ids)
             self.cluster.kill_node(victim)
             self.down.append(victim)
+        elif fault == "controller_kill" and self.rng.random() < 0.5:
+            self._kill_controller()  # else in the middle of the batch, after its intents
+        elif fault == "broker_pause":  # half the time the leader of A-0, after the intents
+            self._pause_plan = ([self.rng.choice(self.cluster.node_ids)], PAUSE_S, self.rng.random() < 0.5)
+        elif fault == "cluster_unreachable":
+            self._pause_plan = (list(self.cluster.node_ids), self.rng.uniform(*UNREACHABLE_S), False)
         self._mid_cycle_kill = fault == "leader_kill_mid_cycle"
+        self._controller_mid = fault == "controller_kill" and not self.down
         self._overlap = fault == "overlap_job"
+        self._maintain = fault == "audit_maintenance"
         if fault:
             self.report.faults[fault] += 1
         before = self._log_starts()
         self.recreated = set()
         cycle_started = datetime.now(timezone.utc)
+        if self._pause_plan is not None and not self._pause_plan[2]:
+            self._pause(*self._pause_plan[:2])  # after the checker's own read of the log starts
         try:
             if fault == "driver_kill_rewind":
-                self._driver_kill_rewind(cycle)
+                self._driver_kill_rewind(cycle, before)
             else:
                 workload.run_cycle(self.pipeline, cycle)
         except FencedError:  # overlap_job: the first job, fenced, must stop (checked in _check_fenced)
@@ -457,6 +490,9 @@ class InvariantWorkload:
             self.pipeline.close()  # a fresh client next cycle
         self._recreate_mid_cycle = False
         self._overlap = False
+        self._pause_plan = None
+        self._end_pause()
+        self._end_maintenance(cycle)
         for tp in self.recreated:  # a new log: it starts from 0 again
             before[tp] = 0
         if self.sabotage_cycle == cycle:
@@ -746,18 +782,27 @@ class InvariantWorkload:
         self.stream_read = {}
         self.stream_first_seen = {}
 
-    def _driver_kill_rewind(self, cycle: int) -> None:
-        """The batch dies after its intents; a required group of A rewinds; a restarted pipeline
-        (the same query id) replays the same batch id on a fresh snapshot."""
-        self._kill_driver = True
+    def _driver_kill_rewind(self, cycle: int, before: dict[TopicPartitionKey, int]) -> None:
+        """The batch dies at a drawn step (``KILL_STEPS``: after its intents, right before
+        DeleteRecords, or after DeleteRecords and before its outcomes); a required group of A
+        rewinds; a restarted pipeline (the same query id) replays the same batch id on a fresh
+        snapshot. What the dying batch cut already is checked against the commits it was planned
+        on, before the rewind, and becomes the replay's ``before``."""
+        step = self.rng.choice(KILL_STEPS)
+        self.kill_steps[step] += 1
+        self._kill_driver = step
         try:
             workload.run_cycle(self.pipeline, cycle)
         except DriverKilled:
             pass
         finally:
-            self._kill_driver = False
-        self._check_intents(cycle, self._audit_rows(cycle))  # against the commits they were planned on
+            self._kill_driver = None
+        rows = self._audit_rows(cycle)
+        self._check_intents(cycle, rows)  # against the commits they were planned on
         self.prechecked.add(cycle)
+        died_at = self._log_starts()
+        self._check_starts(cycle, before, died_at, self._snapshot_ms(rows), f"batch killed at {step}: ")
+        before.update(died_at)
         self._rewind(self.rng.choice(self.required_a))
         query_id = self.pipeline.query_id
         self.pipeline.close()
@@ -788,13 +833,83 @@ class InvariantWorkload:
         if step == "intents_written" and self._recreate_mid_cycle:
             self._recreate_topic()
             self._produce()  # fresh unread records the planned cutoffs would reach
-        if step == "intents_written" and self._kill_driver:
-            raise DriverKilled(f"batch {batch_id}: driver killed after its intents were written")
+        if step == self._kill_driver:
+            raise DriverKilled(f"batch {batch_id}: driver killed at {step}")
+        if step == "intents_written" and self._controller_mid:
+            self._controller_mid = False
+            self._kill_controller()
         if step == "intents_written" and self._mid_cycle_kill and not self.down:
             leader = workload.leaders(self.admin, self.topic_a).get(0, -1)
             if leader >= 0:
                 self.cluster.kill_node(leader)
                 self.down.append(leader)
+        if step == "intents_written" and self._pause_plan is not None and self._pause_plan[2]:
+            leader = workload.leaders(self.admin, self.topic_a).get(0, -1)
+            if leader >= 0:
+                self._pause([leader], self._pause_plan[1])
+        if step == "intents_written" and self._maintain:
+            self._start_maintenance()
+
+    # ---- hung brokers, the controller, the audit's maintenance -----------------------------------
+    def _kill_controller(self) -> None:
+        """controller_kill: SIGKILL the active KRaft controller (a combined node: its broker dies too)."""
+        leader = self.cluster.active_controller()
+        if leader is not None and leader not in self.down:
+            self.cluster.kill_node(leader)
+            self.down.append(leader)
+
+    def _pause(self, nodes: list[int], seconds: float) -> None:
+        """SIGSTOP ``nodes`` (hung, not dead); a timer resumes them after ``seconds``."""
+        with self._pause_lock:
+            for node_id in nodes:
+                self.cluster.pause_node(node_id)
+            self.paused = list(nodes)
+        self._resume_timer = threading.Timer(seconds, self._resume)
+        self._resume_timer.daemon = True
+        self._resume_timer.start()
+
+    def _resume(self) -> None:
+        with self._pause_lock:
+            for node_id in self.paused:
+                self.cluster.resume_node(node_id)
+            self.paused = []
+
+    def _end_pause(self) -> None:
+        """After the cycle: nodes still hung go on now; wait until they answer again."""
+        timer, self._resume_timer = self._resume_timer, None
+        if timer is None:
+            return
+        timer.cancel()
+        nodes = list(self.paused)
+        self._resume()
+        timer.join()
+        self.cluster.wait_ready([self.cluster.node(n) for n in nodes if n not in self.down])
+
+    def _start_maintenance(self) -> None:
+        """audit_maintenance: an operator's OPTIMIZE and VACUUM (default retention) of the audit
+        table, in another thread, while the batch goes on to DeleteRecords and its outcomes."""
+        path = self.config.audit.path
+
+        def maintain() -> None:
+            try:
+                self.spark.sql(f"OPTIMIZE delta.`{path}`").collect()
+                self.spark.sql(f"VACUUM delta.`{path}`").collect()
+            except BaseException as exc:  # reported by _end_maintenance
+                self._maintenance_error = exc
+
+        self._maintain = False
+        self._maintenance_error = None
+        self._maintenance = threading.Thread(target=maintain, name="audit-maintenance", daemon=True)
+        self._maintenance.start()
+
+    def _end_maintenance(self, cycle: Optional[int]) -> None:
+        thread, self._maintenance = self._maintenance, None
+        self._maintain = False
+        if thread is None:
+            return
+        thread.join()
+        if self._maintenance_error is not None:  # Delta refused the operator's job: worth knowing
+            self.report.notes.append(f"cycle {cycle}: audit maintenance failed: {str(self._maintenance_error).splitlines()[0][:200]}")
 
     def _restart_down(self) -> None:
         for node_id in self.down:
@@ -840,21 +955,10 @@ class InvariantWorkload:
     def _check(self, cycle: int, before: dict[TopicPartitionKey, int], after: dict[TopicPartitionKey, int], started: datetime) -> None:
         rows = self._audit_rows(cycle)
         self.report.audit_rows_checked += len(rows)
-        planned = [r["planned_at"] for r in rows]
-        snapshot_at = min(planned) if planned else datetime.now(timezone.utc)
-        snapshot_at = snapshot_at if snapshot_at.tzinfo else snapshot_at.replace(tzinfo=timezone.utc)
-        if planned and snapshot_at < started.replace(microsecond=0):
-            self.report.violations.append(f"cycle {cycle}: planned_at {snapshot_at} before the cycle started {started}")
-        snapshot_ms = int(snapshot_at.timestamp() * 1000)
-        for tp, start in sorted(after.items()):
-            prior = before.get(tp, 0)
-            safe = self._safe(tp, snapshot_ms)
-            allowed = max(prior, safe)
-            if start > allowed:
-                self.report.violations.append(
-                    f"cycle {cycle}: {tp[0]}-{tp[1]} log start {start} > allowed {allowed} (before {prior}, safe {safe})"
-                )
-            self.report.records_deleted += max(0, start - prior)
+        snapshot_ms = self._snapshot_ms(rows)
+        if rows and snapshot_ms < int(started.replace(microsecond=0).timestamp() * 1000):
+            self.report.violations.append(f"cycle {cycle}: planned_at {snapshot_ms} ms before the cycle started {started}")
+        self._check_starts(cycle, before, after, snapshot_ms)
         if cycle not in self.prechecked:
             self._check_intents(cycle, rows)
         if cycle in self.overlaps:
@@ -878,6 +982,28 @@ class InvariantWorkload:
                 self.report.violations.append(f"cycle {cycle}: delete without a matching intent for {tp}")
             if tp in self.recreated and key in intents and r["status"] == "deleted":
                 self.report.violations.append(f"cycle {cycle}: {tp} recreated after its intent, yet cut (status deleted)")
+
+    @staticmethod
+    def _snapshot_ms(rows: Sequence[dict[str, Any]]) -> int:
+        """When the batch's snapshot was taken: its earliest ``planned_at`` (now without rows)."""
+        planned = [r["planned_at"] for r in rows]
+        snapshot_at = min(planned) if planned else datetime.now(timezone.utc)
+        snapshot_at = snapshot_at if snapshot_at.tzinfo else snapshot_at.replace(tzinfo=timezone.utc)
+        return int(snapshot_at.timestamp() * 1000)
+
+    def _check_starts(
+        self, cycle: int, before: dict[TopicPartitionKey, int], after: dict[TopicPartitionKey, int], snapshot_ms: int, label: str = ""
+    ) -> None:
+        """The core invariant: no log start moved past ``max(before, safe)``; counts the deletes."""
+        for tp, start in sorted(after.items()):
+            prior = before.get(tp, 0)
+            safe = self._safe(tp, snapshot_ms)
+            allowed = max(prior, safe)
+            if start > allowed:
+                self.report.violations.append(
+                    f"cycle {cycle}: {label}{tp[0]}-{tp[1]} log start {start} > allowed {allowed} (before {prior}, safe {safe})"
+                )
+            self.report.records_deleted += max(0, start - prior)
 
     def _check_fenced(self, cycle: int, rows: Sequence[dict[str, Any]]) -> None:
         """overlap_job: the fenced generation has no outcome in this batch, and no row of it
@@ -974,6 +1100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from spark_purge.session import get_spark
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="spark-purge-invariants-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     spark = get_spark(
         "spark-purge-invariants", master="local[2]", conf={"spark.sql.shuffle.partitions": "1"}, extra=workload.spark_kafka_jars()
     )
