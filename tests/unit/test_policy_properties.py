@@ -13,6 +13,9 @@ oracle knows and the policy does not), plus now and then a row left from an earl
 incarnation of the topic (a high watermark above today's). No record at or above
 ``young_from`` may ever be cut.
 
+Node faults (a broker killed or hung, the controller killed): a partition may have no leader
+in the snapshot (null), which moves no safe bound.
+
 Lineage faults too: commits above the high watermark (another incarnation of the topic) and
 commits whose leader epoch the log ends below them (KIP-320 divergence) block the partition.
 
@@ -168,8 +171,11 @@ def cases(draw: st.DrawFn) -> Case:
             if remote:
                 local_start = draw(st.integers(log_start, hw))
                 tiered = draw(st.one_of(st.none(), st.integers(-1, hw)))
+            # A node killed or hung, or the controller gone (the checker's node faults): now
+            # and then the partition has no leader in the snapshot; it changes no safe bound.
+            leader = draw(st.sampled_from([1, 1, 1, None]))
             case.parts.append(
-                (SNAP, NOW, topic, p, 1, [1], [1], log_start, hw, last_stable, internal, cleanup, None, remote, floor_time, floor_offset, None,
+                (SNAP, NOW, topic, p, leader, [1], [1] if leader else [], log_start, hw, last_stable, internal, cleanup, None, remote, floor_time, floor_offset, None,
                  None, local_start, tiered)
             )
             draw_history(draw, case, topic, p, hw)
