@@ -143,6 +143,9 @@ CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
 ALL_KINDS = FAULTS + CONSUMER_KINDS
 #: What runs unless ``--faults`` says otherwise: the kinds whose product support is in this build.
 DEFAULT_KINDS = FAULTS + ("share_consume", "spark_stream")
+# Faults that hang or kill nodes for 10-25 s a time: the long run draws them; the suite's short
+# run (tests/integration/faults/test_invariants.py) leaves them out for its 30-minute budget.
+SLOW_FAULTS = ("broker_pause", "controller_kill", "cluster_unreachable")
 NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle", "controller_kill")  # need 3 nodes
 # driver_kill_rewind: the steps of a batch the driver may die at (the runner's fault-hook steps).
 KILL_STEPS = ("intents_written", "lease_checked", "deletes_sent")

@@ -1,5 +1,5 @@
 """A short run of the seeded invariant workload (``spark_purge.testing.invariants``) with every fault kind
-once, a real share consumer (KIP-932) on the discovered topic and a real Spark Structured
+once (but the node-hanging ``SLOW_FAULTS``, left to the long run), a real share consumer (KIP-932) on the discovered topic and a real Spark Structured
 Streaming query on both topics (twice), on the fault suite's 3-node cluster, and a
 check that the checker does catch an unsafe delete. (``group_expiry`` needs a cluster with a
 one-minute offsets retention: an opt-in kind of the command-line checker.)"""
@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_purge.testing.cluster import LocalKafka
-from spark_purge.testing.invariants import DEFAULT_KINDS, FAULTS, run_invariants
+from spark_purge.testing.invariants import DEFAULT_KINDS, FAULTS, SLOW_FAULTS, run_invariants
 
 pytestmark = pytest.mark.faults
 
@@ -24,9 +24,11 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
     # show up in the next cycle, which carries another fault, and in the quiet last cycle, which
     # must still purge safely. (The query's run after its topic was recreated and the share
     # consumer's second round are left to the long run, `--cycles 200`: the default suite is
-    # near its 30-minute budget.)
-    schedule = ["spark_stream", "share_consume", *FAULTS, None]
-    assert set(FAULTS) <= set(schedule)
+    # near its 30-minute budget; so are the node-hanging SLOW_FAULTS: broker_pause,
+    # controller_kill and cluster_unreachable each cost 10-25 s of a hung or restarting node.)
+    faults = [f for f in FAULTS if f not in SLOW_FAULTS]
+    schedule = ["spark_stream", "share_consume", *faults, None]
+    assert "audit_maintenance" in schedule
     lines: list[str] = []
     report = run_invariants(
         spark, fault_cluster, cycles=len(schedule), seed=11, workdir=tmp_path, schedule=schedule, out=lines.append
@@ -35,7 +37,7 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
 
     assert report.violations == [], report.summary()
     assert report.cycles == len(schedule)
-    assert set(report.faults) == set(DEFAULT_KINDS), report.summary()
+    assert set(report.faults) == set(DEFAULT_KINDS) - set(SLOW_FAULTS), report.summary()
     assert report.faults["share_consume"] == 1 and report.share_accepted > 0, report.summary()
     assert report.stream_runs == 1 and report.stream_records > 0, report.summary()
     assert report.records_deleted > 0 and report.audit_rows_checked >= len(schedule) * 6, report.summary()
