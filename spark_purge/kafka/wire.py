@@ -25,6 +25,7 @@ from kafka import KafkaAdminClient
 
 from spark_purge._time import Backoff
 from spark_purge.errors import AuthorizationError, ClusterUnreachable, ConfigError, KafkaError
+from spark_purge.kafka import tls
 from spark_purge.kafka.settings import ConnectionSettings
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,12 @@ class Wire:
             **cfg.kafka_kwargs(),
             "bootstrap_timeout_ms": cfg.request_timeout_ms,
         }
+        if tls.uses_tls(cfg):
+            # One context for every connection; its files fail here naming their settings, and a
+            # certificate problem fails at the first handshake instead of at the bootstrap timeout.
+            kwargs["ssl_context"] = context = tls.ssl_context(cfg)
+            if admin_factory is KafkaAdminClient:
+                tls.check_handshake(cfg, context)
         # Built in two steps so a constructor failing half-way can still be stopped (_abandon).
         admin = _unconstructed_admin() if admin_factory is KafkaAdminClient else None
         try:
