@@ -10,7 +10,9 @@ Also here: broker error names (``error_name``, ``exc_name``), the request counte
 spark-purge sends, by API name; kafka-python's own bootstrap/ApiVersions/periodic-metadata
 traffic is not included), and log redaction: SASL/SSL passwords are removed from every
 ``kafka.*`` and ``spark_purge.kafka.*`` log record (kafka-python logs its whole configuration at
-DEBUG) and never appear in our messages.
+DEBUG) and never appear in our messages. With SSL or SASL_SSL, the connection uses the one TLS
+context ``tls.ssl_context`` builds, after ``tls.check_handshake`` proved TLS works with a
+bootstrap server (or named the setting at fault).
 """
 from __future__ import annotations
 
