@@ -232,12 +232,14 @@ def check_handshake(
     ``connect`` and ``now`` are injectable for tests.
     """
     deadline = Deadline(settings.request_timeout_ms / 1000)
+    # A hung server (it accepts, then says nothing) must not use up the time of the others.
+    per_server = max(1.0, settings.request_timeout_ms / 1000 / len(settings.bootstrap_servers))
     backoff = Backoff(first=0.1, cap=1.0)
     last: Optional[BaseException] = None
     while not deadline.expired():
         for server in settings.bootstrap_servers:
             try:
-                _handshake(server, context, settings.client_id, connect, deadline)
+                _handshake(server, context, settings.client_id, connect, min(per_server, deadline.remaining()))
                 return
             except (OSError, ValueError) as exc:
                 failure = tls_failure(exc, server, settings, now)
@@ -259,19 +261,21 @@ def _handshake(
     context: ssl.SSLContext,
     client_id: str,
     connect: Callable[[tuple[str, int], float], socket.socket],
-    deadline: Deadline,
+    seconds: float,
 ) -> None:
+    attempt = Deadline(max(0.05, seconds))
     host, _, port = server.rpartition(":")
     host = host.strip("[]")
-    raw = connect((host, int(port)), max(0.05, deadline.remaining()))
+    raw = connect((host, int(port)), attempt.remaining())
     try:
-        raw.settimeout(max(0.05, deadline.remaining()))
+        raw.settimeout(max(0.05, attempt.remaining()))
         sock = context.wrap_socket(raw, server_hostname=host.rstrip("."))
     except BaseException:
         raw.close()
         raise
     with sock:
         try:
+            sock.settimeout(max(0.05, attempt.remaining()))
             _api_versions(sock, client_id)
         except (OSError, EOFError) as exc:
             raise _AfterHandshake(exc) from exc

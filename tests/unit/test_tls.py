@@ -149,6 +149,27 @@ def test_unreachable_servers_are_retried_until_the_request_timeout(pki: TestPki)
     assert {port for _, port in tried} == {1, 2} and len(tried) >= 4  # both servers, more than once
 
 
+def test_a_hung_server_does_not_use_up_the_others_time(pki: TestPki) -> None:
+    """A server that accepts TCP and then says nothing (a broker stopped with SIGSTOP) gets its
+    share of the request timeout; the next server is still tried."""
+    tried: list[int] = []
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)  # the kernel completes the TCP handshake; nobody ever answers
+        hung_port = hung.getsockname()[1]
+
+        def connect(address: tuple[str, int], timeout: float) -> socket.socket:
+            tried.append(address[1])
+            if address[1] != hung_port:
+                raise ConnectionRefusedError(111, "Connection refused")
+            return socket.create_connection(address, timeout)
+
+        settings = _settings(pki, bootstrap_servers=f"127.0.0.1:{hung_port},127.0.0.1:1", request_timeout_ms=2000)
+        with pytest.raises(ClusterUnreachable):
+            tls.check_handshake(settings, tls.ssl_context(settings), connect=connect)
+    assert tried[:2] == [hung_port, 1], tried
+
+
 def test_a_certificate_failure_is_not_retried(pki: TestPki) -> None:
     calls = []
 
