@@ -38,6 +38,8 @@ setup(
             # audit --plot's test, and the Databricks job definition's check (JobSettings types)
             "matplotlib>=3.8,<4",
             "databricks-sdk>=0.40,<1",
+            # the test cluster's TLS certificates, made at test time (spark_purge/testing/tls.py)
+            "cryptography>=42,<51",
         ],
         # spark-purge audit --plot FILE.png|.svg|.html
         "plot": ["matplotlib>=3.8,<4"],

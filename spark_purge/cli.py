@@ -23,8 +23,8 @@ Exit codes (like ``rpk``: non-zero when anything failed):
 
     0  all good
     1  at least one partition's DeleteRecords failed (each is in the audit with its error)
-    2  bad arguments or configuration (the message names the key)
-    3  the Kafka cluster could not be reached or read
+    2  bad arguments or configuration (the message names the key; an unusable TLS file too)
+    3  the Kafka cluster could not be reached or read (a failed TLS handshake too: TlsHandshakeError)
     4  the Delta audit table could not be read or written
     5  any other spark-purge error
     6  fenced: another purge job holds (or took over) this purger id's lease (FencedError)

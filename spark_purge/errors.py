@@ -9,6 +9,8 @@
     │   ├── GroupsUnsettled    the consumer-group list could not be proven complete in time
     │   ├── LeaderRequestError a request to one partition leader failed as a whole (retriable)
     │   ├── AuthorizationError an operation on a resource was denied
+    │   ├── TlsHandshakeError  TLS with a broker failed (certificate untrusted, expired, for another
+    │   │                      host, or ours refused); names the setting at fault
     │   └── TieringUnconfirmed Kafka did not confirm a tiering step in time (resumable)
     ├── AuditError             the Delta audit table could not be read or written
     └── FencedError            another purge job holds a newer lease on this cluster
@@ -92,6 +94,12 @@ class AuthorizationError(KafkaError):
     """Raised when the broker denied an operation on a resource (names both)."""
 
 
+class TlsHandshakeError(KafkaError):
+    """Raised when the TLS handshake with a broker failed for a reason retrying cannot fix (its
+    certificate is not trusted, has expired or names another host; it refused ours); the message
+    names the setting at fault."""
+
+
 class AuditError(SparkPurgeError):
     """Raised when the Delta audit table could not be read or written."""
 
@@ -108,7 +116,7 @@ def from_spark_exception(exc: BaseException) -> BaseException:
         return exc
     text = str(exc)
     # Most specific first: the marker of a subclass also names its module path.
-    for cls in (ClusterUnreachable, GroupsUnsettled, AuthorizationError, KafkaError, ConfigError, AuditError, FencedError):
+    for cls in (ClusterUnreachable, GroupsUnsettled, AuthorizationError, TlsHandshakeError, KafkaError, ConfigError, AuditError, FencedError):
         marker = f"{cls.__module__}.{cls.__name__}: "
         if marker in text:
             return cls(text.split(marker, 1)[1].split("\n", 1)[0].strip())

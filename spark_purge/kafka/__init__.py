@@ -13,6 +13,7 @@ over the modules below. ``ConnectionSettings`` is the one description of a conne
     settings.py  ConnectionSettings: every connection setting, to/from data-source options
     model.py     plain values taken and returned (ClientConfig, ClusterSnapshot, DeleteOutcome...)
     wire.py      the transport: the only code touching kafka-python internals
+    tls.py       the TLS context from the settings and the first handshake (failures name the setting)
     offsets.py   Metadata and per-leader ListOffsets
     configs.py   DescribeConfigs and the Cluster Describe ACL check
     groups.py    ListGroups (its stability check a pure function), FindCoordinator, and each

@@ -10,7 +10,9 @@ Also here: broker error names (``error_name``, ``exc_name``), the request counte
 spark-purge sends, by API name; kafka-python's own bootstrap/ApiVersions/periodic-metadata
 traffic is not included), and log redaction: SASL/SSL passwords are removed from every
 ``kafka.*`` and ``spark_purge.kafka.*`` log record (kafka-python logs its whole configuration at
-DEBUG) and never appear in our messages.
+DEBUG) and never appear in our messages. With SSL or SASL_SSL, the connection uses the one TLS
+context ``tls.ssl_context`` builds, after ``tls.check_handshake`` proved TLS works with a
+bootstrap server (or named the setting at fault).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from kafka import KafkaAdminClient
 
 from spark_purge._time import Backoff
 from spark_purge.errors import AuthorizationError, ClusterUnreachable, ConfigError, KafkaError
+from spark_purge.kafka import tls
 from spark_purge.kafka.settings import ConnectionSettings
 
 log = logging.getLogger(__name__)
@@ -161,6 +164,12 @@ class Wire:
             **cfg.kafka_kwargs(),
             "bootstrap_timeout_ms": cfg.request_timeout_ms,
         }
+        if tls.uses_tls(cfg):
+            # One context for every connection; its files fail here naming their settings, and a
+            # certificate problem fails at the first handshake instead of at the bootstrap timeout.
+            kwargs["ssl_context"] = context = tls.ssl_context(cfg)
+            if admin_factory is KafkaAdminClient:
+                tls.check_handshake(cfg, context)
         # Built in two steps so a constructor failing half-way can still be stopped (_abandon).
         admin = _unconstructed_admin() if admin_factory is KafkaAdminClient else None
         try:

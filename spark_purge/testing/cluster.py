@@ -41,6 +41,22 @@ remote store within a second or two::
     with LocalKafka(tiered=True) as kafka:
         files = kafka.remote_segments("topic", 0)   # remote segment files, by start offset
 
+TLS (``tls=True``, with ``scram_users``): every node gets four more listeners, with
+certificates made at start-up by :func:`spark_purge.testing.tls.make_test_pki` (in
+``<workdir>/tls``; :attr:`LocalKafka.pki` has their paths and passwords). ``SCRAM_TLS`` speaks
+SASL_SSL (the same SCRAM users, over TLS); ``MTLS`` speaks SSL and requires a client certificate
+signed by the test CA, whose ``CN`` becomes the principal (``User:purger-tls`` by default,
+``tls_user``; ``ssl.principal.mapping.rules``); ``TLS_WRONG_HOST`` and ``TLS_EXPIRED`` are mTLS
+listeners whose broker certificate is wrong on purpose (valid only for ``kafka.invalid``;
+expired yesterday), for the tests of a client's hostname check and of an expired certificate.
+Each listener has its own port; :meth:`LocalKafka.listener_bootstrap` gives its bootstrap
+servers and ``client_kwargs(user, listener=...)`` the kafka-python kwargs to connect to it
+(inter-broker traffic stays on ``CLIENT``)::
+
+    with LocalKafka(scram_users={"admin": "a-pw", "purger": "p-pw"}, tls=True) as kafka:
+        servers = kafka.listener_bootstrap("MTLS")
+        admin = KafkaAdminClient(bootstrap_servers=servers, **kafka.client_kwargs(listener="MTLS"))
+
 The controller listener stays PLAINTEXT and binds 127.0.0.1 only; its principal is
 ``User:ANONYMOUS``, which therefore is a super user too (brokers register and heartbeat with
 the controller over it; without it the authorizer would deny ``CLUSTER_ACTION``).
@@ -65,9 +81,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from spark_purge.testing.errors import LocalStackError
 from spark_purge.testing.javac import JAVA_DIR, compiled_classes
+
+if TYPE_CHECKING:  # tls.py needs `cryptography` (a test dependency): imported only for tls=True
+    from spark_purge.testing.tls import TestPki
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +100,9 @@ _LTS_ROOT = "kafka-tiered-storage"
 _PR_SET_PDEATHSIG = 1
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 _SCRAM_FORBIDDEN = ",[]=\"' \\"  # StorageTool / JAAS separators and quotes
+CLIENT_LISTENER = "CLIENT"
+#: The listeners ``tls=True`` adds beside CLIENT: name -> security protocol.
+TLS_LISTENERS = {"SCRAM_TLS": "SASL_SSL", "MTLS": "SSL", "TLS_WRONG_HOST": "SSL", "TLS_EXPIRED": "SSL"}
 
 _LOG4J2 = """\
 status = warn
@@ -171,10 +194,20 @@ class KafkaNode:
     controller_port: int
     directory: Path
     process: subprocess.Popen[bytes] | None = None
+    # Ports of the listeners beside CLIENT (tls=True): listener name -> port.
+    listener_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def listener_address(self, listener: str) -> str:
+        port = self.port if listener == CLIENT_LISTENER else self.listener_ports.get(listener)
+        if port is None:
+            raise LocalStackError(
+                f"node {self.node_id} has no listener {listener!r}; it has {[CLIENT_LISTENER, *self.listener_ports]}"
+            )
+        return f"127.0.0.1:{port}"
 
     @property
     def log_file(self) -> Path:
@@ -208,6 +241,10 @@ class LocalKafka:
     # $SPARK_PURGE_TIERED_STORAGE_JARS (see tiered_storage_jar).
     tiered: bool = False
     tiered_jars_dir: str | os.PathLike[str] | None = None
+    # The SCRAM_TLS, MTLS, TLS_WRONG_HOST and TLS_EXPIRED listeners (needs scram_users; see the
+    # module docstring); tls_user is the principal of the test client certificate.
+    tls: bool = False
+    tls_user: str = "purger-tls"
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -228,13 +265,23 @@ class LocalKafka:
         self._jars = kafka_jars_dir(self.jars_dir)
         if self.tiered and self.scram_users:
             raise LocalStackError("tiered=True with scram_users: the remote log metadata manager's client has no SASL login here")
+        if self.tls and not self.scram_users:
+            raise LocalStackError("tls=True needs scram_users: the SCRAM_TLS listener authenticates them over TLS")
+        self._pki: TestPki | None = None
         self._tiered_jar = tiered_storage_jar(self.tiered_jars_dir) if self.tiered else None
         self._tiered_shim: Path | None = None
         self._owns_workdir = self.workdir is None
         self._dir = Path(self.workdir or tempfile.mkdtemp(prefix="spark-purge-kafka-"))
         self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self._nodes = [
-            KafkaNode(i, free_port(), free_port(), self._dir / f"node-{i}") for i in range(1, self.nodes + 1)
+            KafkaNode(
+                i,
+                free_port(),
+                free_port(),
+                self._dir / f"node-{i}",
+                listener_ports={name: free_port() for name in TLS_LISTENERS} if self.tls else {},
+            )
+            for i in range(1, self.nodes + 1)
         ]
         self._started = False
         # Stop the JVMs at interpreter exit even if the caller forgot to.
@@ -249,6 +296,18 @@ class LocalKafka:
     @property
     def directory(self) -> Path:
         return self._dir
+
+    def listener_bootstrap(self, listener: str = CLIENT_LISTENER) -> str:
+        """Bootstrap servers of one listener: ``CLIENT`` (:attr:`bootstrap_servers`) or, with
+        ``tls=True``, one of :data:`TLS_LISTENERS`."""
+        return ",".join(n.listener_address(listener) for n in self._nodes)
+
+    @property
+    def pki(self) -> TestPki:
+        """The certificates and passwords of the TLS listeners (``tls=True``, once started)."""
+        if self._pki is None:
+            raise LocalStackError("pki: this cluster was not started with tls=True (or not started yet)")
+        return self._pki
 
     @property
     def remote_storage_dir(self) -> Path:
@@ -288,6 +347,10 @@ class LocalKafka:
             return self
         self._dir.mkdir(parents=True, exist_ok=True)
         try:
+            if self.tls and self._pki is None:
+                from spark_purge.testing.tls import make_test_pki
+
+                self._pki = make_test_pki(self._dir / "tls", self.tls_user)
             for n in self._nodes:
                 self._write_config(n)
                 self._format(n)
@@ -400,17 +463,39 @@ class LocalKafka:
                     last_error = exc
                 time.sleep(0.5)
 
-    def client_kwargs(self, user: str | None = None) -> dict[str, object]:
-        """kafka-python kwargs for this cluster's client listener (empty for PLAINTEXT).
+    def client_kwargs(self, user: str | None = None, listener: str = CLIENT_LISTENER) -> dict[str, object]:
+        """kafka-python kwargs for one of this cluster's listeners (empty for a PLAINTEXT CLIENT).
 
-        With ``scram_users``: SASL/SCRAM-SHA-512 as ``user`` (default: the super user).
+        With ``scram_users``, on ``CLIENT`` (SASL_PLAINTEXT) or ``SCRAM_TLS`` (SASL_SSL, trusting
+        the test CA): SASL/SCRAM-SHA-512 as ``user`` (default: the super user). On ``MTLS``,
+        ``TLS_WRONG_HOST`` and ``TLS_EXPIRED`` (SSL): the test client certificate, whose principal
+        is ``tls_user`` (``user`` may only name it), and its key with the key password.
         """
+        protocol = TLS_LISTENERS.get(listener, self.client_listener_protocol)
+        if listener != CLIENT_LISTENER and (listener not in TLS_LISTENERS or not self.tls):
+            raise LocalStackError(
+                f"client_kwargs(listener={listener!r}): this cluster's listeners are "
+                f"{[CLIENT_LISTENER, *(TLS_LISTENERS if self.tls else ())]}"
+            )
+        kwargs: dict[str, object] = {}
+        if protocol.endswith("SSL"):
+            kwargs.update(security_protocol=protocol, ssl_cafile=str(self.pki.ca))
+        if protocol == "SSL":
+            if user not in (None, self.tls_user):
+                raise LocalStackError(f"client_kwargs({user!r}, listener={listener!r}): the client certificate is {self.tls_user!r}'s")
+            kwargs.update(
+                ssl_certfile=str(self.pki.client_cert),
+                ssl_keyfile=str(self.pki.client_key),
+                ssl_password=self.pki.key_password,
+            )
+            return kwargs
         if self.scram_users:
             name = user or self.super_user
             if name not in self.scram_users:
                 raise LocalStackError(f"no SCRAM user {name!r}; users are {sorted(self.scram_users)}")
             return {
-                "security_protocol": "SASL_PLAINTEXT",
+                "security_protocol": protocol,
+                **kwargs,
                 "sasl_mechanism": SCRAM_MECHANISM,
                 "sasl_plain_username": name,
                 "sasl_plain_password": self.scram_users[name],
@@ -451,13 +536,18 @@ class LocalKafka:
     def _write_config(self, n: KafkaNode) -> None:
         n.directory.mkdir(parents=True, exist_ok=True)
         rf = str(min(3, self.nodes))
+        served = [f"{CLIENT_LISTENER}://127.0.0.1:{n.port}"]
+        served += [f"{name}://{n.listener_address(name)}" for name in n.listener_ports]
+        protocols = {CLIENT_LISTENER: self.client_listener_protocol, **{name: TLS_LISTENERS[name] for name in n.listener_ports}}
         props = {
             "process.roles": "broker,controller",
             "node.id": str(n.node_id),
             "controller.quorum.voters": self._quorum_voters(),
-            "listeners": f"CLIENT://127.0.0.1:{n.port},CONTROLLER://127.0.0.1:{n.controller_port}",
-            "advertised.listeners": f"CLIENT://127.0.0.1:{n.port}",
-            "listener.security.protocol.map": f"CLIENT:{self.client_listener_protocol},CONTROLLER:PLAINTEXT",
+            "listeners": ",".join([*served, f"CONTROLLER://127.0.0.1:{n.controller_port}"]),
+            "advertised.listeners": ",".join(served),
+            "listener.security.protocol.map": ",".join(
+                [*(f"{name}:{protocol}" for name, protocol in protocols.items()), "CONTROLLER:PLAINTEXT"]
+            ),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "CLIENT",
             "log.dirs": str(n.directory / "data"),
@@ -480,6 +570,8 @@ class LocalKafka:
         }
         if self.scram_users:
             props.update(self._security_props())
+        if self.tls:
+            props.update(self._tls_props())
         if self.tiered:
             props.update(self._tiered_props(rf))
         props.update(self.broker_config)
@@ -501,6 +593,34 @@ class LocalKafka:
             "allow.everyone.if.no.acl.found": "false",
             "super.users": f"User:{self.super_user};User:ANONYMOUS",
         }
+
+    def _tls_props(self) -> dict[str, str]:
+        from spark_purge.testing import tls
+
+        pki = self.pki
+        mech = SCRAM_MECHANISM.lower()
+        props = {
+            # Every TLS listener: the good broker certificate, trusting the test CA (PEM).
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(pki.broker_keystore),
+            "ssl.keystore.password": pki.keystore_password,
+            "ssl.key.password": pki.keystore_password,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(pki.ca),
+            # CN=<user>,O=spark-purge-test -> User:<user>, so ACLs can name a certificate's owner.
+            "ssl.principal.mapping.rules": tls.PRINCIPAL_MAPPING_RULES,
+            # SASL_SSL: the same SCRAM users as CLIENT.
+            f"listener.name.scram_tls.{mech}.sasl.jaas.config": self._security_props()[f"listener.name.client.{mech}.sasl.jaas.config"],
+        }
+        for name, keystore in (
+            ("mtls", None), ("tls_wrong_host", pki.broker_wrong_host_keystore), ("tls_expired", pki.broker_expired_keystore)
+        ):
+            # Required: without a client certificate the principal would be User:ANONYMOUS, a
+            # super user here (the controller listener's).
+            props[f"listener.name.{name}.ssl.client.auth"] = "required"
+            if keystore is not None:
+                props[f"listener.name.{name}.ssl.keystore.location"] = str(keystore)
+        return props
 
     def _tiered_props(self, rf: str) -> dict[str, str]:
         assert self._tiered_jar is not None

@@ -1,6 +1,7 @@
 """Integration fixtures: one real single-node KRaft cluster per test run (started from the
 Maven-resolved jars), plus helpers to make uniquely named topics; and, started only when a test
-asks for it, one SASL/SCRAM-secured single-node cluster shared by the security tests."""
+asks for it, one SASL/SCRAM-secured single-node cluster shared by the security tests, with its
+SASL_SSL and mutual-TLS listeners (and two whose broker certificates are wrong on purpose)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -22,8 +23,10 @@ def kafka_cluster() -> Iterator[LocalKafka]:
 
 @pytest.fixture(scope="session")
 def secure_cluster() -> Iterator[LocalKafka]:
-    """SASL/SCRAM-SHA-512 + ACLs (users in ``secure_helpers``), stopped by PID at the end."""
-    with LocalKafka(nodes=1, scram_users=SCRAM_USERS) as cluster:
+    """SASL/SCRAM-SHA-512 + ACLs (users in ``secure_helpers``) on CLIENT, and the TLS listeners
+    (``SCRAM_TLS``, ``MTLS``, ``TLS_WRONG_HOST``, ``TLS_EXPIRED``: see ``LocalKafka(tls=True)``),
+    stopped by PID at the end."""
+    with LocalKafka(nodes=1, scram_users=SCRAM_USERS, tls=True) as cluster:
         yield cluster
 
 

@@ -1,6 +1,8 @@
-"""Security on a real broker: SASL/SCRAM-SHA-512 + StandardAuthorizer with ACLs.
+"""Security on a real broker: SASL/SCRAM-SHA-512 over TLS + StandardAuthorizer with ACLs.
 
-One secured single-node cluster (``secure_cluster``, shared with the other security tests): ``admin`` (super user, sets things up) and
+The purger connects through the ``SCRAM_TLS`` listener (SASL_SSL, the test CA in
+``ssl_cafile``), as production clusters are reached; ``admin`` sets things up on CLIENT
+(SASL_PLAINTEXT). One secured single-node cluster (``secure_cluster``, shared with the other security tests): ``admin`` (super user, sets things up) and
 ``purger`` (the purge principal). The purger has exactly the ACLs the design lists — Topic
 Describe / Delete / DescribeConfigs, Group Describe, Cluster Describe — except Topic Delete on
 one topic. Its password reaches spark-purge only as a secret reference ``{env: ...}``.
@@ -8,7 +10,8 @@ one topic. Its password reaches spark-purge only as a secret reference ``{env: .
 The checks: the denied topic's partitions are recorded as TOPIC_AUTHORIZATION_FAILED while the
 other topic is purged, and the password string appears nowhere — not in a log record, not in
 the broker logs, not on stdout/stderr (Spark's JVM included: capfd captures file descriptors),
-not in a plan row, an exception message, an audit row or any file the run left on disk.
+not in a plan row, an exception message, an audit row or any file the run left on disk (nor
+are the broker keystore's and the TLS client key's passwords).
 """
 from __future__ import annotations
 
@@ -98,18 +101,20 @@ def _log_starts(cluster: LocalKafka, topic: str, partitions: int = PARTITIONS) -
         admin.close()
 
 
-def _write_config(tmp: Path, servers: str, topics: tuple[str, str]) -> Path:
+def _write_config(tmp: Path, cluster: LocalKafka, topics: tuple[str, str]) -> Path:
+    """The purger's config, through the SCRAM_TLS listener (SASL_SSL, trusting the test CA)."""
     data = {
         "kafka": {
-            "bootstrap_servers": servers,
+            "bootstrap_servers": cluster.listener_bootstrap("SCRAM_TLS"),
             "client_id": "spark-purge-sec-test",
             "request_timeout": "10s",
             "delete_timeout": "10s",
             "security": {
-                "protocol": "SASL_PLAINTEXT",
+                "protocol": "SASL_SSL",
                 "sasl_mechanism": "SCRAM-SHA-512",
                 "sasl_username": "purger",
                 "sasl_password": {"env": PASSWORD_ENV},
+                "ssl_cafile": str(cluster.pki.ca),
             },
         },
         "defaults": {"min_retention": "0s", "min_step": 1},
@@ -136,7 +141,7 @@ def test_purger_without_delete_acl_is_recorded_and_its_password_leaks_nowhere(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     allowed, denied = secure_topics
-    cfg_path = _write_config(tmp_path, secure_cluster.bootstrap_servers, secure_topics)
+    cfg_path = _write_config(tmp_path, secure_cluster, secure_topics)
     assert PURGER_PASSWORD not in cfg_path.read_text()  # only the reference is in the file
     monkeypatch.setenv(PASSWORD_ENV, PURGER_PASSWORD)
     records = _Collect()
@@ -151,7 +156,7 @@ def test_purger_without_delete_acl_is_recorded_and_its_password_leaks_nowhere(
         run_out = capfd.readouterr()
         # A wrong password: the client cannot authenticate; the message must not echo it.
         monkeypatch.setenv(PASSWORD_ENV, WRONG_PASSWORD)
-        wrong_code = main(["plan", "-c", str(cfg_path), "--bootstrap-servers", secure_cluster.bootstrap_servers])
+        wrong_code = main(["plan", "-c", str(cfg_path), "--bootstrap-servers", secure_cluster.listener_bootstrap("SCRAM_TLS")])
         wrong_out = capfd.readouterr()
         monkeypatch.delenv(PASSWORD_ENV)
         unset_code = main(["plan", "-c", str(cfg_path)])
@@ -195,11 +200,12 @@ def test_purger_without_delete_acl_is_recorded_and_its_password_leaks_nowhere(
 
     # -- bad credentials: exit 3 (cluster not usable) or 2 (secret unset), and a clear message.
     assert wrong_code == EXIT_KAFKA, wrong_out.err[-3000:]
-    assert secure_cluster.bootstrap_servers.split(",")[0] in wrong_out.err
+    assert secure_cluster.listener_bootstrap("SCRAM_TLS").split(",")[0] in wrong_out.err
     assert unset_code == EXIT_USAGE and PASSWORD_ENV in unset_out.err and "sasl_password" in unset_out.err
 
     # -- the password appears nowhere.
-    for secret in (PURGER_PASSWORD, WRONG_PASSWORD):
+    # ... nor the broker's keystore password, nor the TLS client key's.
+    for secret in (PURGER_PASSWORD, WRONG_PASSWORD, *secure_cluster.pki.passwords):
         for name, text in (
             ("plan stdout", plan_out.out), ("plan stderr", plan_out.err),
             ("run stdout", run_out.out), ("run stderr", run_out.err),
@@ -258,7 +264,7 @@ def test_group_the_purger_may_not_describe_blocks_discovered_topics(
     monkeypatch.setenv(PASSWORD_ENV, PURGER_PASSWORD)
 
     def plan(exclude: list[str]) -> dict[str, object]:
-        cfg = yaml.safe_load(_write_config(tmp_path, secure_cluster.bootstrap_servers, secure_topics).read_text())
+        cfg = yaml.safe_load(_write_config(tmp_path, secure_cluster, secure_topics).read_text())
         cfg["rules"] = [{"name": "blind", "topics": topic.replace(".", r"\."), "exclude_groups": exclude}]
         path = tmp_path / "blind.yaml"
         path.write_text(yaml.safe_dump(cfg))
@@ -301,7 +307,7 @@ def test_principal_without_cluster_describe_is_refused_with_the_reason(
         assert admin.create_acls(acls)["failed"] == []
     finally:
         admin.close()
-    cfg = yaml.safe_load(_write_config(tmp_path, secure_cluster.bootstrap_servers, secure_topics).read_text())
+    cfg = yaml.safe_load(_write_config(tmp_path, secure_cluster, secure_topics).read_text())
     cfg["kafka"]["security"]["sasl_username"] = "nocluster"
     path = tmp_path / "nocluster.yaml"
     path.write_text(yaml.safe_dump(cfg))
