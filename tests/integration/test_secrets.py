@@ -39,27 +39,19 @@ from spark_purge.testing.workload import (
     produce,
     purge_config_dict,
 )
-from tests.integration.secure_helpers import ADMIN_PASSWORD
+from tests.integration.secure_helpers import ADMIN_PASSWORD, LogCollector
 
 PASSWORD_KEY = "spark.purge.test.secrets.password"
 RECORDS, COMMITTED = [40, 40], [10, 30]
 
 
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
 
 
 @contextmanager
-def _collecting() -> Iterator[_Collect]:
+def _collecting() -> Iterator[LogCollector]:
     """Every log record of the process at DEBUG, kafka-python's included (around the product's
     calls only: the harness's own admin clients log in with the password themselves)."""
-    handler, root, kafka = _Collect(), logging.getLogger(), logging.getLogger("kafka")
+    handler, root, kafka = LogCollector(), logging.getLogger(), logging.getLogger("kafka")
     old = root.level, kafka.level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)

@@ -41,7 +41,7 @@ from spark_purge.errors import AuthorizationError
 from spark_purge.kafka import open_client
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.workload import commit, create_topics, log_starts, new_admin, produce
-from tests.integration.secure_helpers import NOCLUSTER_PASSWORD, PURGER_PASSWORD
+from tests.integration.secure_helpers import NOCLUSTER_PASSWORD, PURGER_PASSWORD, root_logs
 
 PASSWORD_ENV = "SPARK_PURGE_TEST_PURGER_PASSWORD"
 WRONG_PASSWORD = f"wrong-pw-{uuid.uuid4().hex}"
@@ -51,17 +51,6 @@ RECORDS = 50
 COMMITTED = [30, 40]
 
 
-class _Collect(logging.Handler):
-    """Every log record of the process, formatted with its arguments (``-p no:logging`` safe)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = self.format(record)  # includes exc_info tracebacks
-        self.lines.append(text)
 
 
 @pytest.fixture(scope="module")
@@ -144,12 +133,7 @@ def test_purger_without_delete_acl_is_recorded_and_its_password_leaks_nowhere(
     cfg_path = _write_config(tmp_path, secure_cluster, secure_topics)
     assert PURGER_PASSWORD not in cfg_path.read_text()  # only the reference is in the file
     monkeypatch.setenv(PASSWORD_ENV, PURGER_PASSWORD)
-    records = _Collect()
-    root = logging.getLogger()
-    old_level = root.level
-    root.addHandler(records)
-    root.setLevel(logging.DEBUG)
-    try:
+    with root_logs() as records:
         plan_code = main(["-v", "plan", "-c", str(cfg_path), "--all", "--json"])
         plan_out = capfd.readouterr()
         run_code = main(["-v", "run", "-c", str(cfg_path)])
@@ -172,10 +156,6 @@ def test_purger_without_delete_acl_is_recorded_and_its_password_leaks_nowhere(
             direct = client.delete_records({(denied, 0): 1, (allowed, 0): COMMITTED[0]}, timeout_ms=10_000)
         debug_lines = len(records.lines) - before_debug
         debug_out = capfd.readouterr()
-    finally:
-        logging.getLogger("kafka").setLevel(logging.WARNING)
-        root.removeHandler(records)
-        root.setLevel(old_level)
 
     # -- the plan: JSON lines, one per partition, both topics actionable up to the commits.
     assert plan_code == EXIT_OK, plan_out.err[-3000:]

@@ -17,7 +17,6 @@ spark-purge only as ``{env: ...}`` references.
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -42,7 +41,7 @@ from spark_purge.testing.workload import (
     produce,
     purge_config_dict,
 )
-from tests.integration.secure_helpers import PURGER_PASSWORD
+from tests.integration.secure_helpers import PURGER_PASSWORD, LogCollector, root_logs
 
 SCRAM_PASSWORD_ENV = "SPARK_PURGE_TEST_TLS_SCRAM_PASSWORD"
 KEY_PASSWORD_ENV = "SPARK_PURGE_TEST_TLS_KEY_PASSWORD"
@@ -54,14 +53,6 @@ REQUEST_TIMEOUT_S = 20
 FAIL_FAST_S = 8
 
 
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
 
 
 @pytest.fixture(scope="module")
@@ -135,17 +126,9 @@ def secrets_in_env(secure_cluster: LocalKafka, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture
-def log_records() -> Iterator[_Collect]:
-    records = _Collect()
-    root = logging.getLogger()
-    old_level = root.level
-    root.addHandler(records)
-    root.setLevel(logging.DEBUG)
-    try:
+def log_records() -> Iterator[LogCollector]:
+    with root_logs() as records:
         yield records
-    finally:
-        root.removeHandler(records)
-        root.setLevel(old_level)
 
 
 def test_purge_through_the_mutual_tls_listener(
@@ -153,7 +136,7 @@ def test_purge_through_the_mutual_tls_listener(
     secure_cluster: LocalKafka,
     mtls_topic: str,
     secrets_in_env: tuple[str, ...],
-    log_records: _Collect,
+    log_records: LogCollector,
     tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
