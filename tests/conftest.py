@@ -41,18 +41,26 @@ OPT_IN = {
 }
 
 
-#: Under pytest-xdist (``./dev.sh test`` runs two workers with ``--dist loadgroup``) every test
-#: that uses the fault suite's 3-node cluster (``fault_cluster``) runs on one worker and every
-#: other real-broker test on the other, so each worker starts only the clusters its tests share;
-#: unit tests go wherever a worker is free.
+#: Under pytest-xdist (``./dev.sh test`` runs two workers with ``--dist loadgroup``) the
+#: real-broker tests split in two groups, one per worker, so each worker starts only the
+#: clusters its tests share and the two take about as long: "integration" holds every test on
+#: the shared one-node cluster (``kafka_cluster``); "faults" every test on the fault suite's
+#: 3-node cluster (``fault_cluster``), on the secured one (``secure_cluster``), and the modules
+#: that start a cluster of their own (tiered storage, short offsets retention). Unit tests go
+#: wherever a worker is free.
 FAULT_CLUSTER_FIXTURE = "fault_cluster"
+SHARED_CLUSTER_FIXTURE = "kafka_cluster"
+SECURE_CLUSTER_FIXTURE = "secure_cluster"
 
 
 def _xdist_group(item: pytest.Item) -> str | None:
     path = Path(str(item.fspath)).resolve().relative_to(REPO_ROOT).as_posix()
     if not path.startswith("tests/integration/"):
         return None
-    return "faults" if FAULT_CLUSTER_FIXTURE in getattr(item, "fixturenames", ()) else "integration"
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if FAULT_CLUSTER_FIXTURE in fixtures or SECURE_CLUSTER_FIXTURE in fixtures or SHARED_CLUSTER_FIXTURE not in fixtures:
+        return "faults"
+    return "integration"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

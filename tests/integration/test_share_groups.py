@@ -163,12 +163,15 @@ def test_classic_assignment_without_commit(kafka_cluster: LocalKafka, admin: Kaf
     topic = new_topic("clicks", partitions=2)
     produce(kafka_cluster.bootstrap_servers, topic, {0: 3, 1: 3})
     group = f"classic-{uuid.uuid4().hex[:8]}"
+    # A generous session: on a loaded machine kafka-python's heartbeat thread can starve past the
+    # 10 s default, and the coordinator then evicts the member before its first assignment.
     consumer = KafkaConsumer(
-        bootstrap_servers=kafka_cluster.bootstrap_servers, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest"
+        bootstrap_servers=kafka_cluster.bootstrap_servers, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest",
+        session_timeout_ms=45_000, heartbeat_interval_ms=3_000,
     )
     try:
         consumer.subscribe([topic])
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while not consumer.assignment() and time.monotonic() < deadline:
             consumer.poll(timeout_ms=200)
         assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == {(topic, 0), (topic, 1)}

@@ -26,7 +26,10 @@ from spark_purge.testing.workload import (
 from tests.integration.faults.helpers import create_topic
 from tests.integration.faults.killing_driver import run_killing_driver
 
-pytestmark = pytest.mark.faults
+# Three real driver processes (minutes): opt-in, like the lease takeover after a real SIGKILL
+# (`./dev.sh test -m sigkill ...`), for the suite's 30-minute budget. The checker's
+# driver_kill_rewind kind and test_replay/test_pipeline cover the replay in the default run.
+pytestmark = [pytest.mark.faults, pytest.mark.sigkill]
 
 def run_driver(config_path: Path, kill_at: str | None) -> subprocess.CompletedProcess[str]:
     """``spark-purge run -c config`` as its own process, killed at ``kill_at`` (None: not)."""
