@@ -20,7 +20,7 @@ from spark_purge.kafka.messages import (
     SHARE_OFFSETS_VERSIONS,
 )
 from spark_purge.testing.cluster import LocalKafka
-from spark_purge.testing.workload import produce
+from spark_purge.testing.workload import create_topics, new_admin, produce
 from tests.integration.share_helpers import idle_share_member, kip848_consumer, set_group_config, share_consume
 
 
@@ -159,8 +159,21 @@ def test_kip848_assignment_without_commit(kafka_cluster: LocalKafka, admin: Kafk
         assert admin.list_group_offsets(group) == {group: {}}
 
 
-def test_classic_assignment_without_commit(kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str]) -> None:
-    topic = new_topic("clicks", partitions=2)
+def test_classic_assignment_without_commit() -> None:
+    # Its own one-node cluster: on the suite's shared cluster the classic member was evicted before
+    # its first assignment in two fresh-clone runs (alone it joins in seconds; the cause on the
+    # shared broker is not found yet, see the README's known limits).
+    with LocalKafka(nodes=1) as kafka_cluster:
+        admin = new_admin(kafka_cluster.bootstrap_servers)
+        try:
+            _classic_assignment_without_commit(kafka_cluster, admin)
+        finally:
+            admin.close()
+
+
+def _classic_assignment_without_commit(kafka_cluster: LocalKafka, admin: KafkaAdminClient) -> None:
+    topic = f"clicks-{uuid.uuid4().hex[:8]}"
+    create_topics(admin, {topic: 2})
     produce(kafka_cluster.bootstrap_servers, topic, {0: 3, 1: 3})
     group = f"classic-{uuid.uuid4().hex[:8]}"
     # A generous session: on a loaded machine kafka-python's heartbeat thread can starve past the
