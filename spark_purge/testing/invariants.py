@@ -721,11 +721,10 @@ class InvariantWorkload:
         if not (start > prior and start >= hw > 0):
             return
         self.retired_reclaims += 1
-        planned = [r["planned_at"] for r in self._audit_rows(cycle)]
-        if not planned:
+        rows = self._audit_rows(cycle)
+        if not rows:
             return
-        snapshot_at = min(planned)
-        snapshot_ms = int((snapshot_at if snapshot_at.tzinfo else snapshot_at.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+        snapshot_ms = self._snapshot_ms(rows)
         last_sent = self.sent_at[tp][-1]
         if last_sent > snapshot_ms - RETIRE_DELAY_MS:
             self.report.violations.append(
@@ -1032,8 +1031,7 @@ class InvariantWorkload:
         intents = [r for r in rows if r["record_type"] == "intent"]
         if not intents:
             return
-        planned_at = min(r["planned_at"] for r in intents)
-        snapshot_ms = int((planned_at if planned_at.tzinfo else planned_at.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+        snapshot_ms = self._snapshot_ms(intents)
         for intent in intents:
             tp = (intent["topic"], intent["partition"])
             if tp in self.recreated:
