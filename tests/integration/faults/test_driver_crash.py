@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +14,10 @@ import yaml
 from kafka import KafkaAdminClient
 from pyspark.sql import SparkSession
 
+from spark_purge import cli, schemas
+from spark_purge._time import Deadline
 from spark_purge.config import from_dict
+from spark_purge.retirement import RetirementRegistry
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.workload import (
     audit_commit_versions,
@@ -102,3 +106,62 @@ def test_driver_killed_at_each_step_of_a_batch_and_of_its_replay_restarts_exactl
     assert final == last_cut
     assert final[0] == 20  # the rewound group's position: nothing past it, ever
     assert all(start <= 90 for start in final)
+
+
+def test_driver_killed_between_the_reclaim_intent_and_its_delete_resumes_the_reclaim(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, tmp_path: Path
+) -> None:
+    """Issue 15 with a real crash: a retired partition, drained and quiet, gets its registry
+    intent (``reclaim_intent``) and the driver is SIGKILLed before DeleteRecords. Nothing is cut;
+    the next start replays that batch's recorded reclaim, re-checked, to exactly the high
+    watermark, and the partition becomes None, with one intent and one outcome."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = create_topic(admin, "dk-retire", partitions=2, replication=1)
+    produce(bootstrap, topic, [10, 10])
+    group = f"{topic}-g"
+    commit_topic(admin, group, topic, [10, 4])  # behind on the partition to retire
+    data = purge_config_dict(tmp_path, bootstrap, topic, [group])
+    data["lease"] = {"ttl": "3s"}
+    data["retirement"] = {"enable": True, "delay": "2s"}
+    config_path = tmp_path / "purge.yaml"
+    config_path.write_text(yaml.safe_dump(data))
+    cfg = from_dict(data)
+    registry = RetirementRegistry.beside(spark, cfg.audit.path)
+    assert cli.main(["retire", f"{topic}:1", "-c", str(config_path), "--reason", "over-partitioned"]) == cli.EXIT_OK
+
+    def state() -> tuple[object, ...]:
+        row = registry.current().where(f"topic = '{topic}' AND partition = 1").collect()[0]
+        return (row["status"], row["event"], row["reclaimed_to"])
+
+    # Batch 0: the ordinary purge to the group's position; it records p1's high watermark.
+    first = run_driver(config_path, None)
+    assert first.returncode == 0, first.stderr[-3000:]
+    quiet_since = Deadline(2.3)
+    assert log_starts(admin, topic, 2) == [10, 4]
+    assert state() == (schemas.READ_ONLY, "retire", None)
+
+    # Drained; the high watermark has been still for the delay: batch 1 writes the reclaim's
+    # registry intent and its audit intent, and dies before DeleteRecords.
+    commit_topic(admin, group, topic, [10, 10])
+    time.sleep(quiet_since.remaining())
+    crashed = run_driver(config_path, "intents_written")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    assert "SIGKILL at intents_written of batch 1" in crashed.stderr
+    assert state() == (schemas.READ_ONLY, "reclaim_intent", None)
+    assert log_starts(admin, topic, 2) == [10, 4]
+    reclaim = [(r["partition"], r["cutoff"], r["binding_constraint"]) for r in audit_rows(spark, cfg, "intent", batch_id=1)]
+    assert reclaim == [(1, 10, "retiring")]
+    assert audit_rows(spark, cfg, batch_id=1) == []
+
+    # The restart replays batch 1: the recorded reclaim runs to exactly the high watermark.
+    restarted = run_driver(config_path, None)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert log_starts(admin, topic, 2) == [10, 10]
+    assert state() == (schemas.RETIRED, "reclaimed", 10)
+    outcome = [(r["partition"], r["status"], r["cutoff"], r["records_deleted"]) for r in audit_rows(spark, cfg, batch_id=1)]
+    assert outcome == [(1, "deleted", 10, 6)]
+    assert len(audit_rows(spark, cfg, "intent", batch_id=1)) == 1  # the replay wrote no second intent
+    events = registry.read().where(f"topic = '{topic}'").orderBy("since").collect()
+    assert [(e["event"], e["status"], e["high_watermark"]) for e in events] == [
+        ("retire", 1, None), ("reclaim_intent", 1, 10), ("reclaimed", -1, 10)
+    ]
