@@ -1,8 +1,10 @@
 """The batch runner: a batch's plan rows -> intents -> DeleteRecords -> outcomes, in the audit.
 
 1. write the actionable rows to the Delta audit as **intents**, before any delete;
-2. renew the purger lease (``before_delete``: a fenced job stops here), then send DeleteRecords
-   batched per leader, leaders in parallel (the client does the batching);
+2. renew the purger lease (``before_delete``: a fenced job stops here), re-read which topics are
+   having tiered storage disabled (``transitions``: a disablement started since the plan means
+   the purge leaves that topic alone, outcome ``skipped``, ``TIERING_TRANSITION``), then send
+   DeleteRecords batched per leader, leaders in parallel (the client does the batching);
 3. write one **outcome** row per planned partition (exactly once per batch: Delta txn ids);
    a tiered partition's outcome also records its local log start offset re-read after the cut.
 
@@ -14,7 +16,7 @@ The rows themselves come from the pure mapping in ``audit`` (``intent_rows``/``o
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Protocol
@@ -23,7 +25,7 @@ from pyspark.sql import Row
 
 from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows
 from spark_purge.errors import KafkaError
-from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
+from spark_purge.kafka.model import TIERING_TRANSITION, DeleteOutcome, TopicPartitionKey
 from spark_purge.kafka.producers import OpenTransactions
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,9 @@ class BatchRunner:
     # raises ``FencedError`` there and sends nothing).
     before_delete: Callable[[], object] | None = None
     retirements: RetirementHooks | None = None
+    # Re-read right before DeleteRecords: topics whose tiered storage is being disabled
+    # (``TieringTable.in_transition``); the plan read them once, a disablement may start since.
+    transitions: Callable[[], Collection[str]] | None = None
 
     def run(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
         """Intents first, then :meth:`execute`."""
@@ -133,9 +138,12 @@ class BatchRunner:
             if self.before_delete is not None:
                 self.before_delete()
             self._fault("lease_checked", ctx.batch_id)
-            log.info("batch %d: DeleteRecords for %d partitions", ctx.batch_id, len(cutoffs))
-            for outcome in self.client().delete_records(cutoffs, timeout_ms=self.delete_timeout_ms, topic_ids=topic_ids):
-                outcomes[(outcome.topic, outcome.partition)] = outcome
+            outcomes.update(self._held_by_transitions(cutoffs))
+            cutoffs = {tp: c for tp, c in cutoffs.items() if tp not in outcomes}
+            if cutoffs:
+                log.info("batch %d: DeleteRecords for %d partitions", ctx.batch_id, len(cutoffs))
+                for outcome in self.client().delete_records(cutoffs, timeout_ms=self.delete_timeout_ms, topic_ids=topic_ids):
+                    outcomes[(outcome.topic, outcome.partition)] = outcome
         self._fault("deletes_sent", ctx.batch_id)
 
         # 3. outcomes: one per planned partition, exactly once per batch.
@@ -145,6 +153,22 @@ class BatchRunner:
             self.retirements.after_outcomes(plan, rows, ctx)
         result.count(rows)
         return result
+
+    def _held_by_transitions(self, cutoffs: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, DeleteOutcome]:
+        """Skipped outcomes for the cuts of topics that began DISABLING since the plan."""
+        if self.transitions is None:
+            return {}
+        moving = set(self.transitions())
+        held = {tp: c for tp, c in cutoffs.items() if tp[0] in moving}
+        for topic in sorted({t for t, _ in held}):
+            log.warning("topic %s: tiered storage is being disabled since the plan; not cut in this batch", topic)
+        return {
+            tp: DeleteOutcome(
+                tp[0], tp[1], c, None, None, error=TIERING_TRANSITION,
+                error_message="tiered storage began to be disabled on the topic after the plan (spark-purge tiering); not cut",
+            )
+            for tp, c in held.items()
+        }
 
     def _local_log_starts(
         self, actionable: Sequence[Row], outcomes: Mapping[TopicPartitionKey, DeleteOutcome]

@@ -299,7 +299,9 @@ class ClusterSnapshot:
 # plan (checked right before DeleteRecords): audited as ``skipped`` with the reason in lower case.
 TOPIC_RECREATED = "TOPIC_RECREATED"
 TOPIC_DELETED = "TOPIC_DELETED"
-SKIPPED_ERRORS = (TOPIC_RECREATED, TOPIC_DELETED)
+# Never sent: tiered storage began to be disabled on the topic after the plan (spark_purge.tiering).
+TIERING_TRANSITION = "TIERING_TRANSITION"
+SKIPPED_ERRORS = (TOPIC_RECREATED, TOPIC_DELETED, TIERING_TRANSITION)
 
 
 @dataclass(frozen=True)
@@ -327,7 +329,8 @@ class DeleteOutcome:
 
     @property
     def skipped(self) -> bool:
-        """Never sent: the topic was recreated or deleted since the plan (``SKIPPED_ERRORS``)."""
+        """Never sent: the topic was recreated or deleted since the plan, or its tiered storage
+        began to be disabled (``SKIPPED_ERRORS``)."""
         return self.error in SKIPPED_ERRORS
 
     @property

@@ -7,7 +7,7 @@ segments [0, 10), [10, 20), [20, 30) move to remote storage and the local log st
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +160,27 @@ def test_disable_retain_keeps_remote_data_and_bad_input_changes_nothing(
         assert not table.exists()  # nothing recorded
         assert _flags(client.tiering(plain)) == ("false", "false") and _flags(client.tiering(topic)) == ("true", "false")
 
-        done = disabler.disable(topic, "retain")
+        # The disablement starts while a purge batch is between its intents and DeleteRecords
+        # (and stops DISABLING, its job killed after copy_disable): the batch reads the state
+        # again right before DeleteRecords and leaves the topic alone.
+        commit_topic(tadmin, "reader", topic, [15])
+        cfg = purge_config(tmp_path, tiered.bootstrap_servers, topic, ["reader"])
+
+        def start_disabling(step: str, batch_id: int) -> None:
+            if step == "intents_written":
+                with pytest.raises(RuntimeError, match="killed"):
+                    Disabler(client, table, timeout_s=60, fault_hook=_kill_at("copy_disable")).disable(topic, "retain")
+
+        run_cycle(new_pipeline(spark, cfg, fault_hook=start_disabling), batch_id=0)
+        (intent,) = audit_rows(spark, cfg, "intent")
+        (outcome,) = audit_rows(spark, cfg)
+        assert (intent["cutoff"], intent["cuts_remote"]) == (15, True)
+        assert (outcome["status"], outcome["cutoff"]) == ("skipped", 15)
+        assert outcome["error"].startswith("tiering_transition: tiered storage began to be disabled")
+        assert log_starts(tadmin, topic, 1) == [0]
+        assert table.in_transition() == {topic}
+
+        done = disabler.disable(topic, "retain")  # resumed from copy_disable
         facts = client.tiering(topic)
         assert disabler.disable(topic, "retain") == done  # DISABLED already: nothing more happens
     assert (done.state, done.policy) == ("DISABLED", "retain")
@@ -179,6 +199,14 @@ def test_disable_retain_keeps_remote_data_and_bad_input_changes_nothing(
     assert cli.main(["tiering", "disable", topic, "--policy", "keep", "-c", str(config)]) == cli.EXIT_USAGE
     assert "got 'keep'" in capsys.readouterr().err
     assert len(steps(table, topic)) == 3
+
+
+def _kill_at(step: str) -> Callable[[str], None]:
+    def kill(done: str) -> None:
+        if done == step:
+            raise RuntimeError(f"disabler killed after {done}")
+
+    return kill
 
 
 def _flags(facts: TopicTiering) -> tuple[Any, Any]:

@@ -109,3 +109,37 @@ def test_fault_hook_runs_between_steps() -> None:
         run.run(PLAN_ROWS, ctx())
     assert steps == ["intents_written"]
     assert [name for name, _ in log.events] == ["ensure_table", "write intent"]  # nothing deleted
+
+
+def test_a_disablement_started_since_the_plan_keeps_its_topic_uncut() -> None:
+    """Tiered storage began to be disabled on ``orders`` after the plan: read again right before
+    DeleteRecords (after the lease), its cuts are never sent and their outcomes say why; the
+    other topic's cut goes on. With nothing left to send, the client is not even opened."""
+    log = Recorder()
+    plan = [*PLAN_ROWS[:2], plan_row(0, 70, True, topic="events", topic_id=None)]
+    answers = {("events", 0): DeleteOutcome("events", 0, 70, 1, 70)}
+    run = runner(log, answers)
+    run.before_delete = lambda: log.events.append(("lease", None))
+
+    def transitions() -> frozenset[str]:
+        log.events.append(("transitions", None))
+        return frozenset({"orders"})
+
+    run.transitions = transitions
+    result = run.run(plan, ctx())
+    assert log.events[2:6] == [("lease", None), ("transitions", None), ("connect", None), ("delete_records", {("events", 0): 70})]
+    assert [(r.topic, r.partition, r.status) for r in log.written["outcome"]] == [
+        ("orders", 0, "skipped"), ("orders", 1, "skipped"), ("events", 0, "deleted")
+    ]
+    assert (result.deleted, result.failed) == (1, 0)
+
+    log = Recorder()
+    run = runner(log, answers)
+    run.transitions = lambda: frozenset({"orders"})
+    result = run.run(PLAN_ROWS[:2], ctx())
+    assert ("connect", None) not in log.events
+    assert [(r.partition, r.status, r.error) for r in log.written["outcome"]] == [
+        (p, "skipped", "tiering_transition: tiered storage began to be disabled on the topic after the plan (spark-purge tiering); not cut")
+        for p in (0, 1)
+    ]
+    assert (result.deleted, result.failed) == (0, 0)
