@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import Row
 
 from spark_purge.audit import BatchContext
@@ -143,3 +145,37 @@ def test_a_disablement_started_since_the_plan_keeps_its_topic_uncut() -> None:
         for p in (0, 1)
     ]
     assert (result.deleted, result.failed) == (0, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cuts=st.lists(
+        st.tuples(st.sampled_from(["orders", "events", "audit"]), st.integers(0, 3), st.booleans()),
+        min_size=1, max_size=12, unique_by=lambda c: c[:2],
+    ),
+    moving=st.sets(st.sampled_from(["orders", "events", "audit", "other"])),
+)
+def test_property_no_delete_is_sent_for_a_topic_in_transition(cuts: list[tuple[str, int, bool]], moving: set[str]) -> None:
+    """Whatever the plan and whichever topics began DISABLING since it: DeleteRecords never
+    carries a partition of those topics, and every planned partition gets exactly one outcome."""
+    plan = [plan_row(p, 100 + p, actionable, binding="group" if actionable else "missing_commit", topic=t, topic_id=None)
+            for t, p, actionable in cuts]
+    sent: dict[tuple[str, int], int] = {}
+
+    class Client(FakeClient):
+        def delete_records(
+            self, cutoffs: Mapping[tuple[str, int], int], timeout_ms: int, topic_ids: Mapping[str, str] | None = None
+        ) -> list[DeleteOutcome]:
+            sent.update(cutoffs)
+            return [DeleteOutcome(t, p, c, 1, c) for (t, p), c in cutoffs.items()]
+
+    log = Recorder()
+    run = BatchRunner(FakeAudit(log), lambda: Client(log, {}), delete_timeout_ms=5000, clock=lambda: EXECUTED,
+                      transitions=lambda: frozenset(moving))
+    run.run(plan, ctx())
+    assert not {t for t, _ in sent} & moving
+    assert sorted((r.topic, r.partition) for r in log.written["outcome"]) == sorted((t, p) for t, p, _ in cuts)
+    actionable = {(t, p): a for t, p, a in cuts}
+    for r in log.written["outcome"]:
+        wanted = "deleted" if actionable[(r.topic, r.partition)] and r.topic not in moving else "skipped"
+        assert r.status == wanted, r
