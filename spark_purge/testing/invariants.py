@@ -81,12 +81,19 @@ whose product support exists, ``DEFAULT_KINDS``):
   committed past are never deletable; a partition recreated mid-cycle must have its planned
   delete skipped (outcome ``skipped``, ``topic_recreated``), never ``deleted``.
 
+- ``tiering_disable`` (opt-in: the cluster needs tiered storage; ``main`` starts it tiered and
+  B is created tiered, so its cuts reach remote storage): spark-purge's tiering state machine
+  disables tiered storage on B and is killed after a drawn step, leaving B DISABLING for one
+  cycle (started before the snapshot or at the batch's intents), then resumed to DISABLED. No
+  cut of B in that cycle (:mod:`spark_purge.testing.tiering_fault`).
+
     ./dev.sh py -m spark_purge.testing.invariants --cycles 200 --seed 7          # its own 3 nodes
     ./dev.sh py -m spark_purge.testing.invariants --cycles 20 --seed 1 --nodes 1 # no node faults
     ./dev.sh py -m spark_purge.testing.invariants --cycles 5 --nodes 1 --faults group_expiry,share_consume
     ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults spark_stream
     ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults overlap_job,group_rewind --fault-rate 0.6
     ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults retire --fault-rate 1
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 6 --seed 3 --nodes 1 --faults tiering_disable --fault-rate 1
 
 It prints cycles, faults injected by kind, records produced, share records accepted, groups
 expired, Spark query runs and records read, records deleted, audit rows checked and violations, and exits
@@ -125,6 +132,7 @@ from spark_purge.pipeline import PurgePipeline
 from spark_purge.testing import share, workload
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.errors import DriverKilled, WorkloadError
+from spark_purge.testing.tiering_fault import TIERED_TOPIC_CONFIGS, TieringDisablement
 from spark_purge.testing.workload import TopicPartitionKey
 
 log = logging.getLogger(__name__)
@@ -140,7 +148,9 @@ FAULTS = (
     "audit_maintenance",
 )
 CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
-ALL_KINDS = FAULTS + CONSUMER_KINDS
+# Opt-in faults that need a cluster started for them (main() does): tiering_disable a tiered one.
+OPT_IN_FAULTS = ("tiering_disable",)
+ALL_KINDS = FAULTS + OPT_IN_FAULTS + CONSUMER_KINDS
 #: What runs unless ``--faults`` says otherwise: the kinds whose product support is in this build.
 DEFAULT_KINDS = FAULTS + ("share_consume", "spark_stream")
 # Faults that hang or kill nodes for 10-25 s a time: the long run draws them; the suite's short
@@ -266,6 +276,8 @@ class InvariantWorkload:
             missing = {k: v for k, v in EXPIRY_BROKER_CONFIG.items() if cluster.broker_config.get(k) != v}
             if missing:
                 raise ValueError(f"group_expiry needs the cluster started with broker config {missing}")
+        if "tiering_disable" in self.kinds and not cluster.tiered:
+            raise ValueError("tiering_disable needs a cluster with tiered storage (LocalKafka(tiered=True); main() starts one)")
         # Drawn at random: the faults; the share consumer and the Spark query run on their own rhythm.
         self.drawn = tuple(k for k in self.kinds if k not in ("share_consume", "spark_stream"))
 
@@ -331,6 +343,10 @@ class InvariantWorkload:
         # retire: the partition of B retired (once), and how often it was reclaimed whole.
         self.retired: Optional[TopicPartitionKey] = None
         self.retired_reclaims = 0
+        # tiering_disable: B is tiered; its disablement's state across cycles (tiering_fault).
+        self.tiering: Optional[TieringDisablement] = None
+        if "tiering_disable" in self.kinds:
+            self.tiering = TieringDisablement(self.spark, self.config, self.admin, self.topic_b, self.rng)
 
     # ---- setup ------------------------------------------------------------------------------
     def _config(self, delete_timeout: str) -> PurgeConfig:
@@ -373,7 +389,11 @@ class InvariantWorkload:
 
     def _create_topics(self) -> None:
         configs = {"min.insync.replicas": "2"} if self.replication >= 3 else {}
-        workload.create_topics(self.admin, self.partitions, self.replication, configs)
+        if self.tiering is None:
+            workload.create_topics(self.admin, self.partitions, self.replication, configs)
+            return
+        for topic, extra in ((self.topic_a, {}), (self.topic_b, TIERED_TOPIC_CONFIGS)):
+            workload.create_topics(self.admin, {topic: self.partitions[topic]}, self.replication, {**configs, **extra})
 
     # ---- the run ----------------------------------------------------------------------------
     def run(self, cycles: int) -> InvariantReport:
@@ -400,6 +420,8 @@ class InvariantWorkload:
             self._end_maintenance(None)
             self.pipeline.close()
             self._retire_note()
+            if self.tiering is not None:
+                self.report.notes.append(self.tiering.note())
             if self.kill_steps:
                 steps = ", ".join(f"{k}={v}" for k, v in sorted(self.kill_steps.items()))
                 self.report.notes.append(f"driver_kill_rewind: killed at {steps}")
@@ -411,6 +433,8 @@ class InvariantWorkload:
 
     def _cycle(self, cycle: int) -> None:
         self._restart_down()
+        if self.tiering is not None:
+            self.tiering.resume()  # left DISABLING last cycle: its job restarts and finishes
         if self.expiring is not None:
             self._wait_for_expiry(self.expiring)
         self._produce()
@@ -419,6 +443,8 @@ class InvariantWorkload:
             fault = self.schedule[cycle % len(self.schedule)]
         else:
             fault = self.rng.choice(self.drawn) if self.drawn and self.rng.random() < self.fault_rate else None
+        if fault == "tiering_disable" and self.tiering is not None and self.tiering.spent:
+            fault = None  # disabled for good already
         if fault in NODE_FAULTS and len(self.cluster.node_ids) < 3:
             others = [k for k in self.drawn if k not in NODE_FAULTS]  # one node: no node faults
             fault = self.rng.choice(others) if others else None
@@ -443,6 +469,8 @@ class InvariantWorkload:
             self._backdate()
         elif fault == "retire":
             self._retire()
+        elif fault == "tiering_disable" and self.tiering is not None:
+            self.tiering.plan(cycle)  # now, or at the batch's intents
         elif fault == "topic_recreate":
             # Half the time before the snapshot, half between the intents and DeleteRecords.
             self._recreate_mid_cycle = self.rng.random() < 0.5
@@ -503,6 +531,8 @@ class InvariantWorkload:
         after = self._log_starts()
         self._check(cycle, before, after, cycle_started)
         self._check_retired(cycle, before, after)
+        if self.tiering is not None:
+            self.report.violations += self.tiering.check(cycle, before, after, self._audit_rows(cycle))
 
     # ---- workload steps ---------------------------------------------------------------------
     def _tps(self, topic: str) -> list[TopicPartitionKey]:
@@ -851,6 +881,8 @@ class InvariantWorkload:
                 self._pause([leader], self._pause_plan[1])
         if step == "intents_written" and self._maintain:
             self._start_maintenance()
+        if step == "intents_written" and self.tiering is not None:
+            self.tiering.start_mid_cycle()
 
     # ---- hung brokers, the controller, the audit's maintenance -----------------------------------
     def _kill_controller(self) -> None:
@@ -1107,7 +1139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     broker_config = {"auto.leader.rebalance.enable": "false", **(EXPIRY_BROKER_CONFIG if "group_expiry" in kinds else {})}
-    with LocalKafka(nodes=args.nodes, broker_config=broker_config) as cluster:
+    with LocalKafka(nodes=args.nodes, broker_config=broker_config, tiered="tiering_disable" in kinds) as cluster:
         print(f"cluster {cluster.bootstrap_servers} ({args.nodes} node(s)); workdir {workdir}", flush=True)
         report = run_invariants(
             spark, cluster, cycles=args.cycles, seed=args.seed, workdir=workdir, fault_rate=args.fault_rate,
