@@ -237,15 +237,11 @@ class PurgePipeline:
         lease = self.lease
         tracker = RegistryTracker(self.retirements) if self.config.retirement.enable else None
         transitions = TieringTable.beside(self.spark, self.config.audit.path).in_transition
-        if lease is None:
-            return BatchRunner(
-                self.audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook, retirements=tracker,
-                transitions=transitions,
-            )
-        audit: AuditWriter = FencedAudit(self.audit, lease)
+        audit: AuditWriter = self.audit if lease is None else FencedAudit(self.audit, lease)
         return BatchRunner(
             audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook,
-            before_delete=lambda: lease.renew("right before DeleteRecords"), retirements=tracker, transitions=transitions,
+            before_delete=None if lease is None else lambda: lease.renew("right before DeleteRecords"),
+            retirements=tracker, transitions=transitions,
         )
 
     @property

@@ -529,10 +529,10 @@ class InvariantWorkload:
         if self.sabotage_cycle == cycle:
             self._sabotage(before)
         after = self._log_starts()
-        self._check(cycle, before, after, cycle_started)
+        rows = self._check(cycle, before, after, cycle_started)
         self._check_retired(cycle, before, after)
         if self.tiering is not None:
-            self.report.violations += self.tiering.check(cycle, before, after, self._audit_rows(cycle))
+            self.report.violations += self.tiering.check(cycle, before, after, rows)
 
     # ---- workload steps ---------------------------------------------------------------------
     def _tps(self, topic: str) -> list[TopicPartitionKey]:
@@ -986,7 +986,10 @@ class InvariantWorkload:
             safe = min(safe, floor, self._append_floor(tp, snapshot_ms))
         return safe
 
-    def _check(self, cycle: int, before: dict[TopicPartitionKey, int], after: dict[TopicPartitionKey, int], started: datetime) -> None:
+    def _check(
+        self, cycle: int, before: dict[TopicPartitionKey, int], after: dict[TopicPartitionKey, int], started: datetime
+    ) -> list[dict[str, Any]]:
+        """The cycle's log starts and audit rows against the oracle; returns the rows it read."""
         rows = self._audit_rows(cycle)
         self.report.audit_rows_checked += len(rows)
         snapshot_ms = self._snapshot_ms(rows)
@@ -1016,6 +1019,7 @@ class InvariantWorkload:
                 self.report.violations.append(f"cycle {cycle}: delete without a matching intent for {tp}")
             if tp in self.recreated and key in intents and r["status"] == "deleted":
                 self.report.violations.append(f"cycle {cycle}: {tp} recreated after its intent, yet cut (status deleted)")
+        return rows
 
     @staticmethod
     def _snapshot_ms(rows: Sequence[dict[str, Any]]) -> int:
