@@ -35,7 +35,7 @@ os.environ.setdefault(TIERED_STORAGE_JARS_ENV, str(REPO_ROOT / ".cache/jars/tier
 #: ``./dev.sh test -m sigkill``).
 OPT_IN = {
     "wheel": "builds a wheel and a virtualenv (minutes)",
-    "multiprocess": "its own Spark driver on local-cluster executors (about a minute)",
+    "multiprocess": "its own Spark driver process (local-cluster executors; TLS purges with the event log on): minutes",
     "sigkill": "SIGKILLs a real `spark-purge run --follow` holding the lease, then waits for its expiry (minutes)",
     "airflow": "loads the DAG in a real DagBag from the Airflow environment (./dev.sh airflow-env, minutes the first time)",
 }

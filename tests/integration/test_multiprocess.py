@@ -7,7 +7,7 @@ is written by executor tasks. The purge principal's password reaches the driver 
 ``{spark_conf: key}`` reference, set in a ``--properties-file`` (not on a command line), and must
 appear nowhere: not in stdout/stderr (driver and executors), Spark's event log, the executors'
 work directories, the audit or the checkpoint. (The printed plan is grepped in-process by
-``test_secrets.py``.) Marked ``slow``: a session of its own plus two executor JVMs take about a
+``test_secrets.py``.) Marked ``multiprocess`` (opt-in): a session of its own plus two executor JVMs take about a
 minute on an idle machine, several on a loaded one.
 
 ``local-cluster`` needs ``$SPARK_HOME/bin`` and ``jars``: pyspark's pip package ships both. Its
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -38,22 +36,18 @@ from spark_purge.testing.workload import (
     produce,
     purge_config_dict,
 )
-from tests.integration.secure_helpers import ADMIN_PASSWORD
+from tests.integration.secure_helpers import (
+    ADMIN_PASSWORD,
+    event_log,
+    event_log_properties,
+    files_containing,
+    run_driver,
+)
 
 MASTER = "local-cluster[2,1,1024]"  # 2 workers, 1 core and 1 GiB each
 DRIVER_TIMEOUT_S = 900  # a loaded 2-core CI box: minutes
 PASSWORD_KEY = "spark.purge.test.kafka.password"  # matched by spark.redaction.regex
 RECORDS, COMMITTED = [60, 60], [25, 45]
-
-# `spark-purge run`, then the session stopped so the event log is complete; the code printed.
-DRIVER = """
-import sys
-from pyspark.sql import SparkSession
-from spark_purge.cli import main
-code = main(["run", "-c", sys.argv[1], "--master", sys.argv[2]])
-SparkSession.getActiveSession().stop()
-print("EXIT_CODE", code, flush=True)
-"""
 
 
 def _spark_home(root: Path) -> Path:
@@ -65,37 +59,6 @@ def _spark_home(root: Path) -> Path:
         if entry.name != "work":
             (home / entry.name).symlink_to(entry)
     return home
-
-
-def _run_driver(cwd: Path, env: dict[str, str], config: Path) -> tuple[int, str, str]:
-    """The driver as its own process group (its JVM and executors join it), reaped by its id;
-    its output goes to files under ``cwd`` (grepped with the rest)."""
-    out_path, err_path = cwd / "driver.out", cwd / "driver.err"
-    with out_path.open("w") as out, err_path.open("w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, str(config), MASTER],
-            cwd=cwd, env=env, stdout=out, stderr=err, text=True, start_new_session=True,
-        )  # fmt: skip
-        try:
-            proc.wait(timeout=DRIVER_TIMEOUT_S)
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # anything the driver left behind
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=30)
-    return proc.returncode, out_path.read_text(), err_path.read_text()
-
-
-def _event_log(events_dir: Path) -> list[dict[str, object]]:
-    files = [p for p in events_dir.iterdir() if p.is_file() and not p.name.startswith(".")]
-    assert len(files) == 1 and files[0].name.startswith("app-") and not files[0].name.endswith(".inprogress"), files
-    return [json.loads(line) for line in files[0].read_text().splitlines() if line.strip()]
-
-
-def _files_containing(root: Path, needle: str) -> list[str]:
-    data = needle.encode()
-    return [str(p) for p in root.rglob("*") if p.is_file() and not p.is_symlink() and data in p.read_bytes()]
 
 
 @pytest.mark.multiprocess
@@ -125,11 +88,7 @@ def test_purge_on_local_cluster_executors(spark: SparkSession, secure_cluster: L
     secret_dir = tmp_path / "secret"  # the one place the password is written: never grepped
     secret_dir.mkdir()
     properties = secret_dir / "spark.conf"
-    properties.write_text(
-        # Uncompressed, one file: the grep below must read plain text (Spark 4 defaults to zstd).
-        "spark.eventLog.enabled true\nspark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n"
-        f"spark.eventLog.dir file://{events}\n{PASSWORD_KEY} {ADMIN_PASSWORD}\n"
-    )
+    properties.write_text(event_log_properties(events, {PASSWORD_KEY: ADMIN_PASSWORD}))
     spark_home = _spark_home(work)
     env = dict(
         os.environ,
@@ -140,9 +99,9 @@ def test_purge_on_local_cluster_executors(spark: SparkSession, secure_cluster: L
         PYTHONUNBUFFERED="1",
     )
 
-    code, stdout, stderr = _run_driver(work / "driver-cwd", env, config)
+    run = run_driver(work / "driver-cwd", env, [["run", "-c", str(config), "--master", MASTER]], DRIVER_TIMEOUT_S)
 
-    assert code == 0 and "EXIT_CODE 0" in stdout, (stdout[-2000:], stderr[-4000:])
+    assert run.returncode == 0 and run.codes == [0], (run.stdout[-2000:], run.stderr[-4000:])
     admin = new_admin(servers, **secure_cluster.client_kwargs())
     try:
         assert log_starts(admin, topic, len(RECORDS)) == COMMITTED
@@ -158,14 +117,14 @@ def test_purge_on_local_cluster_executors(spark: SparkSession, secure_cluster: L
     ]
 
     # The work really ran on two executor processes, never in the driver.
-    log = _event_log(events)
+    log = event_log(events, "app-")
     executors = {e["Executor ID"] for e in log if e["Event"] == "SparkListenerExecutorAdded"}
-    task_hosts = {e["Task Info"]["Executor ID"] for e in log if e["Event"] == "SparkListenerTaskStart"}  # type: ignore[index]
+    task_hosts = {e["Task Info"]["Executor ID"] for e in log if e["Event"] == "SparkListenerTaskStart"}
     # (Which executor gets which task is the scheduler's choice: every task ran on one of them.)
     assert executors == {"0", "1"} and task_hosts and task_hosts <= executors, (executors, task_hosts)
     executor_dirs = sorted(p.name for p in (spark_home / "work").glob("app-*/*") if p.is_dir())
     assert executor_dirs == ["0", "1"]
 
     # The password: nowhere.
-    assert _files_containing(work, ADMIN_PASSWORD) == []  # output, event log, executor logs, audit, checkpoint
+    assert files_containing(work, ADMIN_PASSWORD) == []  # output, event log, executor logs, audit, checkpoint
     assert any(e["Event"] == "SparkListenerEnvironmentUpdate" and PASSWORD_KEY in json.dumps(e) for e in log)

@@ -12,7 +12,9 @@ The purge is ``spark-purge run`` (the CLI's ``main``) and is checked on Kafka's 
 offsets and the audit's intent and outcome rows. The client key's password, the broker
 keystore's password and the SCRAM password are then looked for — in vain — in stdout/stderr,
 every log record, the audit, every file the run left and the broker's logs. Secrets reach
-spark-purge only as ``{env: ...}`` references.
+spark-purge only as ``{env: ...}`` references here; ``test_tls_event_log.py`` purges through
+``MTLS`` and ``SCRAM_TLS`` with ``{spark_conf: key}`` references in a driver of its own, Spark's
+event log on.
 """
 from __future__ import annotations
 
@@ -25,26 +27,23 @@ from typing import Any
 
 import pytest
 import yaml
-from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
 from pyspark.sql import SparkSession
 
 from spark_purge.cli import EXIT_KAFKA, EXIT_OK, EXIT_USAGE, main
 from spark_purge.config import load
 from spark_purge.kafka import open_client
 from spark_purge.testing.cluster import LocalKafka
-from spark_purge.testing.workload import (
-    audit_rows,
-    commit_topic,
-    create_topics,
-    log_starts,
-    new_admin,
-    produce,
-    purge_config_dict,
+from spark_purge.testing.workload import audit_rows, log_starts, new_admin, purge_config_dict
+from tests.integration.secure_helpers import (
+    KEY_PASSWORD_ENV,
+    PURGER_PASSWORD,
+    SCRAM_PASSWORD_ENV,
+    LogCollector,
+    purgeable_topic,
+    root_logs,
+    tls_security,
 )
-from tests.integration.secure_helpers import PURGER_PASSWORD, LogCollector, root_logs
 
-SCRAM_PASSWORD_ENV = "SPARK_PURGE_TEST_TLS_SCRAM_PASSWORD"
-KEY_PASSWORD_ENV = "SPARK_PURGE_TEST_TLS_KEY_PASSWORD"
 GROUP = "tls-billing"
 RECORDS = [30, 30]
 COMMITTED = [12, 25]
@@ -56,50 +55,11 @@ FAIL_FAST_S = 8
 
 
 @pytest.fixture(scope="module")
-def mtls_topic(secure_cluster: LocalKafka) -> Iterator[str]:
+def mtls_topic(secure_cluster: LocalKafka) -> str:
     """A topic with data and a group's commits, which only ``User:purger-tls`` may purge."""
     topic = f"tls.mtls-{uuid.uuid4().hex[:6]}"
-    servers = secure_cluster.bootstrap_servers
-    admin = new_admin(servers, **secure_cluster.client_kwargs())
-    try:
-        create_topics(admin, {topic: len(RECORDS)})
-        produce(servers, topic, RECORDS, **secure_cluster.client_kwargs())
-        commit_topic(admin, GROUP, topic, COMMITTED)
-
-        def allow(rtype: ResourceType, name: str, op: ACLOperation) -> ACL:
-            principal = f"User:{secure_cluster.tls_user}"
-            return ACL(principal, "*", op, ACLPermissionType.ALLOW, ResourcePattern(rtype, name))
-
-        acls = [allow(ResourceType.CLUSTER, "kafka-cluster", ACLOperation.DESCRIBE)]
-        acls += [allow(ResourceType.GROUP, GROUP, ACLOperation.DESCRIBE)]
-        acls += [allow(ResourceType.TOPIC, topic, op) for op in (ACLOperation.DESCRIBE, ACLOperation.DESCRIBE_CONFIGS, ACLOperation.DELETE)]
-        created = admin.create_acls(acls)
-        assert created["failed"] == [] and len(created["succeeded"]) == len(acls), created
-        yield topic
-    finally:
-        admin.close()
-
-
-def _security(cluster: LocalKafka, listener: str, **override: Any) -> dict[str, Any]:
-    """The config's ``kafka.security`` for ``listener``: passwords as ``{env: ...}`` references."""
-    pki = cluster.pki
-    if listener == "SCRAM_TLS":
-        security: dict[str, Any] = {
-            "protocol": "SASL_SSL",
-            "sasl_mechanism": "SCRAM-SHA-512",
-            "sasl_username": "purger",
-            "sasl_password": {"env": SCRAM_PASSWORD_ENV},
-            "ssl_cafile": str(pki.ca),
-        }
-    else:
-        security = {
-            "protocol": "SSL",
-            "ssl_cafile": str(pki.ca),
-            "ssl_certfile": str(pki.client_cert),
-            "ssl_keyfile": str(pki.client_key),
-            "ssl_password": {"env": KEY_PASSWORD_ENV},
-        }
-    return {**security, **override}
+    purgeable_topic(secure_cluster, topic, GROUP, RECORDS, COMMITTED, f"User:{secure_cluster.tls_user}")
+    return topic
 
 
 def _config(tmp: Path, cluster: LocalKafka, listener: str, topic: str, name: str, **security: Any) -> Path:
@@ -110,7 +70,7 @@ def _config(tmp: Path, cluster: LocalKafka, listener: str, topic: str, name: str
         [GROUP],
         client_id=f"spark-purge-{name}",
         request_timeout=f"{REQUEST_TIMEOUT_S}s",
-        security=_security(cluster, listener, **security),
+        security=tls_security(cluster, listener, **security),
     )
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
