@@ -633,30 +633,20 @@ class ProgressStore(CheckpointTable):
         incarnation of a topic replaces the old one's. Nothing is collected to the driver.
         """
 
-        seen = (
-            groups.where(F.col("committed_offset") >= 0)
-            .groupBy(*PROGRESS_KEY)
-            # One row per key (a snapshot has one anyway); the lowest offset is the safe one.
-            .agg(F.min("committed_offset").alias("committed_offset"), F.max("group_type").alias("group_type"))
-            .select(*PROGRESS_KEY, "committed_offset", F.lit(now).cast("timestamp").alias("last_progress_time"), "group_type")
-        )
-        if partitions is not None:
-            seen = seen.join(partitions.select("topic", "partition", "topic_id"), ["topic", "partition"], "left")
-        else:
-            seen = seen.withColumn("topic_id", F.lit(None).cast("string"))
+        from spark_purge.policy.positions import Positions
+
         self.ensure_table()
-        # Only new or changed keys go into the MERGE; in a steady state there are none, and then
-        # nothing is written at all (no Delta commit per batch).
-        stored = self.read().select(
-            *PROGRESS_KEY, F.col("committed_offset").alias("t_offset"), F.col("group_type").alias("t_type"),
-            F.col("topic_id").alias("t_topic_id"),
-        )
-        changed = seen.join(stored, list(PROGRESS_KEY), "left").where(
-            F.col("t_offset").isNull()
-            | (F.col("t_offset") != F.col("committed_offset"))
-            | (F.col("group_type").isNotNull() & ~F.col("group_type").eqNullSafe(F.col("t_type")))
-            | (F.col("topic_id").isNotNull() & ~F.col("topic_id").eqNullSafe(F.col("t_topic_id")))
-        ).drop("t_offset", "t_type", "t_topic_id")
+        positions = Positions.match(partitions, groups, self.read())
+        try:
+            self.apply(positions.changed(now), batch_id)
+        finally:
+            positions.release()
+
+    def apply(self, changed: DataFrame, batch_id: int) -> None:
+        """Write ``changed`` (``Positions.changed``: new or moved keys only) with a MERGE, none
+        when it is empty (in a steady state, no Delta commit per batch); compact the table's
+        small files every ``COMPACT_EVERY`` batches."""
+        self.ensure_table()
         if not changed.isEmpty():
             self._merge(changed, batch_id)
         if batch_id % COMPACT_EVERY == COMPACT_EVERY - 1:

@@ -306,6 +306,7 @@ class PurgePipeline:
 
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
         base = snapshot.persist()
+        plan: Plan | None = None
         try:
             self._register()
             generation = self._hold_lease(batch_id)
@@ -330,8 +331,10 @@ class PurgePipeline:
                 )
                 result = self.runner.run(plan_rows, ctx)
             if plan is not None:
-                self._remember(snapshot, plan.planned_at, batch_id)
+                self._remember(snapshot, plan, batch_id)
         finally:
+            if plan is not None:
+                plan.release()
             base.unpersist()
         return self._done(result)
 
@@ -364,13 +367,17 @@ class PurgePipeline:
         log.info("batch %d: replaying %d recorded intent(s), each bounded by a fresh snapshot", ctx.batch_id, len(intents))
         return self.runner.execute(bounded_rows(intents, fresh), ctx), plan
 
-    def _remember(self, snapshot: DataFrame, planned_at: datetime, batch_id: int) -> None:
+    def _remember(self, snapshot: DataFrame, plan: Plan, batch_id: int) -> None:
         """Every position seen, for stale and vanished groups in later batches (a MERGE of the
-        snapshot's group rows, still cached: nothing per commit reaches the driver). External
-        consumers are configured, not remembered: left out."""
+        new or moved positions, from the plan's match of the snapshot with the store when it
+        has one: nothing per commit reaches the driver). External consumers are configured,
+        not remembered: left out."""
         partitions, groups = split_snapshot(snapshot)
-        kafka_groups = groups.where(~F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)))
-        self.progress.update(kafka_groups, planned_at, batch_id, partitions)
+        if plan.positions is not None:
+            self.progress.apply(plan.positions.changed(plan.planned_at), batch_id)
+        else:  # the store's first batch
+            kafka_groups = groups.where(~F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)))
+            self.progress.update(kafka_groups, plan.planned_at, batch_id, partitions)
         self._record_history(partitions, batch_id)
 
     def _done(self, result: BatchResult) -> BatchResult:
@@ -509,6 +516,8 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
         tiering = TieringTable.beside(spark, config.audit.path).in_transition
         planner = Planner(config, lookup, progress, history, retirements=retirements, tiering_transitions=tiering)
         plan = planner.plan(with_external(spark, config, read_snapshot(spark, config)))
+        if plan is not None:
+            plan.release()  # no batch to remember it for: nothing stays cached
         return None if plan is None else dataclasses.replace(plan, clock=read_clock(clock))
     finally:
         for client in opened:

@@ -30,8 +30,8 @@ from spark_purge.config import PurgeConfig
 from spark_purge.kafka.clock import ClockReading
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.policy import RetirementInput, compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
+from spark_purge.policy.positions import Positions
 from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS
-from spark_purge.vanished import with_vanished_groups
 
 # (topic, partition) -> epoch ms  ->  (topic, partition) -> first offset at/after it (Kafka I/O).
 OffsetLookup = Callable[[Mapping[TopicPartitionKey, int]], Mapping[TopicPartitionKey, int]]
@@ -47,6 +47,14 @@ class Plan:
     clock: ClockReading | None = None
     # Last stable offset of each partition with an open transaction (LSO < high watermark).
     open_transactions: Mapping[TopicPartitionKey, int] = field(default_factory=dict)
+    # The snapshot's positions matched with the progress store (None: no store yet); kept
+    # (persisted) for the batch: the pipeline updates the store from it, then releases it.
+    positions: Positions | None = None
+
+    def release(self) -> None:
+        """Drop what the plan keeps cached for its batch."""
+        if self.positions is not None:
+            self.positions.release()
 
 
 @dataclass(frozen=True)
@@ -77,12 +85,15 @@ class Planner:
         partitions, groups = split_snapshot(snapshot)
         progress = self.progress()
         unreadable = unreadable_groups_of(first[0])  # unknown commits block, never vanish
+        # The commits matched with the store once (vanished groups, staleness, the store's update).
+        positions = None if progress is None else Positions.match(partitions, groups, progress)
         rows = compute_plan(
             partitions,
-            with_vanished_groups(partitions, groups, progress, unreadable),
+            groups if positions is None else groups.unionByName(positions.vanished(unreadable)),
             self.config,
             now=now,
             progress=progress,
+            staleness=None if positions is None else positions.staleness(unreadable),
             manual_offsets=self.manual_offsets(partitions),
             unreadable_groups=unreadable,
             append_history=self.history(snapshot.sparkSession),
@@ -91,7 +102,7 @@ class Planner:
         )
         pending = partitions.where(F.col("last_stable_offset") < F.col("high_watermark"))
         lsos = {(r["topic"], r["partition"]): int(r["last_stable_offset"]) for r in pending.select("topic", "partition", "last_stable_offset").collect()}
-        return Plan(rows, now, open_transactions=lsos)
+        return Plan(rows, now, open_transactions=lsos, positions=positions)
 
     def retirement(self) -> RetirementInput | None:
         """The retirement state to plan with (None: retirement off, or no registry reader)."""

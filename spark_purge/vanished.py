@@ -24,11 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from spark_purge._time import format_duration
 from spark_purge.config import PurgeConfig
-from spark_purge.schemas import GROUP_OFFSETS, VANISHED_STATE
+from spark_purge.schemas import VANISHED_STATE
 
 VANISHED = VANISHED_STATE  # group_state of a remembered position the snapshot no longer shows
 KEY = ["group_id", "topic", "partition"]
@@ -41,36 +40,12 @@ def vanished_rows(
 
     ``partitions``: the snapshot's ``PARTITION_STATE``; ``groups``: its ``GROUP_OFFSETS``;
     ``progress``: the store (``PROGRESS_STORE``; a table without ``group_type`` reads as null).
-    Anti-join and join: nothing is collected.
+    One join (``policy.positions.Positions``, which the planner keeps for the whole batch):
+    nothing is collected.
     """
-    live = groups.where(F.col("committed_offset") >= 0).select(*KEY)
-    known = progress.where(F.col("committed_offset") >= 0)
-    skip = sorted(set(unreadable))
-    if skip:
-        known = known.where(~F.col("group_id").isin(skip))
-    group_type = F.col("group_type") if "group_type" in progress.columns else F.lit(None).cast("string")
-    seen_on = F.col("topic_id") if "topic_id" in progress.columns else F.lit(None).cast("string")
-    gone = known.select(*KEY, "committed_offset", group_type.alias("group_type"), seen_on.alias("seen_on")).join(live, KEY, "left_anti").join(
-        partitions.select("snapshot_id", "snapshot_time", "topic", "partition", "topic_id"), ["topic", "partition"], "inner"
-    )
-    # A position seen on another incarnation of the topic (deleted and recreated under the same
-    # name) says nothing about this one: it holds nothing. Unknown ids on either side: it holds.
-    gone = gone.where(F.col("seen_on").isNull() | F.col("topic_id").isNull() | (F.col("seen_on") == F.col("topic_id")))
-    columns = {
-        "snapshot_id": F.col("snapshot_id"),
-        "snapshot_time": F.col("snapshot_time"),
-        "group_id": F.col("group_id"),
-        "group_state": F.lit(VANISHED),
-        "group_type": F.col("group_type"),
-        "member_count": F.lit(0),
-        "topic": F.col("topic"),
-        "partition": F.col("partition"),
-        "committed_offset": F.col("committed_offset"),
-        "commit_metadata": F.lit(None),
-        "committed_leader_epoch": F.lit(None),  # a remembered position carries no epoch to check
-        "epoch_end_offset": F.lit(None),
-    }
-    return gone.select(*[columns[f.name].cast(f.dataType).alias(f.name) for f in GROUP_OFFSETS.fields])
+    from spark_purge.policy.positions import Positions
+
+    return Positions.match(partitions, groups, progress, keep=False).vanished(unreadable)
 
 
 def with_vanished_groups(

@@ -96,7 +96,7 @@ constraint and the detail says so.
 """
 from __future__ import annotations
 
-from spark_purge.policy.groups import group_staleness, group_status
+from spark_purge.policy.groups import group_status
 from spark_purge.policy.inputs import (
     RetentionFloor,
     TimeFloorRequest,
@@ -119,15 +119,16 @@ from spark_purge.policy.plan import (
     with_bounds,
     with_explanation,
 )
+from spark_purge.policy.positions import Positions
 
 __all__ = [
+    "Positions",
     "RetentionFloor",
     "RetirementInput",
     "TimeFloorRequest",
     "TimestampLookup",
     "TopicRuleRow",
     "compute_plan",
-    "group_staleness",
     "group_status",
     "required_groups",
     "resolve_topics",

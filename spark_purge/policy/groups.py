@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import TimestampType
 
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, VANISHED_STATE
 
 
-def _no_members(state: Column, kind: Column, members: Column) -> Column:
+def no_members(state: Column, kind: Column, members: Column) -> Column:
     """True only when the group surely has no members (KIP-848 'Dead' alone does not count; a
     vanished group — one Kafka forgot — has none). External consumers never go stale."""
     state_l, kind_l = F.lower(state), F.lower(kind)
@@ -18,32 +17,7 @@ def _no_members(state: Column, kind: Column, members: Column) -> Column:
     return F.coalesce(gone & ~F.coalesce(kind_l.isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)), F.lit(False))
 
 
-def group_staleness(groups: DataFrame, progress: DataFrame | None) -> DataFrame:
-    """Per group: ``stale_candidate`` (no members, progress known everywhere) and ``last_progress``.
-
-    A candidate is stale for a rule once ``last_progress`` is older than the rule's stale_after.
-    """
-    commits = groups.where(F.col("committed_offset") >= 0)
-    if progress is None:
-        return commits.groupBy("group_id").agg(
-            F.lit(False).alias("stale_candidate"), F.lit(None).cast(TimestampType()).alias("last_progress")
-        )
-    # GROUP_PROGRESS has one row per key; duplicates could only make a group look less stale.
-    latest = progress.select(
-        "group_id", "topic", "partition", F.col("committed_offset").alias("p_offset"), F.col("last_progress_time").alias("p_time")
-    )
-    joined = commits.join(latest, ["group_id", "topic", "partition"], "left")
-    known = F.coalesce(F.col("p_offset") == F.col("committed_offset"), F.lit(False))
-    return joined.groupBy("group_id").agg(
-        (
-            F.bool_and(_no_members(F.col("group_state"), F.col("group_type"), F.col("member_count")))
-            & F.bool_and(known)
-        ).alias("stale_candidate"),
-        F.max("p_time").alias("last_progress"),
-    )
-
-
-def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | None) -> DataFrame:
+def group_status(selected: DataFrame, groups: DataFrame, staleness: DataFrame | None) -> DataFrame:
     """Per selected partition: missing groups, stale groups, the lowest counted commit.
 
     ``selected`` has the partition keys, ``high_watermark`` plus ``TOPIC_RULES`` columns. Output columns:
@@ -52,7 +26,9 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
     ``n_commits``, and the lineage faults of required commits (null: none), lowest group first:
     ``beyond`` (struct group_id, offset: a Kafka group's commit above the high watermark) and
     ``diverged`` (struct group_id, offset, epoch, epoch_end: the log's end offset of the commit's
-    leader epoch is below the commit, KIP-320). A row with ``committed_offset`` -1 (members hold the partition, no position)
+    leader epoch is below the commit, KIP-320). ``staleness``: per group ``stale_candidate`` and
+    ``last_progress`` (``positions.Positions.staleness``; None: no progress known, nobody is
+    stale). A row with ``committed_offset`` -1 (members hold the partition, no position)
     is no commit: the group is missing there.
     """
     # Every group row, its offset null when it is no commit (-1): a missing group keeps its type.
@@ -76,11 +52,11 @@ def group_status(selected: DataFrame, groups: DataFrame, progress: DataFrame | N
     )
     required = listed.unionByName(outside).dropDuplicates([*keys, "group_id"])
     rows = required.join(commits, [*keys, "group_id"], "left")
-    if progress is None:
+    if staleness is None:
         is_stale = F.lit(False)  # unknown progress: nobody is stale
     else:
         # One row per group: broadcast, so the O(commits) rows are not shuffled by group.
-        rows = rows.join(F.broadcast(group_staleness(groups, progress)), "group_id", "left")
+        rows = rows.join(F.broadcast(staleness), "group_id", "left")
         is_stale = F.coalesce(
             F.col("stale_candidate") & (F.col("last_progress") < F.col("stale_before")), F.lit(False)
         )

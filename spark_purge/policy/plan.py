@@ -14,6 +14,7 @@ from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
 from spark_purge.policy.groups import group_status
 from spark_purge.policy.inputs import TopicRuleRow, resolve_topics
+from spark_purge.policy.positions import Positions
 from spark_purge.policy.retirement import with_retirement, with_retirement_facts
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, MANUAL_RULES, PLAN, TOPIC_RULES
 
@@ -99,6 +100,7 @@ def compute_plan(
     append_history: DataFrame | None = None,
     retirement: RetirementInput | None = None,
     tiering_transitions: Collection[str] = (),
+    staleness: DataFrame | None = None,
 ) -> DataFrame:
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
@@ -113,6 +115,9 @@ def compute_plan(
     off); retiring partitions are then decided by ``policy.retirement`` after the explanation.
     ``tiering_transitions``: topics whose tiered storage is being disabled (``spark_purge.tiering``,
     state DISABLING): never cut, not even by a forced manual entry (``tiering_transition``).
+    ``staleness``: each group's staleness (``positions.Positions.staleness``) when the caller
+    has it already (the planner matches the commits with the store once per batch); None:
+    computed here from ``groups`` and ``progress``.
 
     Collects the distinct topics and their committing groups to the driver (small) to resolve
     rules with Python regexes; raises ``ConfigError`` when a topic matches two rules.
@@ -128,7 +133,9 @@ def compute_plan(
     base = partitions.join(F.broadcast(topic_rules), "topic", "inner").withColumn(
         "tiering_transition", F.col("topic").isin(in_transition) if in_transition else F.lit(False)
     )
-    df = base.join(group_status(base, groups, progress), ["snapshot_id", "topic", "partition"], "left")
+    if staleness is None and progress is not None:
+        staleness = Positions.match(partitions, groups, progress, keep=False).staleness(unreadable_groups or ())
+    df = base.join(group_status(base, groups, staleness), ["snapshot_id", "topic", "partition"], "left")
     df = _with_manual(df, config, manual_offsets)
     df = with_append_floor(df, append_history)
     df = with_explanation(with_binding_constraint(with_bounds(df)))

@@ -1,0 +1,167 @@
+"""A snapshot's consumer positions beside the remembered ones: one join per batch (issue 12).
+
+Three things need the snapshot's commits matched with the group progress store
+(``audit.ProgressStore``, ``PROGRESS_STORE``): the vanished groups (remembered positions the
+snapshot no longer shows, ``spark_purge.vanished``), group staleness (a group is a stale
+candidate when every commit it has is a position the store knows, ``policy.groups``) and, after
+the batch, the store's update (the positions that are new or moved). Each used to join the
+O(commits) rows with the store on its own. ``Positions.match`` does it once: the commits
+reduced to one row per (group, topic, partition), full outer joined with the store, kept for
+the batch (``persist``; ``release`` when the batch is done). The three are then filters and
+small aggregations of that one table, each giving exactly what its own join gave.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from spark_purge.policy.groups import no_members
+from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, GROUP_OFFSETS, VANISHED_STATE
+
+KEY = ["group_id", "topic", "partition"]
+
+
+def _external() -> Column:
+    return F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False))
+
+
+@dataclass(frozen=True)
+class Positions:
+    """The snapshot's positions (>= 0) matched with the store's, one row per key on either side.
+
+    ``matched`` columns: the key; ``live`` (the snapshot has a position there, Kafka or external);
+    ``k_offset`` / ``k_type`` (the lowest Kafka position and its group's type; null: no Kafka
+    position); ``k_no_members`` (every Kafka row of the key has surely no members);
+    ``x_present`` (an external consumer has a position there); ``s_offset`` / ``s_time`` /
+    ``s_type`` / ``s_topic_id`` (the store's row; null: not remembered).
+    """
+
+    matched: DataFrame
+    partitions: DataFrame | None  # the snapshot's PARTITION_STATE (None: topic ids unknown)
+
+    @classmethod
+    def match(cls, partitions: DataFrame | None, groups: DataFrame, store: DataFrame, keep: bool = True) -> Positions:
+        """Match ``groups`` (``GROUP_OFFSETS``) with ``store`` (``PROGRESS_STORE``; a table
+        without ``group_type`` / ``topic_id`` reads them as null); persisted until ``release``
+        (``keep``; otherwise left lazy, for a single use).
+        ``partitions`` (``PARTITION_STATE``) is needed by ``vanished`` and ``staleness``; without
+        it, ``changed`` gives every position a null topic id."""
+        external = _external()
+        live = (
+            groups.where(F.col("committed_offset") >= 0)
+            .groupBy(*KEY)
+            .agg(
+                F.min(F.when(~external, F.col("committed_offset"))).alias("k_offset"),
+                F.max(F.when(~external, F.col("group_type"))).alias("k_type"),
+                F.bool_and(F.when(~external, no_members(F.col("group_state"), F.col("group_type"), F.col("member_count")))).alias(
+                    "k_no_members"
+                ),
+                F.bool_or(external).alias("x_present"),
+            )
+            .withColumn("live", F.lit(True))
+        )
+        s_type = F.col("group_type") if "group_type" in store.columns else F.lit(None).cast("string")
+        s_topic_id = F.col("topic_id") if "topic_id" in store.columns else F.lit(None).cast("string")
+        stored = store.where(F.col("committed_offset") >= 0).select(
+            *KEY,
+            F.col("committed_offset").alias("s_offset"),
+            F.col("last_progress_time").alias("s_time"),
+            s_type.alias("s_type"),
+            s_topic_id.alias("s_topic_id"),
+        )
+        matched = live.join(stored, KEY, "full_outer").withColumn("live", F.coalesce(F.col("live"), F.lit(False)))
+        return cls(matched.persist() if keep else matched, partitions)
+
+    def release(self) -> None:
+        self.matched.unpersist()
+
+    def _on_snapshot(self) -> DataFrame:
+        """``matched`` joined with its partition's ``snapshot_id``, ``snapshot_time`` and
+        ``topic_id`` (inner: keys on partitions the snapshot lacks drop out)."""
+        if self.partitions is None:
+            raise ValueError("Positions.vanished needs the snapshot's partitions")
+        keys = self.partitions.select("snapshot_id", "snapshot_time", "topic", "partition", "topic_id")
+        return self.matched.join(F.broadcast(keys), ["topic", "partition"], "inner")
+
+    def vanished(self, unreadable: Iterable[str] = ()) -> DataFrame:
+        """``GROUP_OFFSETS`` rows, ``Vanished``, for the remembered positions the snapshot lacks
+        (as ``vanished.vanished_rows``: not for unreadable groups, not for positions seen on
+        another incarnation of the topic)."""
+        gone = self._on_snapshot().where(~F.col("live") & F.col("s_offset").isNotNull())
+        skip = sorted(set(unreadable))
+        if skip:
+            gone = gone.where(~F.col("group_id").isin(skip))
+        gone = gone.where(F.col("s_topic_id").isNull() | F.col("topic_id").isNull() | (F.col("s_topic_id") == F.col("topic_id")))
+        columns = {
+            "snapshot_id": F.col("snapshot_id"),
+            "snapshot_time": F.col("snapshot_time"),
+            "group_id": F.col("group_id"),
+            "group_state": F.lit(VANISHED_STATE),
+            "group_type": F.col("s_type"),
+            "member_count": F.lit(0),
+            "topic": F.col("topic"),
+            "partition": F.col("partition"),
+            "committed_offset": F.col("s_offset"),
+            "commit_metadata": F.lit(None),
+            "committed_leader_epoch": F.lit(None),  # a remembered position carries no epoch to check
+            "epoch_end_offset": F.lit(None),
+        }
+        return gone.select(*[columns[f.name].cast(f.dataType).alias(f.name) for f in GROUP_OFFSETS.fields])
+
+    def staleness(self, unreadable: Iterable[str] = ()) -> DataFrame:
+        """Per group (``group_id``, ``stale_candidate``, ``last_progress``) over the snapshot's
+        positions plus ``vanished(unreadable)``: a candidate surely has no members and every
+        position it has is one the store knows at that offset; ``last_progress`` is the latest
+        time the store saw one of them move (see the policy package docstring)."""
+        # Kafka positions: known when the store has the same offset.
+        kafka = self.matched.where(F.col("k_offset").isNotNull()).select(
+            "group_id",
+            F.col("k_no_members").alias("no_members"),
+            F.coalesce(F.col("s_offset") == F.col("k_offset"), F.lit(False)).alias("known"),
+            F.col("s_time").alias("p_time"),
+        )
+        # External positions: never stale (and a Kafka group of the same name is not either).
+        external = self.matched.where(F.col("x_present")).select(
+            "group_id", F.lit(False).alias("no_members"), F.lit(False).alias("known"), F.lit(None).cast("timestamp").alias("p_time")
+        )
+        # Vanished rows: no members, at the remembered offset (known), since its time.
+        gone = (
+            self.vanished(unreadable)
+            .select(*KEY)
+            .join(self.matched.select(*KEY, "s_time"), KEY)
+            .select("group_id", F.lit(True).alias("no_members"), F.lit(True).alias("known"), F.col("s_time").alias("p_time"))
+        )
+        return kafka.unionByName(external).unionByName(gone).groupBy("group_id").agg(
+            (F.bool_and("no_members") & F.bool_and("known")).alias("stale_candidate"),
+            F.max("p_time").alias("last_progress"),
+        )
+
+    def changed(self, now: datetime) -> DataFrame:
+        """The Kafka positions to write to the store at ``now`` (``PROGRESS_STORE`` columns):
+        new keys, moved offsets, a newly known group type, or another topic id (as
+        ``ProgressStore.update`` finds them). Keys on partitions the snapshot lacks keep none."""
+        seen = self.matched.where(F.col("k_offset").isNotNull())
+        if self.partitions is None:
+            seen = seen.withColumn("topic_id", F.lit(None).cast("string"))
+        else:
+            seen = seen.join(F.broadcast(self.partitions.select("topic", "partition", "topic_id")), ["topic", "partition"], "left")
+        moved = (
+            F.col("s_offset").isNull()
+            | (F.col("s_offset") != F.col("k_offset"))
+            | (F.col("k_type").isNotNull() & ~F.col("k_type").eqNullSafe(F.col("s_type")))
+            | (F.col("topic_id").isNotNull() & ~F.col("topic_id").eqNullSafe(F.col("s_topic_id")))
+        )
+        return seen.where(moved).select(
+            *KEY,
+            F.col("k_offset").alias("committed_offset"),
+            F.lit(now).cast("timestamp").alias("last_progress_time"),
+            F.col("k_type").alias("group_type"),
+            "topic_id",
+        )
+
+
+__all__ = ["Positions"]
