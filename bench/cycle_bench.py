@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,7 +50,7 @@ from kafka import KafkaProducer
 from spark_purge.testing import workload
 from spark_purge.testing.cluster import LocalKafka
 
-PHASES = ("snapshot+source", "plan", "intents", "delete", "outcomes", "progress", "history")
+PHASES = ("snapshot+source", "lease", "plan", "plan: rules", "plan: rows", "intents", "delete", "outcomes", "progress", "history")
 
 
 # ---- /proc ----------------------------------------------------------------------------------
@@ -232,6 +232,25 @@ class Phases:
                 self.jobs[name].append(0)
             self.jobs[name][self.cycle] = len(tracker.getJobIdsForGroup(self._group(name)))
 
+    def call_sites(self) -> dict[str, list[tuple[str, float]]]:
+        """Per phase, (call site, seconds) of every Spark job of the current cycle (the call site
+        is its first stage's name; the time is from Spark's status store)."""
+        tracker = self.spark.sparkContext.statusTracker()
+        store = self.spark.sparkContext._jsc.sc().statusStore()  # type: ignore[union-attr]
+        found: dict[str, list[tuple[str, float]]] = {}
+        for name in PHASES:
+            sites = []
+            for job in sorted(tracker.getJobIdsForGroup(self._group(name))):
+                info = tracker.getJobInfo(job)
+                stages = sorted(info.stageIds) if info is not None else []
+                stage = tracker.getStageInfo(stages[0]) if stages else None
+                data = store.job(job)
+                start, end = data.submissionTime(), data.completionTime()
+                took = (end.get().getTime() - start.get().getTime()) / 1000 if start.isDefined() and end.isDefined() else 0.0
+                sites.append((stage.name if stage is not None else f"job {job}", took))
+            found[name] = sites
+        return found
+
     def wrap(self, owner: Any, method: str, name: str | Callable[..., str]) -> None:
         original = getattr(owner, method)
         phases = self
@@ -245,17 +264,27 @@ class Phases:
 
 
 def instrument(phases: Phases) -> None:
+    from spark_purge import pipeline as pipeline_module
     from spark_purge.audit import AuditSink, ProgressStore
     from spark_purge.history import AppendHistory
     from spark_purge.kafka.client import KafkaPythonClient
+    from spark_purge.lease import PurgerLease
     from spark_purge.pipeline import PurgePipeline
+    from spark_purge.policy import plan as plan_module
 
     # The batch itself is "plan": what its nested phases leave (planning, the plan rows to the
     # driver, the batch's audit lookups).
     phases.wrap(PurgePipeline, "process_batch", "plan")
-    phases.wrap(AuditSink, "write", lambda self, rows, kind, batch_id: "intents" if kind == "intent" else "outcomes")
+    phases.wrap(AuditSink, "write", lambda self, rows, kind, batch_id, **_: {"intent": "intents", "lease": "lease"}.get(kind, "outcomes"))
     phases.wrap(KafkaPythonClient, "delete_records", "delete")
     phases.wrap(ProgressStore, "update", "progress")
+    phases.wrap(ProgressStore, "apply", "progress")
+    phases.wrap(PurgerLease, "keep", "lease")
+    phases.wrap(PurgerLease, "renew", "lease")
+    # Inside the plan: resolving the topics' rules (a collect of topic and group names) and
+    # the plan's rows to the driver (the query that runs the policy).
+    phases.wrap(plan_module, "_selected_topic_rules", "plan: rules")
+    phases.wrap(pipeline_module, "collect_rows", "plan: rows")
     phases.wrap(AppendHistory, "update", "history")
 
 
@@ -282,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=4, help="purge cycles (the first warms up and is not summarised)")
     ap.add_argument("--min-retention", default="0s", help="the rule's min_retention (non-zero adds the append history)")
     ap.add_argument("--heap", default="3g", help="broker heap")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the purge's session (repeatable)")
+    ap.add_argument("--jobs", action="store_true", help="list the last cycle's Spark jobs by call site, per phase")
     ap.add_argument("--processes", action="store_true", help="also time `spark-purge plan` and a one-shot `spark-purge run`")
     args = ap.parse_args(argv)
     if args.records < args.cycles + 2:
@@ -306,21 +337,34 @@ def main(argv: list[str] | None = None) -> int:
         config["defaults"]["min_retention"] = args.min_retention
         config_file = tmp / "purge.yaml"
         config_file.write_text(yaml.safe_dump(config))
-        figures = cycles(cluster, config_file, assignments, args.cycles, tmp)
+        conf = dict(item.split("=", 1) for item in args.conf)
+        figures = cycles(cluster, config_file, assignments, args.cycles, tmp, conf)
         report(args, n_commits, figures)
+        if args.jobs:
+            print("\nSpark jobs of the last cycle, by call site:")
+            for name, found in figures["sites"].items():
+                count: Counter[str] = Counter()
+                seconds: dict[str, float] = defaultdict(float)
+                for site, took in found:
+                    count[site] += 1
+                    seconds[site] += took
+                for site in sorted(count):
+                    print(f"  {name:<16} {count[site]:>3} x {seconds[site]:5.2f}s  {site}")
         if args.processes:
             time_processes(config_file)
     return 0
 
 
-def cycles(cluster: LocalKafka, config_file: Path, assignments: dict[str, list[tuple[str, int]]], n: int, tmp: Path) -> dict[str, Any]:
+def cycles(
+    cluster: LocalKafka, config_file: Path, assignments: dict[str, list[tuple[str, int]]], n: int, tmp: Path, conf: dict[str, str]
+) -> dict[str, Any]:
     from spark_purge.config import load
     from spark_purge.kafka import SnapshotRequest, open_client
     from spark_purge.pipeline import read_snapshot
     from spark_purge.session import get_spark
 
     cfg = load(config_file)
-    spark = get_spark("cycle-bench", master="local[2]")
+    spark = get_spark("cycle-bench", master="local[2]", conf=conf)
     jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[attr-defined]
     phases = Phases(spark)
     instrument(phases)
@@ -329,6 +373,7 @@ def cycles(cluster: LocalKafka, config_file: Path, assignments: dict[str, list[t
     cycle_s: list[float] = []
     cpu_s: list[float] = []
     delta_commits: list[int] = []
+    sites: dict[str, list[str]] = {}
     client = open_client(cfg)
     with RssSampler(jvm_pid) as rss:
         try:
@@ -347,6 +392,7 @@ def cycles(cluster: LocalKafka, config_file: Path, assignments: dict[str, list[t
                 cycle_s.append(time.perf_counter() - t0)
                 cpu_s.append(cpu_seconds(jvm_pid) - cpu0)
                 phases.count_jobs()
+                sites = phases.call_sites()
                 delta_commits.append(sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir()) - before)
                 starts = {(p.topic, p.partition): p.log_start_offset for p in client.snapshot(SnapshotRequest(include_groups=False)).partitions}
                 t0 = time.perf_counter()
@@ -358,7 +404,7 @@ def cycles(cluster: LocalKafka, config_file: Path, assignments: dict[str, list[t
             client.close()
             pipeline.close()
     spark.stop()
-    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "rss": dict(rss.peak)}
+    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "rss": dict(rss.peak), "sites": sites}
 
 
 def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) -> None:

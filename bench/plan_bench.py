@@ -1,0 +1,137 @@
+"""Plan-only benchmark (issue 12): the planner and the progress store at scale, without Kafka.
+
+    ./dev.sh py bench/plan_bench.py --partitions 1000 --groups 1000
+    ./dev.sh py bench/plan_bench.py --partitions 30000 --groups 30000 --cycles 3
+
+``bench/cycle_bench.py`` measures a whole cycle on a real broker; this one isolates the Spark
+side so it can go further than a local broker holds (30k x 30k) and be run in a loop while the
+plan changes. A synthetic ``ClusterSnapshot`` of the cycle bench's shape (topics of
+``--per-topic`` partitions; group *i* commits on every partition of topic *i* mod #topics, all
+classic groups with members) is built with the ``kafka_state`` source's own Arrow builder
+(``source.snapshot_batch``) and cached in Spark; each cycle every commit advances by one (as
+the cycle bench's consumers do), then it runs what a batch runs of the plan: ``Planner.plan``
+against a real Delta progress store, the plan rows to the driver (``pipeline.collect_rows``),
+and the store's update from the plan (``ProgressStore.apply``). The first cycle creates the
+store and is left out of the summary.
+
+Prints per step min / median seconds and Spark jobs, and the plan rows per second. Not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyarrow as pa
+import yaml
+
+
+def synthetic(partitions: int, groups: int, per_topic: int, advance: int, now_ms: int):  # type: ignore[no-untyped-def]
+    from spark_purge.kafka.model import ClusterSnapshot, GroupCommit, PartitionState
+
+    topics = [f"t{t:05d}" for t in range((partitions + per_topic - 1) // per_topic)]
+    parts = tuple(
+        PartitionState(topic, p, 1, (1,), (1,), 0, 1_000_000, 1_000_000, False, "delete", None, None, topic_id=f"id-{topic}")
+        for i, topic in enumerate(topics)
+        for p in range(min(per_topic, partitions - i * per_topic))
+    )
+    counts = {t: min(per_topic, partitions - i * per_topic) for i, t in enumerate(topics)}
+    commits = tuple(
+        GroupCommit(f"g{g:05d}", "Stable", "classic", 1, topic, p, 1000 + advance + g % 97, None)
+        for g in range(groups)
+        for topic in [topics[g % len(topics)]]
+        for p in range(counts[topic])
+    )
+    return ClusterSnapshot(f"snap-{advance}", now_ms, parts, commits)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--groups", type=int, default=1000)
+    ap.add_argument("--per-topic", type=int, default=50)
+    ap.add_argument("--cycles", type=int, default=4)
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    args = ap.parse_args(argv)
+
+    from spark_purge.config import load
+    from spark_purge.pipeline import collect_rows, progress_store
+    from spark_purge.planner import Planner
+    from spark_purge.session import get_spark
+    from spark_purge.source import snapshot_batch
+    from spark_purge.testing import workload
+
+    spark = get_spark("plan-bench", master="local[2]", conf=dict(c.split("=", 1) for c in args.conf))
+    seconds: dict[str, list[float]] = {"snapshot": [], "plan": [], "rows": [], "progress": []}
+    jobs: dict[str, list[int]] = {k: [] for k in seconds}
+    tracker = spark.sparkContext.statusTracker()
+    with tempfile.TemporaryDirectory(prefix="plan-bench-") as tmp_s:
+        tmp = Path(tmp_s)
+        config = workload.purge_config_dict(tmp, "127.0.0.1:9", "t.*", None)
+        config["defaults"]["min_retention"] = "0s"
+        config_file = tmp / "purge.yaml"
+        config_file.write_text(yaml.safe_dump(config))
+        cfg = load(config_file)
+        store = progress_store(spark, str(tmp / "checkpoint"), app_id="plan-bench")
+        planner = Planner(cfg, lambda _: {}, store.read_if_exists)
+        n_commits = 0
+
+        def step(name: str, cycle: int):  # type: ignore[no-untyped-def]
+            class Step:
+                def __enter__(self) -> None:
+                    spark.sparkContext.setJobGroup(f"plan-bench-{cycle}-{name}", name)
+                    self.t0 = time.perf_counter()
+
+                def __exit__(self, *exc: object) -> None:
+                    seconds[name].append(time.perf_counter() - self.t0)
+                    jobs[name].append(len(tracker.getJobIdsForGroup(f"plan-bench-{cycle}-{name}")))
+
+            return Step()
+
+        for c in range(args.cycles):
+            now = datetime.now(timezone.utc)
+            snap = synthetic(args.partitions, args.groups, args.per_topic, c, int(now.timestamp() * 1000))
+            n_commits = len(snap.commits)
+            with step("snapshot", c):
+                batch = snapshot_batch(snap, "snapshot")
+                df = spark.createDataFrame(pa.Table.from_batches([batch])).persist()
+                df.count()
+            with step("plan", c):
+                plan = planner.plan(df)
+                assert plan is not None
+            with step("rows", c):
+                rows = collect_rows(plan.rows)
+            with step("progress", c):
+                positions = getattr(plan, "positions", None)  # None on code before Positions (a baseline)
+                if positions is not None:
+                    store.apply(positions.changed(plan.planned_at), c)
+                else:
+                    from spark_purge.policy import split_snapshot
+
+                    parts, groups = split_snapshot(df)
+                    store.update(groups, plan.planned_at, c, parts)
+            if hasattr(plan, "release"):
+                plan.release()
+            df.unpersist()
+            took = sum(seconds[k][-1] for k in seconds)
+            print(f"cycle {c}: {took:.2f}s ({len(rows)} plan rows, {sum(r['actionable'] for r in rows)} actionable)", flush=True)
+    spark.stop()
+    keep = slice(1, None) if args.cycles > 1 else slice(None)
+    print(f"\n{args.partitions} partitions x {args.groups} groups ({n_commits} commits), steady-state cycles {len(seconds['plan'][keep])}")
+    print(f"{'step':<10} {'min / median s':>16}  jobs")
+    for name, values in seconds.items():
+        v = values[keep]
+        print(f"{name:<10} {min(v):7.2f} / {statistics.median(v):6.2f}  {statistics.median(jobs[name][keep]):4}")
+    total = [sum(seconds[k][i] for k in seconds) for i in range(len(seconds["plan"]))][keep]
+    print(f"{'total':<10} {min(total):7.2f} / {statistics.median(total):6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
