@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.sql.window import Window
 
 from spark_purge._time import Backoff
@@ -553,7 +553,20 @@ def errors(audit: DataFrame) -> DataFrame:
 PROGRESS_KEY = ("group_id", "topic", "partition")
 _PROGRESS_ADDED = ("group_type", "topic_id")  # string columns added to the table after its first version
 _PROGRESS_TABLES_READY: set[str] = set()  # paths ensure_table() already created/migrated in this process
-COMPACT_EVERY = 100  # batches between compactions of the progress table's small MERGE files
+COMPACT_EVERY = 100  # batches between compactions of the progress table's small files
+LOG_FACTOR = 3  # the progress log is pruned once it holds more rows than this many per key
+PROGRESS_LOG = StructType(list(PROGRESS_STORE.fields) + [StructField("batch_id", LongType(), True)])
+
+
+@dataclass
+class _LogSize:
+    """Rows and keys of a progress log, as this process last knew them."""
+
+    rows: int
+    keys: int
+
+
+_PROGRESS_LOG_SIZE: dict[str, _LogSize] = {}  # path -> the log's size, kept by apply() and prune()
 
 
 @dataclass(frozen=True)
@@ -582,26 +595,35 @@ class ProgressStore(CheckpointTable):
     """A Delta table (``schemas.PROGRESS_STORE``) of every (group, topic, partition) position the
     purge has seen (>= 0), the group's type, and when the position last changed.
 
-    Updated incrementally with a MERGE on the key: new keys are inserted, moved positions
-    updated (their progress time becomes the batch's time), unchanged ones left alone, and **no
-    key is ever dropped** because its group is gone from a snapshot — a group whose offsets Kafka
-    expired keeps holding its last seen position (see ``spark_purge.vanished``). Only an operator
-    removes keys (``forget``). Re-running a batch's MERGE is harmless: the same positions find
-    their keys already at those offsets and change nothing.
+    Kept as a log: each batch **appends** only its new or changed keys (``Positions.changed``
+    gives their final values), tagged with the batch id; a key's newest row (highest batch id)
+    is its position (``read``). No row is rewritten per batch. Once the log holds more than
+    ``LOG_FACTOR`` times as many rows as it has keys, the superseded rows are deleted (one
+    MERGE, which never touches a key's newest row, so an operator's concurrent ``forget``
+    stays forgotten), and every ``COMPACT_EVERY`` batches the small files are compacted.
+    **No key is ever dropped** because its group is gone from a snapshot — a group whose
+    offsets Kafka expired keeps holding its last seen position (see ``spark_purge.vanished``).
+    Only an operator removes keys (``forget``). Re-running a batch's update is harmless: the
+    same positions find their keys already at those offsets and nothing is appended.
     """
 
     app_id: str
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def read(self) -> DataFrame:
-        """The store (``PROGRESS_STORE`` columns; empty when there is no table yet)."""
+        """The store: each key's newest row (``PROGRESS_STORE`` columns; empty when there is no
+        table yet)."""
         df = self._stored()
         if df is None:
             return self.spark.createDataFrame([], PROGRESS_STORE)
         for name in _PROGRESS_ADDED:  # a table written before these columns existed
             if name not in df.columns:
                 df = df.withColumn(name, F.lit(None).cast("string"))
-        return df.select(*PROGRESS_STORE.fieldNames())
+        if "batch_id" not in df.columns:  # a table written before it was a log: one row per key
+            return df.select(*PROGRESS_STORE.fieldNames())
+        values = [c for c in PROGRESS_STORE.fieldNames() if c not in PROGRESS_KEY]
+        newest = F.max_by(F.struct(*values), F.struct(F.coalesce(F.col("batch_id"), F.lit(-1)), F.col("last_progress_time")))
+        return df.groupBy(*PROGRESS_KEY).agg(newest.alias("v")).select(*PROGRESS_KEY, *[F.col(f"v.{c}").alias(c) for c in values])
 
     def read_if_exists(self) -> DataFrame | None:
         """``read()``, or None before the first batch wrote the table (nothing remembered yet:
@@ -609,17 +631,20 @@ class ProgressStore(CheckpointTable):
         return self.read() if self.exists() else None
 
     def ensure_table(self) -> None:
-        """Create the table if needed; add ``group_type`` / ``topic_id`` to a table written before they existed."""
+        """Create the table if needed; add ``group_type`` / ``topic_id`` / ``batch_id`` to a table
+        written before they existed."""
         from delta.tables import DeltaTable
 
         if self.path in _PROGRESS_TABLES_READY and self.exists():
             return
         try:
-            DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(PROGRESS_STORE).execute()
+            DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(PROGRESS_LOG).execute()
             columns = self.spark.read.format("delta").load(self.path).columns
             for name in _PROGRESS_ADDED:
                 if name not in columns:
                     self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS ({name} STRING)")
+            if "batch_id" not in columns:
+                self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS (batch_id BIGINT)")
             _PROGRESS_TABLES_READY.add(self.path)
         except Exception as exc:
             raise AuditError(f"cannot create the group progress table at {self.path}: {exc}") from exc
@@ -643,40 +668,50 @@ class ProgressStore(CheckpointTable):
             positions.release()
 
     def apply(self, changed: DataFrame, batch_id: int) -> None:
-        """Write ``changed`` (``Positions.changed``: new or moved keys only) with a MERGE, none
-        when it is empty (in a steady state, no Delta commit per batch); compact the table's
-        small files every ``COMPACT_EVERY`` batches."""
+        """Append ``changed`` (``Positions.changed``: new or changed keys only, with their final
+        values) as batch ``batch_id``'s rows; nothing when it is empty (in a steady state, no
+        Delta commit per batch). Then prune superseded rows when the log has grown past
+        ``LOG_FACTOR`` rows per key, and compact small files every ``COMPACT_EVERY`` batches."""
         self.ensure_table()
-        if not changed.isEmpty():
-            self._merge(changed, batch_id)
+        rows = changed.count()
+        if rows:
+            self._retry(
+                f"progress append for batch {batch_id}",
+                lambda: changed.select(*PROGRESS_STORE.fieldNames(), F.lit(batch_id).cast("long").alias("batch_id"))
+                .write.format("delta").mode("append").save(self.path),
+            )
+            size = _PROGRESS_LOG_SIZE.get(self.path)
+            if size is None:  # the first append of this process: count the log once
+                size = _PROGRESS_LOG_SIZE[self.path] = self._log_size()
+            else:
+                size.rows += rows
+            if size.rows > LOG_FACTOR * max(size.keys, 1):
+                self.prune(batch_id)
         if batch_id % COMPACT_EVERY == COMPACT_EVERY - 1:
             self.compact()
 
-    def _merge(self, changed: DataFrame, batch_id: int) -> None:
+    def _log_size(self) -> _LogSize:
+        stored = self._stored()
+        if stored is None:
+            return _LogSize(0, 0)
+        return _LogSize(rows=stored.count(), keys=stored.select(*PROGRESS_KEY).distinct().count())
+
+    def prune(self, batch_id: int) -> None:
+        """Delete every row a newer row of its key supersedes (a MERGE that only matches rows
+        with a lower batch id than their key's newest: a key's newest row is never deleted)."""
         from delta.tables import DeltaTable
 
-        on = " AND ".join(f"t.{k} = s.{k}" for k in PROGRESS_KEY)
-        moved: dict[str, str | Column] = {
-            "committed_offset": "s.committed_offset", "last_progress_time": "s.last_progress_time", "group_type": "s.group_type",
-            "topic_id": "coalesce(s.topic_id, t.topic_id)",
-        }
-        # A new incarnation of the topic (another id): its position is new, whatever the offset.
-        recreated = "s.topic_id IS NOT NULL AND t.topic_id IS NOT NULL AND s.topic_id <> t.topic_id"
+        stored = self._stored()
+        if stored is None or "batch_id" not in stored.columns:
+            return
+        batch = F.coalesce(F.col("batch_id"), F.lit(-1))
+        newest = stored.groupBy(*PROGRESS_KEY).agg(F.max(batch).alias("newest"), F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
+        on = " AND ".join(f"t.{k} = s.{k}" for k in PROGRESS_KEY) + " AND coalesce(t.batch_id, -1) < s.newest"
         self._retry(
-            f"progress merge for batch {batch_id}",
-            lambda: (
-                DeltaTable.forPath(self.spark, self.path)
-                .alias("t")
-                .merge(changed.alias("s"), on)
-                .whenMatchedUpdate(condition=f"t.committed_offset <> s.committed_offset OR ({recreated})", set=moved)
-                .whenMatchedUpdate(
-                    condition="(s.group_type IS NOT NULL AND NOT (t.group_type <=> s.group_type)) OR (s.topic_id IS NOT NULL AND t.topic_id IS NULL)",
-                    set={"group_type": "coalesce(s.group_type, t.group_type)", "topic_id": "coalesce(s.topic_id, t.topic_id)"},
-                )
-                .whenNotMatchedInsertAll()
-                .execute()
-            ),
+            f"progress log pruning at batch {batch_id}",
+            lambda: DeltaTable.forPath(self.spark, self.path).alias("t").merge(newest.alias("s"), on).whenMatchedDelete().execute(),
         )
+        _PROGRESS_LOG_SIZE[self.path] = self._log_size()
 
     def compact(self) -> None:
         """Rewrite the MERGEs' small files into few (a failure only costs read speed)."""

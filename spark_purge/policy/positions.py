@@ -87,15 +87,20 @@ class Positions:
         keys = self.partitions.select("snapshot_id", "snapshot_time", "topic", "partition", "topic_id")
         return self.matched.join(F.broadcast(keys), ["topic", "partition"], "inner")
 
-    def vanished(self, unreadable: Iterable[str] = ()) -> DataFrame:
-        """``GROUP_OFFSETS`` rows, ``Vanished``, for the remembered positions the snapshot lacks
-        (as ``vanished.vanished_rows``: not for unreadable groups, not for positions seen on
-        another incarnation of the topic)."""
+    def _gone(self, unreadable: Iterable[str]) -> DataFrame:
+        """The remembered positions the snapshot lacks, on its partitions: not of unreadable
+        groups (unknown is not vanished), not seen on another incarnation of the topic (unknown
+        ids on either side: it holds)."""
         gone = self._on_snapshot().where(~F.col("live") & F.col("s_offset").isNotNull())
         skip = sorted(set(unreadable))
         if skip:
             gone = gone.where(~F.col("group_id").isin(skip))
-        gone = gone.where(F.col("s_topic_id").isNull() | F.col("topic_id").isNull() | (F.col("s_topic_id") == F.col("topic_id")))
+        return gone.where(F.col("s_topic_id").isNull() | F.col("topic_id").isNull() | (F.col("s_topic_id") == F.col("topic_id")))
+
+    def vanished(self, unreadable: Iterable[str] = ()) -> DataFrame:
+        """``GROUP_OFFSETS`` rows, ``Vanished``, for the remembered positions the snapshot lacks
+        (see ``spark_purge.vanished``)."""
+        gone = self._gone(unreadable)
         columns = {
             "snapshot_id": F.col("snapshot_id"),
             "snapshot_time": F.col("snapshot_time"),
@@ -129,11 +134,8 @@ class Positions:
             "group_id", F.lit(False).alias("no_members"), F.lit(False).alias("known"), F.lit(None).cast("timestamp").alias("p_time")
         )
         # Vanished rows: no members, at the remembered offset (known), since its time.
-        gone = (
-            self.vanished(unreadable)
-            .select(*KEY)
-            .join(self.matched.select(*KEY, "s_time"), KEY)
-            .select("group_id", F.lit(True).alias("no_members"), F.lit(True).alias("known"), F.col("s_time").alias("p_time"))
+        gone = self._gone(unreadable).select(
+            "group_id", F.lit(True).alias("no_members"), F.lit(True).alias("known"), F.col("s_time").alias("p_time")
         )
         return kafka.unionByName(external).unionByName(gone).groupBy("group_id").agg(
             (F.bool_and("no_members") & F.bool_and("known")).alias("stale_candidate"),
@@ -141,26 +143,28 @@ class Positions:
         )
 
     def changed(self, now: datetime) -> DataFrame:
-        """The Kafka positions to write to the store at ``now`` (``PROGRESS_STORE`` columns):
-        new keys, moved offsets, a newly known group type, or another topic id (as
-        ``ProgressStore.update`` finds them). Keys on partitions the snapshot lacks keep none."""
+        """The Kafka positions the store must record at ``now`` (``PROGRESS_STORE`` columns), with
+        the values the store keeps for them from now on: a new key, or a moved offset, or a
+        position on another incarnation of the topic (another topic id) is progress at ``now``;
+        a newly known group type or topic id alone changes only those (the progress time and
+        offset stay). Unchanged keys are left out. Keys on partitions the snapshot lacks keep
+        a null topic id."""
         seen = self.matched.where(F.col("k_offset").isNotNull())
         if self.partitions is None:
             seen = seen.withColumn("topic_id", F.lit(None).cast("string"))
         else:
             seen = seen.join(F.broadcast(self.partitions.select("topic", "partition", "topic_id")), ["topic", "partition"], "left")
-        moved = (
-            F.col("s_offset").isNull()
-            | (F.col("s_offset") != F.col("k_offset"))
-            | (F.col("k_type").isNotNull() & ~F.col("k_type").eqNullSafe(F.col("s_type")))
-            | (F.col("topic_id").isNotNull() & ~F.col("topic_id").eqNullSafe(F.col("s_topic_id")))
+        recreated = F.col("topic_id").isNotNull() & F.col("s_topic_id").isNotNull() & (F.col("topic_id") != F.col("s_topic_id"))
+        moved = F.col("s_offset").isNull() | (F.col("s_offset") != F.col("k_offset")) | recreated
+        retyped = (F.col("k_type").isNotNull() & ~F.col("k_type").eqNullSafe(F.col("s_type"))) | (
+            F.col("topic_id").isNotNull() & F.col("s_topic_id").isNull()
         )
-        return seen.where(moved).select(
+        return seen.where(moved | retyped).select(
             *KEY,
             F.col("k_offset").alias("committed_offset"),
-            F.lit(now).cast("timestamp").alias("last_progress_time"),
-            F.col("k_type").alias("group_type"),
-            "topic_id",
+            F.when(moved, F.lit(now).cast("timestamp")).otherwise(F.col("s_time")).alias("last_progress_time"),
+            F.when(moved, F.col("k_type")).otherwise(F.coalesce(F.col("k_type"), F.col("s_type"))).alias("group_type"),
+            F.coalesce(F.col("topic_id"), F.col("s_topic_id")).alias("topic_id"),
         )
 
 

@@ -95,3 +95,34 @@ def test_positions_carry_the_topic_id_and_a_new_incarnation_is_new_progress(spar
     # The topic was recreated and the group committed 10 again there: a new position.
     store.update(groups(spark, [("a", "t", 0, 10, "classic")]), T2, 2, parts("id-2"))
     assert ids() == {("a", "t", 0): (10, T2, "id-2")}
+
+
+def test_the_log_appends_changed_keys_only_and_pruning_keeps_each_keys_newest_row(
+    spark: SparkSession, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from spark_purge import audit
+
+    monkeypatch.setattr(audit, "LOG_FACTOR", 2)
+    path = str(tmp_path / "progress")
+    store = ProgressStore(spark, path, app_id="q")
+
+    def raw() -> list[tuple[str, int, int | None]]:
+        rows = spark.read.format("delta").load(path).collect()
+        return sorted((r["group_id"], r["committed_offset"], r["batch_id"]) for r in rows)
+
+    store.update(groups(spark, [("a", "t", 0, 1, "classic"), ("b", "t", 0, 5, "classic")]), T0, 0)
+    store.update(groups(spark, [("a", "t", 0, 2, "classic"), ("b", "t", 0, 5, "classic")]), T1, 1)  # only a moved
+    assert raw() == [("a", 1, 0), ("a", 2, 1), ("b", 5, 0)]  # appended, nothing rewritten
+    assert content(store) == {("a", "t", 0): (2, T1, "classic"), ("b", "t", 0): (5, T0, "classic")}
+
+    # a moves twice more: 5 rows for 2 keys > LOG_FACTOR x 2: the superseded rows go.
+    store.update(groups(spark, [("a", "t", 0, 3, "classic")]), T2, 2)
+    assert raw() == [("a", 1, 0), ("a", 2, 1), ("a", 3, 2), ("b", 5, 0)]
+    store.update(groups(spark, [("a", "t", 0, 4, "classic")]), T2 + timedelta(minutes=5), 3)
+    assert raw() == [("a", 4, 3), ("b", 5, 0)]
+    assert content(store) == {("a", "t", 0): (4, T2 + timedelta(minutes=5), "classic"), ("b", "t", 0): (5, T0, "classic")}
+
+    # forget-group removes every row of a key, superseded ones included.
+    store.update(groups(spark, [("a", "t", 0, 6, "classic")]), T2 + timedelta(minutes=9), 4)
+    store.remove(store.remembered("a"))
+    assert raw() == [("b", 5, 0)]
