@@ -711,7 +711,9 @@ class ProgressStore(CheckpointTable):
             f"progress log pruning at batch {batch_id}",
             lambda: DeltaTable.forPath(self.spark, self.path).alias("t").merge(newest.alias("s"), on).whenMatchedDelete().execute(),
         )
-        _PROGRESS_LOG_SIZE[self.path] = self._log_size()
+        pruned = self._stored()
+        keys = 0 if pruned is None else pruned.count()  # one row per key is left
+        _PROGRESS_LOG_SIZE[self.path] = _LogSize(rows=keys, keys=keys)
 
     def compact(self) -> None:
         """Rewrite the MERGEs' small files into few (a failure only costs read speed)."""

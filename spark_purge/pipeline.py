@@ -52,7 +52,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, Row, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location, lease_row
@@ -71,7 +70,6 @@ from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from spark_purge.retirement import RegistryTracker, RetirementRegistry
 from spark_purge.runner import AuditWriter, BatchResult, BatchRunner, PurgeClient
-from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
 from spark_purge.tiering import TieringTable
 from spark_purge.vanished import retention_warning
 
@@ -375,9 +373,8 @@ class PurgePipeline:
         partitions, groups = split_snapshot(snapshot)
         if plan.positions is not None:
             self.progress.apply(plan.positions.changed(plan.planned_at), batch_id)
-        else:  # the store's first batch
-            kafka_groups = groups.where(~F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)))
-            self.progress.update(kafka_groups, plan.planned_at, batch_id, partitions)
+        else:  # the store's first batch (Positions keeps external consumers' rows out of it)
+            self.progress.update(groups, plan.planned_at, batch_id, partitions)
         self._record_history(partitions, batch_id)
 
     def _done(self, result: BatchResult) -> BatchResult:
