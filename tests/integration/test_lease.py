@@ -7,7 +7,7 @@ import re
 import signal
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +177,29 @@ def _held_by(table: LeaseTable, purger_id: str, pid: int) -> Any:
     state = table.current(purger_id)
     assert state is not None and f"pid={pid}" in state.holder and state.generation == 1, state
     return state
+
+
+def test_a_lease_check_reads_the_table_only_when_its_delta_version_moved(spark: SparkSession, tmp_path: Path) -> None:
+    """The lease check's read-through (``deltalog.table_version``): an unchanged table answers
+    from what was read at its version, with no Spark job; a row another job appended (a new
+    version) is read at the very next check, so a takeover is never hidden."""
+    from spark_purge.deltalog import table_version
+
+    path = str(tmp_path / "leases")
+    mine = PurgerLease(LeaseTable(spark, path), "cache-check", "run-a", "fp", ttl_ms=60_000, wait_ms=0)
+    assert mine.acquire().generation == 1
+    version = table_version(spark, path)
+    assert version is not None and version >= 0
+    tracker = spark.sparkContext._jsc.sc().statusStore()
+    jobs_before = tracker.jobsList(None).size()
+    assert mine.check("unchanged").run_id == "run-a"
+    assert tracker.jobsList(None).size() == jobs_before, "an unchanged lease table was read again"
+    # Another job (its own LeaseTable, as another process would have) takes over: expired by its clock.
+    later = PurgerLease(
+        LeaseTable(spark, path), "cache-check", "run-b", "fp", ttl_ms=60_000, wait_ms=0,
+        clock=lambda: datetime.now(timezone.utc) + timedelta(minutes=5),
+    )
+    assert later.acquire().generation == 2
+    assert table_version(spark, path) == version + 1
+    with pytest.raises(FencedError, match=r"generation 2 held by .* run run-b"):
+        mine.check("after the takeover")
