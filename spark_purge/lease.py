@@ -2,11 +2,13 @@
 
 A job acquires the lease of its ``lease.purger_id`` before its first batch: generation + 1, a
 holder identity (``user@host pid=N``, the pipeline's run id, the config fingerprint) and an
-expiry (``lease.ttl``), renewed right before every DeleteRecords and, at the start of a batch,
-once a third of the TTL has passed since the last renewal (``keep``: an idle stream keeps its
-lease without two Delta commits per batch). A job that finds the lease held and unexpired waits for it to expire (at most
-``lease.wait``), then takes it over; the holder's next renewal finds a newer generation and
-raises ``FencedError``: it sends no DeleteRecords.
+expiry (``lease.ttl``). Right before every DeleteRecords the lease is confirmed (``confirm``):
+renewed once a third of the TTL has passed since the last renewal, otherwise read back (no
+write: at least two thirds of the TTL remain); at the start of a batch it is renewed on the same
+rule (``keep``: an idle stream keeps its lease without two Delta commits per batch). A job
+that finds the lease held and unexpired waits for it to expire (at most ``lease.wait``), then
+takes it over; the holder's next confirmation finds a newer generation and raises
+``FencedError``: it sends no DeleteRecords.
 
 **Store.** A Delta table beside the audit (``<audit.path>_leases``, ``schemas.LEASES``),
 append-only: one row per acquisition, renewal and release. Every write is a compare-and-set
@@ -305,6 +307,18 @@ class PurgerLease:
         if last is None or (self.clock() - last) >= timedelta(milliseconds=self.ttl_ms / 3):
             return self.renew(why).generation
         return generation
+
+    def confirm(self, why: str) -> LeaseState:
+        """The lease confirmed for what must not run under a lost lease (DeleteRecords): renewed
+        (``renew``) once a third of ``ttl`` has passed since the last renewal, otherwise checked
+        (``check``: a read, answered from the last one while the table's Delta version has not
+        moved). Either way it was this job's a moment ago and at least two thirds of ``ttl``
+        remain before anyone may take it over; ``FencedError`` when it was superseded."""
+        self._generation(why)
+        last = self._renewed_at
+        if last is None or (self.clock() - last) >= timedelta(milliseconds=self.ttl_ms / 3):
+            return self.renew(why)
+        return self.check(why)
 
     def check(self, why: str) -> LeaseState:
         """The newest lease row, which must be this job's; else ``FencedError`` naming the holder."""

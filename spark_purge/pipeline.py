@@ -14,7 +14,7 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
    With ``retirement.enable``, the planner also reads the retirement registry
    (``spark_purge.retirement``) and the runner records each reclaim in it (intent first);
 2. runs the plan with a ``runner.BatchRunner``: intents to the Delta audit before any delete,
-   the lease renewed right before DeleteRecords, DeleteRecords batched per leader, one outcome
+   the lease confirmed right before DeleteRecords (``PurgerLease.confirm``), DeleteRecords batched per leader, one outcome
    row per planned partition (exactly once; under the lease's Delta txn ids, so a fenced
    generation's writes are refused). Partitions with an open transaction get their active
    producers named first (``with_producers``: DescribeProducers, ``policy.producers``).
@@ -238,7 +238,7 @@ class PurgePipeline:
         audit: AuditWriter = self.audit if lease is None else FencedAudit(self.audit, lease)
         return BatchRunner(
             audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook,
-            before_delete=None if lease is None else lambda: lease.renew("right before DeleteRecords"),
+            before_delete=None if lease is None else lambda: lease.confirm("right before DeleteRecords"),
             retirements=tracker, transitions=transitions,
         )
 

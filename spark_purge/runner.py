@@ -1,7 +1,7 @@
 """The batch runner: a batch's plan rows -> intents -> DeleteRecords -> outcomes, in the audit.
 
 1. write the actionable rows to the Delta audit as **intents**, before any delete;
-2. renew the purger lease (``before_delete``: a fenced job stops here), re-read which topics are
+2. confirm the purger lease (``before_delete``: a fenced job stops here), re-read which topics are
    having tiered storage disabled (``transitions``: a disablement started since the plan means
    the purge leaves that topic alone, outcome ``skipped``, ``TIERING_TRANSITION``), then send
    DeleteRecords batched per leader, leaders in parallel (the client does the batching);
@@ -98,7 +98,7 @@ class BatchRunner:
     delete_timeout_ms: int
     fault_hook: Callable[[str, int], None] | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
-    # Called right before DeleteRecords is sent (the purger lease's renewal: a fenced job
+    # Called right before DeleteRecords is sent (the purger lease's confirmation: a fenced job
     # raises ``FencedError`` there and sends nothing).
     before_delete: Callable[[], object] | None = None
     retirements: RetirementHooks | None = None

@@ -97,6 +97,25 @@ def test_keep_renews_only_once_a_third_of_the_ttl_has_passed() -> None:
         a.keep("batch 4")  # more than ttl/3 since a's renewal: renews, refused, fenced
 
 
+def test_confirm_renews_after_a_third_of_the_ttl_else_reads_and_is_fenced_by_a_takeover_either_way() -> None:
+    store, clock = MemoryStore(), Clock()
+    a = lease(store, clock, "a", ttl_ms=6000)
+    a.acquire()
+    clock.now += timedelta(seconds=1.9)
+    state = a.confirm("right before DeleteRecords")
+    assert (state.generation, state.run_id, len(store.rows)) == (1, "a", 1)  # a read: no write within ttl/3
+    clock.now += timedelta(seconds=0.1)
+    assert (a.confirm("right before DeleteRecords").event, len(store.rows)) == ("renewed", 2)  # 2 s = ttl/3: renewed
+    # A takeover written behind a's back (an operator's release, then b) within ttl/3 of a's
+    # renewal: the read finds it, a is fenced and sends nothing.
+    release_current(store, "p", clock=lambda: clock.now)
+    b = lease(store, clock, "b", ttl_ms=6000)
+    b.acquire()
+    clock.now += timedelta(seconds=0.5)
+    with pytest.raises(FencedError, match=r"this job's generation 1 \(run a\) is fenced right before DeleteRecords: now generation 2"):
+        a.confirm("right before DeleteRecords")
+
+
 def test_waiting_longer_than_lease_wait_fails_naming_the_holder() -> None:
     store, clock = MemoryStore(), Clock()
     a = lease(store, clock, "a", ttl_ms=60_000)
