@@ -138,6 +138,9 @@ def get_spark(
             .config("spark.ui.showConsoleProgress", "false")
             # Delta's default of 50 snapshot partitions makes every small-table read slow locally.
             .config("spark.databricks.delta.snapshotPartitions", "2")
+            # The batch's snapshot is hashed by (topic, partition) (``pipeline.kept``): joins on
+            # those keys plus a group id may then reuse that partitioning instead of shuffling.
+            .config("spark.sql.requireAllClusterKeysForCoPartition", "false")
         )
         jars = delta_jars(jars_dir)
         more = extra_jars(extra)
