@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from spark_purge.source import snapshot_batch
     from spark_purge.testing import workload
 
+    detached = getattr(pipeline, "detached", None)  # None on code before the store's changes were cut (a baseline)
     keep = getattr(pipeline, "kept", None)  # None on code before the snapshot was cut and hashed (a baseline)
     spark = get_spark("plan-bench", master="local[2]", conf=dict(c.split("=", 1) for c in args.conf))
     seconds: dict[str, list[float]] = {"snapshot": [], "plan": [], "rows": [], "progress": []}
@@ -113,7 +114,11 @@ def main(argv: list[str] | None = None) -> int:
                 rows = collect_rows(plan.rows)
             with step("progress", c):
                 positions = getattr(plan, "positions", None)  # None on code before Positions (a baseline)
-                if positions is not None:
+                if positions is not None and detached is not None:  # as the pipeline does
+                    with detached(positions.changed(plan.planned_at)) as changed:
+                        plan.release()
+                        store.apply(changed, c)
+                elif positions is not None:
                     store.apply(positions.changed(plan.planned_at), c)
                 else:
                     from spark_purge.policy import split_snapshot

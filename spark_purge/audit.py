@@ -658,12 +658,15 @@ class ProgressStore(CheckpointTable):
         incarnation of a topic replaces the old one's. Nothing is collected to the driver.
         """
 
+        from spark_purge.detach import detached
         from spark_purge.policy.positions import Positions
 
         self.ensure_table()
         positions = Positions.match(partitions, groups, self.read())
         try:
-            self.apply(positions.changed(now), batch_id)
+            with detached(positions.changed(now)) as changed:
+                positions.release()  # nothing cached reads the store while it is written
+                self.apply(changed, batch_id)
         finally:
             positions.release()
 

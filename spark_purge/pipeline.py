@@ -56,6 +56,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location, lease_row
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
+from spark_purge.detach import detached
 from spark_purge.errors import ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.external_snapshot import with_external_consumers
 from spark_purge.fs import Files, HadoopFiles, join
@@ -372,7 +373,11 @@ class PurgePipeline:
         not remembered: left out."""
         partitions, groups = split_snapshot(snapshot)
         if plan.positions is not None:
-            self.progress.apply(plan.positions.changed(plan.planned_at), batch_id)
+            # Cut from the store before it is written: a cached match still reading the store
+            # would be re-planned at the store's commit (``spark_purge.detach``).
+            with detached(plan.positions.changed(plan.planned_at)) as changed:
+                plan.release()
+                self.progress.apply(changed, batch_id)
         else:  # the store's first batch (Positions keeps external consumers' rows out of it)
             self.progress.update(groups, plan.planned_at, batch_id, partitions)
         self._record_history(partitions, batch_id)
