@@ -301,7 +301,7 @@ class PurgerLease:
     def keep(self, why: str) -> int:
         """The generation held, renewed (``renew``) once a third of ``ttl`` has passed since
         the last renewal; ``FencedError`` when not held. Not a fence: what must not run under a
-        lost lease (DeleteRecords) renews right before it."""
+        lost lease (DeleteRecords) confirms it right before (``confirm``)."""
         generation = self._generation(why)
         last = self._renewed_at
         if last is None or (self.clock() - last) >= timedelta(milliseconds=self.ttl_ms / 3):
@@ -388,7 +388,7 @@ class FencedAudit:
     """The audit as a lease holder writes it: every write under the lease's txn ids, so Delta
     skips it once a newer generation wrote; each outcome (and lease) write is followed by a
     lease check, so a skipped write raises ``FencedError``. (Intent writes are checked by the
-    renewal right before DeleteRecords.)"""
+    confirmation right before DeleteRecords.)"""
 
     sink: AuditSink
     lease: PurgerLease
