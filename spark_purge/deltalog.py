@@ -24,17 +24,29 @@ _UNSUPPORTED: list[str] = []  # the reason, once DeltaLog could not be used in t
 def table_version(spark: SparkSession, path: str) -> int | None:
     """The newest committed version of the Delta table at ``path`` as of now (-1: no commit
     yet), or None when it cannot be known this way (then read the table)."""
+    found = table_state(spark, path)
+    return None if found is None else found[1]
+
+
+def table_state(spark: SparkSession, path: str) -> tuple[str, int] | None:
+    """(the table's id, its newest committed version) for the Delta table at ``path`` as of
+    now, or None when it cannot be known this way (then read the table). The id (Delta's
+    metadata id, from the version's checksum file) tells a table deleted and created again at
+    the same path, whose versions start over, from the one read before. Version -1: no commit
+    yet (the id is then empty)."""
     if _UNSUPPORTED:
         return None
     jvm: Any = spark.sparkContext._jvm
     try:
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
         # update(stalenessAcceptable=false, checkIfUpdatedSinceTs=None, catalogTable=None)
-        return int(delta_log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
+        snapshot = delta_log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+        version = int(snapshot.version())
+        return ("" if version < 0 else str(snapshot.metadata().id())), version
     except Exception as exc:  # a Delta without this signature: read the table instead
         _UNSUPPORTED.append(str(exc))
         log.warning("cannot read Delta table versions through DeltaLog (%s): small tables are read at every use", exc)
         return None
 
 
-__all__ = ["table_version"]
+__all__ = ["table_state", "table_version"]

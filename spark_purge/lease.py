@@ -17,8 +17,8 @@ through Delta's idempotent-write ids: app id ``lease:<purger id>``, version
 write whose version is not above the table's latest for that app id, and fails one racing
 another write with that app id (``ConcurrentTransactionException``, retried), so after each
 write the holder reads the newest row back: its own, or ``FencedError``. A read lists the
-table's Delta log first (``deltalog.table_version``, no Spark job) and reads rows only when the
-version moved since this process last read it.
+table's Delta log first (``deltalog.table_state``, no Spark job) and reads rows only when the
+version (or the table itself) changed since this process last read it.
 
 **Audit fence.** The audit table carries the same app id: a new generation's first audit
 commit is a ``lease`` row at version ``generation * 2**32``; every later audit write of the
@@ -46,7 +46,7 @@ from pyspark.sql import functions as F
 from spark_purge._time import Backoff, Deadline
 from spark_purge.audit import AuditSink, absolute_location, retry_conflicts
 from spark_purge.config import PurgeConfig, config_fingerprint, purger_id_of
-from spark_purge.deltalog import table_version
+from spark_purge.deltalog import table_state
 from spark_purge.errors import AuditError, FencedError
 from spark_purge.fs import HadoopFiles, join
 from spark_purge.schemas import LEASES
@@ -125,9 +125,9 @@ class LeaseStore(Protocol):
 
 
 _LEASE_TABLES_READY: set[str] = set()  # lease tables created in this process
-# (table path, purger id) -> (table version, the newest row at that version): a lease check reads
-# the table only when its version moved (``deltalog.table_version``).
-_LEASE_READS: dict[tuple[str, str], tuple[int, LeaseState | None]] = {}
+# (table path, purger id) -> ((table id, table version), the newest row at that version): a lease
+# check reads the table only when its version moved (``deltalog.table_state``).
+_LEASE_READS: dict[tuple[str, str], tuple[tuple[str, int], LeaseState | None]] = {}
 
 
 @dataclass(frozen=True)
@@ -154,16 +154,16 @@ class LeaseTable:
         last read in this process (a version's content never changes)."""
         if not self.exists():
             return None
-        version = table_version(self.spark, self.path)
-        if version is not None and version < 0:
+        state = table_state(self.spark, self.path)
+        if state is not None and state[1] < 0:
             return None  # created, no commit yet
         key = (self.path, purger_id)
         known = _LEASE_READS.get(key)
-        if version is not None and known is not None and known[0] == version:
+        if state is not None and known is not None and known[0] == state:
             return known[1]
         reader = self.spark.read.format("delta")
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
+        if state is not None:
+            reader = reader.option("versionAsOf", state[1])
         try:
             rows = (
                 reader.load(self.path)
@@ -177,10 +177,10 @@ class LeaseTable:
             if "DELTA_TABLE_NOT_FOUND" in str(exc) or "DELTA_EMPTY_DIRECTORY" in str(exc):
                 return None
             raise
-        state = _state(rows[0]) if rows else None
-        if version is not None:
-            _LEASE_READS[key] = (version, state)
-        return state
+        newest = _state(rows[0]) if rows else None
+        if state is not None:
+            _LEASE_READS[key] = (state, newest)
+        return newest
 
     def append(self, state: LeaseState) -> None:
         """Write ``state`` under txn (``lease:<purger id>``, ``state.version``): Delta skips it

@@ -4,6 +4,7 @@ Kafka's log start offsets and the Delta audit, not the jobs' own word."""
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from spark_purge import cli
 from spark_purge.audit import AuditSink
 from spark_purge.config import PurgeConfig, purger_id_of
 from spark_purge.errors import FencedError
-from spark_purge.lease import FencedAudit, LeaseTable, PurgerLease, lease_app_id, txn_version
+from spark_purge.lease import FencedAudit, LeaseState, LeaseTable, PurgerLease, lease_app_id, txn_version
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.processes import kill_group, python_env, spawn
 from spark_purge.testing.workload import (
@@ -180,9 +181,10 @@ def _held_by(table: LeaseTable, purger_id: str, pid: int) -> Any:
 
 
 def test_a_lease_check_reads_the_table_only_when_its_delta_version_moved(spark: SparkSession, tmp_path: Path) -> None:
-    """The lease check's read-through (``deltalog.table_version``): an unchanged table answers
+    """The lease check's read-through (``deltalog.table_state``): an unchanged table answers
     from what was read at its version, with no Spark job; a row another job appended (a new
-    version) is read at the very next check, so a takeover is never hidden."""
+    version) is read at the very next check, so a takeover is never hidden; a table created
+    again at the same path is read anew, even at the version read before."""
     from spark_purge.deltalog import table_version
 
     path = str(tmp_path / "leases")
@@ -203,3 +205,14 @@ def test_a_lease_check_reads_the_table_only_when_its_delta_version_moved(spark: 
     assert table_version(spark, path) == version + 1
     with pytest.raises(FencedError, match=r"generation 2 held by .* run run-b"):
         mine.check("after the takeover")
+    # The table deleted and created again at the same path: its versions start over, and the
+    # one last read (run-b's, at this version) must not answer for the new table's.
+    seen = table_version(spark, path)
+    assert seen is not None
+    shutil.rmtree(path)
+    writer, now = LeaseTable(spark, path), datetime.now(timezone.utc)
+    for n in range(seen + 1):  # versions 0..seen, written without a read in between
+        writer.append(LeaseState("cache-check", 1, "run-c", "host", "fp", "acquired", now, now + timedelta(minutes=1), txn_version(1, n)))
+    assert table_version(spark, path) == seen
+    newest = LeaseTable(spark, path).current("cache-check")
+    assert newest is not None and newest.run_id == "run-c"
