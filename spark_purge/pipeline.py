@@ -396,14 +396,18 @@ def kept(snapshot: DataFrame) -> DataFrame:
     The data source's input partitions carry the snapshot's Arrow bytes (``source``), and a
     task carries its partition: every stage reading the snapshot, even from the cache, would ship
     them again (3.5 MB a task at 1k partitions x 1k groups, ten times that at 10k). One shuffle
-    (``spark.sql.shuffle.partitions`` ways) ships them once: the stages after it read the cache
-    through shuffle partitions, which carry nothing. The shuffle hashes by (topic, partition),
-    and the cache keeps that partitioning: the plan's per-partition work (a partition's group
-    rows exploded from its row, matched with its required groups, aggregated back, joined to
-    the partition) then needs no further shuffle of the group rows where Spark may co-partition
-    on those two keys (``spark.sql.requireAllClusterKeysForCoPartition=false``, which
-    ``session.get_spark`` sets for a local session)."""
-    ways = int(snapshot.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+    ships them once: the stages after it read the cache through shuffle partitions, which carry
+    nothing. It makes one piece per task slot (at most ``spark.sql.shuffle.partitions``), hashed
+    by (topic, partition), and the cache keeps that partitioning: the plan's per-partition work
+    (a partition's group rows exploded from its row, matched with its required groups,
+    aggregated back, joined to the partition) then needs no further shuffle of the group rows
+    where Spark may co-partition on those two keys
+    (``spark.sql.requireAllClusterKeysForCoPartition=false``, which ``session.get_spark`` sets
+    for a local session)."""
+    spark = snapshot.sparkSession
+    # As many pieces as the cluster runs tasks at once (and no more than a shuffle makes): every
+    # stage reading the snapshot runs one task a piece, and the snapshot is O(partitions) rows.
+    ways = max(1, min(int(spark.conf.get("spark.sql.shuffle.partitions") or 2), spark.sparkContext.defaultParallelism))
     return snapshot.repartition(ways, "topic", "partition").persist()
 
 
