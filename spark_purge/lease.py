@@ -126,7 +126,7 @@ class LeaseStore(Protocol):
 
 _LEASE_TABLES_READY: set[str] = set()  # lease tables created in this process
 # (table path, purger id) -> ((table id, table version), the newest row at that version): a lease
-# check reads the table only when its version moved (``deltalog.table_state``).
+# check reads the table only when its id or version moved (``deltalog.table_state``).
 _LEASE_READS: dict[tuple[str, str], tuple[tuple[str, int], LeaseState | None]] = {}
 
 
@@ -150,8 +150,8 @@ class LeaseTable:
     def current(self, purger_id: str) -> LeaseState | None:
         """The newest row of ``purger_id`` (highest version), or None: never leased.
 
-        Read at the table's newest Delta version, and only when that version moved since the
-        last read in this process (a version's content never changes)."""
+        Read at the table's newest Delta version, and only when that version or the table's
+        Delta id moved since the last read in this process (a version's content never changes)."""
         if not self.exists():
             return None
         state = table_state(self.spark, self.path)
@@ -303,10 +303,14 @@ class PurgerLease:
         the last renewal; ``FencedError`` when not held. Not a fence: what must not run under a
         lost lease (DeleteRecords) confirms it right before (``confirm``)."""
         generation = self._generation(why)
-        last = self._renewed_at
-        if last is None or (self.clock() - last) >= timedelta(milliseconds=self.ttl_ms / 3):
+        if self._renewal_due():
             return self.renew(why).generation
         return generation
+
+    def _renewal_due(self) -> bool:
+        """A third of ``ttl`` has passed since this holder's last acquisition or renewal."""
+        last = self._renewed_at
+        return last is None or (self.clock() - last) >= timedelta(milliseconds=self.ttl_ms / 3)
 
     def confirm(self, why: str) -> LeaseState:
         """The lease confirmed for what must not run under a lost lease (DeleteRecords): renewed
@@ -315,10 +319,7 @@ class PurgerLease:
         moved). Either way it was this job's a moment ago and at least two thirds of ``ttl``
         remain before anyone may take it over; ``FencedError`` when it was superseded."""
         self._generation(why)
-        last = self._renewed_at
-        if last is None or (self.clock() - last) >= timedelta(milliseconds=self.ttl_ms / 3):
-            return self.renew(why)
-        return self.check(why)
+        return self.renew(why) if self._renewal_due() else self.check(why)
 
     def check(self, why: str) -> LeaseState:
         """The newest lease row, which must be this job's; else ``FencedError`` naming the holder."""
