@@ -126,3 +126,42 @@ def test_write_that_keeps_conflicting_gives_up_with_an_audit_error(
     with pytest.raises(AuditError, match="kept conflicting"):
         sink.write([_row()], "intent", batch_id=0)
     assert len(pauses) == CONFLICT_ATTEMPTS - 1
+
+
+def _snapshot_jobs_during(spark: SparkSession, write: object) -> int:
+    """Spark jobs Delta runs to reconstruct a snapshot's state while ``write()`` runs."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+
+    def jobs() -> dict[int, str]:
+        listed = store.jobsList(None)
+        found = (listed.apply(i) for i in range(listed.size()))
+        return {int(j.jobId()): (j.description().get() if j.description().isDefined() else "") for j in found}
+
+    before = set(jobs())
+    write()  # type: ignore[operator]
+    return sum(1 for job, what in jobs().items() if job not in before and "Compute snapshot" in what)
+
+
+def test_a_txn_write_finds_the_state_warmed_after_the_commit_before(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a commit, the table's new state is computed in the background (``deltalog.warm``),
+    so the next txn-id write (the next batch's intents) reconstructs nothing itself; Delta still
+    skips a replayed batch. Without the warming the same write reconstructs the state."""
+    from spark_purge import audit as audit_module
+    from spark_purge.deltalog import settle
+
+    sink = AuditSink(spark, str(tmp_path / "audit"), app_id="warm-job")
+    sink.ensure_table()
+    sink.write([_row(batch_id=0)], "outcome", batch_id=0)
+    for batch in (1, 2):
+        assert settle(), "the background warming did not finish"
+        assert _snapshot_jobs_during(spark, lambda b=batch: sink.write([_row(batch_id=b)], "intent", batch_id=b)) == 0
+    assert settle()
+    sink.write([_row(batch_id=2)], "intent", batch_id=2)  # a replay: skipped by Delta as before
+    assert sink.read().where("batch_id = 2").count() == 1
+
+    monkeypatch.setattr(audit_module, "warm", lambda spark, path: None)
+    sink.write([_row(batch_id=3)], "intent", batch_id=3)
+    assert settle()
+    assert _snapshot_jobs_during(spark, lambda: sink.write([_row(batch_id=4)], "intent", batch_id=4)) > 0
