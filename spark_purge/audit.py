@@ -36,7 +36,6 @@ from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.sql.window import Window
 
 from spark_purge._time import Backoff
-from spark_purge.deltalog import warm
 from spark_purge.errors import AuditError
 from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, LEASE_RECORD, PROGRESS_STORE, RETIREMENT_CONSTRAINTS
 
@@ -316,7 +315,6 @@ class AuditSink:
             if self.table_name:
                 self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.table_name} USING DELTA LOCATION '{self.path}'")
             _AUDIT_TABLES_READY.add((self.path, self.table_name))
-            warm(self.spark, self.path)
         except Exception as exc:  # Py4J errors carry the JVM message; keep it
             raise AuditError(f"cannot create the audit table at {self.path}: {exc}") from exc
 
@@ -348,7 +346,6 @@ class AuditSink:
                     .option("userMetadata", f"{kind}:{batch_id}")  # DESCRIBE HISTORY shows the order
                     .save(self.path)
                 )
-                warm(self.spark, self.path)  # the next txn write finds the new version's state ready
                 return True
             except DELTA_CONFLICTS as exc:  # another writer appended at the same time: retry
                 if attempt >= CONFLICT_ATTEMPTS:

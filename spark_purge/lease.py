@@ -46,7 +46,7 @@ from pyspark.sql import functions as F
 from spark_purge._time import Backoff, Deadline
 from spark_purge.audit import AuditSink, absolute_location, retry_conflicts
 from spark_purge.config import PurgeConfig, config_fingerprint, purger_id_of
-from spark_purge.deltalog import table_state, warm
+from spark_purge.deltalog import table_state
 from spark_purge.errors import AuditError, FencedError
 from spark_purge.fs import HadoopFiles, join
 from spark_purge.schemas import LEASES
@@ -200,7 +200,6 @@ class LeaseTable:
                 .option("txnVersion", str(state.version))
                 .save(self.path)
             )
-            warm(self.spark, self.path)  # the next renewal finds the new version's state ready
 
         try:
             retry_conflicts(f"lease {state.event} of {state.purger_id} generation {state.generation}", write)

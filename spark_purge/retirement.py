@@ -36,7 +36,6 @@ from pyspark.sql import functions as F
 
 from spark_purge.audit import BatchContext, CheckpointTable, absolute_location, retry_conflicts
 from spark_purge.config import PurgeConfig
-from spark_purge.deltalog import warm
 from spark_purge.errors import AuditError, ConfigError, ConfigProblems
 from spark_purge.fs import HadoopFiles
 from spark_purge.kafka.model import TopicPartitionKey
@@ -247,7 +246,6 @@ class RetirementRegistry(CheckpointTable):
             if txn is not None:
                 writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
             writer.save(self.path)
-            warm(self.spark, self.path)  # the next txn write finds the new version's state ready
 
         try:
             retry_conflicts(f"retirement registry append to {self.path}", write)
