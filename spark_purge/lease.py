@@ -18,7 +18,9 @@ write whose version is not above the table's latest for that app id, and fails o
 another write with that app id (``ConcurrentTransactionException``, retried), so after each
 write the holder reads the newest row back: its own, or ``FencedError``. A read lists the
 table's Delta log first (``deltalog.table_state``, no Spark job) and reads rows only when the
-version (or the table itself) changed since this process last read it.
+version (or the table itself) changed since this process last read it. Its own write needs no
+read either: when the table's newest commit file carries the write's own txn (app id and
+version), Delta accepted it above every other row of the purger id, so that row is the newest.
 
 **Audit fence.** The audit table carries the same app id: a new generation's first audit
 commit is a ``lease`` row at version ``generation * 2**32``; every later audit write of the
@@ -30,6 +32,7 @@ itself skips every audit write of an older generation (inside the commit: no win
 from __future__ import annotations
 
 import getpass
+import json
 import logging
 import os
 import socket
@@ -200,6 +203,7 @@ class LeaseTable:
                 .option("txnVersion", str(state.version))
                 .save(self.path)
             )
+            self._remember_own(state)
 
         try:
             retry_conflicts(f"lease {state.event} of {state.purger_id} generation {state.generation}", write)
@@ -207,6 +211,26 @@ class LeaseTable:
             raise
         except Exception as exc:  # Py4J errors carry the JVM message
             raise AuditError(f"cannot write the lease table at {self.path}: {exc}") from exc
+
+
+    def _remember_own(self, state: LeaseState) -> None:
+        """After a write of ``state``: when the newest commit is that very write (its commit
+        file carries the txn ``lease:<purger id>`` / ``state.version``), ``state`` is the
+        purger's newest row at that version (Delta took it because no row of the purger id had
+        a version as high), so ``current`` answers it without reading the table. Otherwise
+        (another commit came after, the log cannot be read) nothing is remembered."""
+        found = table_state(self.spark, self.path)
+        if found is None or found[1] < 0:
+            return
+        try:
+            text = HadoopFiles(self.spark).read_text(join(join(self.path, "_delta_log"), f"{found[1]:020d}.json"))
+            actions = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except Exception as exc:  # Py4J errors, a log not in this layout: read the table instead
+            log.debug("lease table %s: commit %d not read (%s); the next check reads the table", self.path, found[1], exc)
+            return
+        own = {"appId": lease_app_id(state.purger_id), "version": state.version}
+        if any({k: (a.get("txn") or {}).get(k) for k in own} == own for a in actions):
+            _LEASE_READS[(self.path, state.purger_id)] = (found, state)
 
 
 def _utcnow() -> datetime:

@@ -180,29 +180,49 @@ def _held_by(table: LeaseTable, purger_id: str, pid: int) -> Any:
     return state
 
 
+def _append_behind(spark: SparkSession, path: str, state: LeaseState) -> None:
+    """A lease row written as another process would (not through this process's LeaseTable)."""
+    from spark_purge.schemas import LEASES
+
+    (
+        spark.createDataFrame([tuple(getattr(state, f.name) for f in LEASES.fields)], LEASES)
+        .write.format("delta").mode("append")
+        .option("txnAppId", lease_app_id(state.purger_id)).option("txnVersion", str(state.version))
+        .save(path)
+    )
+
+
 def test_a_lease_check_reads_the_table_only_when_its_delta_version_moved(spark: SparkSession, tmp_path: Path) -> None:
-    """The lease check's read-through (``deltalog.table_state``): an unchanged table answers
-    from what was read at its version, with no Spark job; a row another job appended (a new
-    version) is read at the very next check, so a takeover is never hidden; a table created
-    again at the same path is read anew, even at the version read before."""
+    """The lease check's read-through (``deltalog.table_state``): an unchanged table, or one
+    whose newest commit is this job's own write, answers with no Spark job; a row another
+    process appended (a new version) is read at the very next check, so a takeover is never
+    hidden; a table created again at the same path is read anew, even at the version read before."""
     from spark_purge.deltalog import table_version
 
     path = str(tmp_path / "leases")
     mine = PurgerLease(LeaseTable(spark, path), "cache-check", "run-a", "fp", ttl_ms=60_000, wait_ms=0)
+    tracker = spark.sparkContext._jsc.sc().statusStore()
+
+    def jobs_during(step: Callable[[], Any]) -> int:
+        before = tracker.jobsList(None).size()
+        step()
+        return int(tracker.jobsList(None).size() - before)
+
     assert mine.acquire().generation == 1
     version = table_version(spark, path)
     assert version is not None and version >= 0
-    tracker = spark.sparkContext._jsc.sc().statusStore()
-    jobs_before = tracker.jobsList(None).size()
-    assert mine.check("unchanged").run_id == "run-a"
-    assert tracker.jobsList(None).size() == jobs_before, "an unchanged lease table was read again"
-    # Another job (its own LeaseTable, as another process would have) takes over: expired by its clock.
-    later = PurgerLease(
-        LeaseTable(spark, path), "cache-check", "run-b", "fp", ttl_ms=60_000, wait_ms=0,
-        clock=lambda: datetime.now(timezone.utc) + timedelta(minutes=5),
-    )
-    assert later.acquire().generation == 2
+    assert jobs_during(lambda: mine.check("unchanged")) == 0, "an unchanged lease table was read again"
+    # This job's own write (a renewal) is not read back: its commit carries its own txn.
+    now = datetime.now(timezone.utc)
+    renewal = LeaseState("cache-check", 1, "run-a", mine.holder, "fp", "renewed", now, now + timedelta(minutes=1), txn_version(1, 1))
+    mine.table.append(renewal)
     assert table_version(spark, path) == version + 1
+    assert jobs_during(lambda: mine.table.current("cache-check")) == 0, "this job's own write was read back"
+    assert mine.check("after its own renewal") == renewal
+    # Another process takes over (expired by its clock): a new version, read at the next check.
+    now = datetime.now(timezone.utc) + timedelta(minutes=5)
+    _append_behind(spark, path, LeaseState("cache-check", 2, "run-b", "host-b", "fp", "takeover", now, now + timedelta(minutes=1), txn_version(2, 0)))
+    assert table_version(spark, path) == version + 2
     with pytest.raises(FencedError, match=r"generation 2 held by .* run run-b"):
         mine.check("after the takeover")
     # The table deleted and created again at the same path: its versions start over, and the
@@ -210,9 +230,9 @@ def test_a_lease_check_reads_the_table_only_when_its_delta_version_moved(spark: 
     seen = table_version(spark, path)
     assert seen is not None
     shutil.rmtree(path)
-    writer, now = LeaseTable(spark, path), datetime.now(timezone.utc)
+    now = datetime.now(timezone.utc)
     for n in range(seen + 1):  # versions 0..seen, written without a read in between
-        writer.append(LeaseState("cache-check", 1, "run-c", "host", "fp", "acquired", now, now + timedelta(minutes=1), txn_version(1, n)))
+        _append_behind(spark, path, LeaseState("cache-check", 1, "run-c", "host", "fp", "acquired", now, now + timedelta(minutes=1), txn_version(1, n)))
     assert table_version(spark, path) == seen
     newest = LeaseTable(spark, path).current("cache-check")
     assert newest is not None and newest.run_id == "run-c"
