@@ -3,8 +3,7 @@
     HarnessError            anything the harness (launcher, workload, checker) reports
     ├── LocalStackError     the local Kafka launcher cannot start or reach its brokers
     ├── NotReadyError       the cluster is not in the wanted state yet; retriable
-    ├── WorkloadError       a workload step failed for good (its deadline passed, a wrong ack)
-    └── DriverKilled        the checker's simulated driver death in the middle of a batch
+    └── WorkloadError       a workload step failed for good (its deadline passed, a wrong ack)
 
 Branch on the class (or on ``retriable``), never on message text.
 """
@@ -32,7 +31,3 @@ class WorkloadError(HarnessError):
     """Raised when a workload step failed for good: still failing at its deadline, or Kafka
     acknowledged something the workload cannot explain."""
 
-
-class DriverKilled(HarnessError):
-    """Raised by the invariant checker's fault hook to kill a batch after its intents are
-    written, as a driver dying there would (the ``driver_kill_rewind`` kind)."""

@@ -23,10 +23,12 @@ was appended (no earlier than the moment it was sent) and adds to ``safe(p)`` of
 
     first offset of p sent at or after snapshot_time - min_retention   (append time, any CreateTime)
 
-And ``driver_kill_rewind``: the batch dies right after its intents are written (the fault hook
-raises, as a driver killed there would stop), a required group of topic A rewinds, and a
-restarted pipeline (same query id, same batch id: what Spark does after a crash) replays the
-batch; it must execute only the recorded intents and never cut past the rewound group. The
+And ``driver_kill_rewind``: the batch runs in a driver process of its own
+(``testing.batch_driver``, the checker's config and query id), which is SIGKILLed at a drawn
+step (after its intents, right after the lease check before DeleteRecords, or after
+DeleteRecords before its outcomes; its lease is left unreleased), a required group of topic A
+rewinds, and a restarted pipeline in the checker (same query id, same batch id: what Spark does
+after a crash) replays the batch once the dead driver's lease expired; it must execute only the recorded intents and never cut past the rewound group. The
 intents are checked against the commits they were planned on, before the rewind; every delete
 must have an intent whose cutoff is at least its own (a replay may cut less, never more).
 
@@ -108,6 +110,7 @@ import logging
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -121,6 +124,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
+import yaml
 from kafka import KafkaProducer
 from kafka.admin import NewPartitions
 from kafka.structs import TopicPartition
@@ -129,9 +133,9 @@ from pyspark.sql import SparkSession
 from spark_purge.config import PurgeConfig, from_dict
 from spark_purge.errors import FencedError, from_spark_exception
 from spark_purge.pipeline import PurgePipeline
-from spark_purge.testing import share, workload
+from spark_purge.testing import batch_driver, processes, share, workload
 from spark_purge.testing.cluster import LocalKafka
-from spark_purge.testing.errors import DriverKilled, WorkloadError
+from spark_purge.testing.errors import WorkloadError
 from spark_purge.testing.tiering_fault import TIERED_TOPIC_CONFIGS, TieringDisablement
 from spark_purge.testing.workload import TopicPartitionKey
 
@@ -159,6 +163,7 @@ SLOW_FAULTS = ("broker_pause", "controller_kill", "cluster_unreachable")
 NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle", "controller_kill")  # need 3 nodes
 # driver_kill_rewind: the steps of a batch the driver may die at (the runner's fault-hook steps).
 KILL_STEPS = ("intents_written", "lease_checked", "deletes_sent")
+DRIVER_TIMEOUT_S = 300  # driver_kill_rewind: a driver process (Spark start included) must die by then
 REQUEST_TIMEOUT_S = 10  # kafka.request_timeout of the checked job
 PAUSE_S = REQUEST_TIMEOUT_S + 3  # broker_pause: a node hangs longer than a request may take
 UNREACHABLE_S = (4.0, 2.5 * REQUEST_TIMEOUT_S)  # cluster_unreachable: every node hangs this long (drawn)
@@ -321,9 +326,8 @@ class InvariantWorkload:
         # topic_recreate: recreate topic A at the intent write of this cycle; what it recreated.
         self._recreate_mid_cycle = False
         self.recreated: set[TopicPartitionKey] = set()
-        # driver_kill_rewind: kill the batch after its intents; cycles whose intents were checked
+        # driver_kill_rewind: the batch's driver SIGKILLed at a step; cycles whose intents were checked
         # before the rewind (against the commits they were planned on).
-        self._kill_driver: Optional[str] = None  # the step it dies at
         self.prechecked: set[int] = set()
         self.kill_steps: Counter[str] = Counter()
         # broker_pause / cluster_unreachable: nodes SIGSTOPped now, and the timer that resumes
@@ -350,7 +354,11 @@ class InvariantWorkload:
 
     # ---- setup ------------------------------------------------------------------------------
     def _config(self, delete_timeout: str) -> PurgeConfig:
-        return from_dict(
+        self.config_data = self._config_data(delete_timeout)
+        return from_dict(self.config_data)
+
+    def _config_data(self, delete_timeout: str) -> dict[str, Any]:
+        return (
             {
                 "kafka": {
                     "bootstrap_servers": self.cluster.bootstrap_servers,
@@ -815,20 +823,26 @@ class InvariantWorkload:
         self.stream_first_seen = {}
 
     def _driver_kill_rewind(self, cycle: int, before: dict[TopicPartitionKey, int]) -> None:
-        """The batch dies at a drawn step (``KILL_STEPS``: after its intents, right before
-        DeleteRecords, or after DeleteRecords and before its outcomes); a required group of A
-        rewinds; a restarted pipeline (the same query id) replays the same batch id on a fresh
-        snapshot. What the dying batch cut already is checked against the commits it was planned
-        on, before the rewind, and becomes the replay's ``before``."""
+        """The batch runs in a driver process of its own (``batch_driver``), SIGKILLed at a
+        drawn step (``KILL_STEPS``: after its intents, right before DeleteRecords, or after
+        DeleteRecords and before its outcomes); a required group of A rewinds; a restarted
+        pipeline (the same query id) replays the same batch id on a fresh snapshot, taking the
+        dead driver's lease over once it expired. What the dying batch cut already is checked
+        against the commits it was planned on, before the rewind, and becomes the replay's
+        ``before``. A driver that failed before its step (a fault) fails the cycle."""
         step = self.rng.choice(KILL_STEPS)
+        query_id = self.pipeline.query_id
+        self.pipeline.close()  # the checker's job ends cleanly: the driver takes the lease at once
+        died = processes.run_reaped(
+            [sys.executable, "-m", "spark_purge.testing.batch_driver", str(self._config_file()), query_id, str(cycle), step],
+            cwd=self.workdir, env=processes.python_env(), timeout_s=DRIVER_TIMEOUT_S,
+        )
+        with open(self.workdir / "batch_driver.log", "a", encoding="utf-8") as f:
+            f.write(f"=== cycle {cycle}: killed at {step}? exit {died.returncode}\n{died.stderr}\n")
+        if died.returncode != -signal.SIGKILL or f"{batch_driver.KILLED_MARK} {step}" not in died.stderr:
+            tail = next((line for line in reversed(died.stderr.splitlines()) if line.strip()), "")
+            raise WorkloadError(f"driver_kill_rewind: the driver was not killed at {step} (exit {died.returncode}): {tail[:300]}")
         self.kill_steps[step] += 1
-        self._kill_driver = step
-        try:
-            workload.run_cycle(self.pipeline, cycle)
-        except DriverKilled:
-            pass
-        finally:
-            self._kill_driver = None
         rows = self._audit_rows(cycle)
         self._check_intents(cycle, rows)  # against the commits they were planned on
         self.prechecked.add(cycle)
@@ -836,10 +850,15 @@ class InvariantWorkload:
         self._check_starts(cycle, before, died_at, self._snapshot_ms(rows), f"batch killed at {step}: ")
         before.update(died_at)
         self._rewind(self.rng.choice(self.required_a))
-        query_id = self.pipeline.query_id
-        self.pipeline.close()
         self.pipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id)
         workload.run_cycle(self.pipeline, cycle)
+
+    def _config_file(self) -> Path:
+        """The checker's config as YAML, for a driver process (written once)."""
+        path = self.workdir / "purge.yaml"
+        if not path.exists():
+            path.write_text(yaml.safe_dump(self.config_data, sort_keys=False), encoding="utf-8")
+        return path
 
     def _overlap_job(self, batch_id: int) -> None:
         """A second job with the same purger id starts while the first has written its intents:
@@ -865,8 +884,6 @@ class InvariantWorkload:
         if step == "intents_written" and self._recreate_mid_cycle:
             self._recreate_topic()
             self._produce()  # fresh unread records the planned cutoffs would reach
-        if step == self._kill_driver:
-            raise DriverKilled(f"batch {batch_id}: driver killed at {step}")
         if step == "intents_written" and self._controller_mid:
             self._controller_mid = False
             self._kill_controller()

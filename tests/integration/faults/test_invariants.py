@@ -43,6 +43,8 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
     assert report.stream_runs == 1 and report.stream_records > 0, report.summary()
     assert report.records_deleted > 0 and report.audit_rows_checked >= len(schedule) * 6, report.summary()
     assert len(report.cycle_errors) <= 2, report.summary()  # a cycle may fail under a fault, not most
+    # The driver process really died by SIGKILL at its step (else the cycle would have failed).
+    assert any(note.startswith("driver_kill_rewind: killed at") for note in report.notes), report.summary()
 
 
 def test_checker_catches_an_unsafe_delete(spark: SparkSession, fault_cluster: LocalKafka, tmp_path: Path) -> None:
