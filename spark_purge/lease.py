@@ -19,8 +19,10 @@ another write with that app id (``ConcurrentTransactionException``, retried), so
 write the holder reads the newest row back: its own, or ``FencedError``. A read lists the
 table's Delta log first (``deltalog.table_state``, no Spark job) and reads rows only when the
 version (or the table itself) changed since this process last read it. Its own write needs no
-read either: when the table's newest commit file carries the write's own txn (app id and
-version), Delta accepted it above every other row of the purger id, so that row is the newest.
+read either: when the table's newest commit file carries that write's own mark (a token in its
+user metadata) and txn, Delta accepted it above every other row of the purger id, so that row
+is the newest. (The txn alone would not do: two jobs racing for one generation write the same
+txn version, and Delta skips the second.)
 
 **Audit fence.** The audit table carries the same app id: a new generation's first audit
 commit is a ``lease`` row at version ``generation * 2**32``; every later audit write of the
@@ -37,6 +39,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -191,6 +194,9 @@ class LeaseTable:
         from delta.tables import DeltaTable
 
         row = tuple(getattr(state, f.name) for f in LEASES.fields)
+        # This very write's mark in its commit (commitInfo.userMetadata): the txn alone does not
+        # tell it from another job's write of the same generation and n (an acquisition race).
+        token = f"lease {state.event} {state.run_id} {uuid.uuid4().hex}"
 
         def write() -> None:
             if self.path not in _LEASE_TABLES_READY:
@@ -201,9 +207,10 @@ class LeaseTable:
                 .write.format("delta").mode("append")
                 .option("txnAppId", lease_app_id(state.purger_id))
                 .option("txnVersion", str(state.version))
+                .option("userMetadata", token)
                 .save(self.path)
             )
-            self._remember_own(state)
+            self._remember_own(state, token)
 
         try:
             retry_conflicts(f"lease {state.event} of {state.purger_id} generation {state.generation}", write)
@@ -212,13 +219,13 @@ class LeaseTable:
         except Exception as exc:  # Py4J errors carry the JVM message
             raise AuditError(f"cannot write the lease table at {self.path}: {exc}") from exc
 
-
-    def _remember_own(self, state: LeaseState) -> None:
+    def _remember_own(self, state: LeaseState, token: str) -> None:
         """After a write of ``state``: when the newest commit is that very write (its commit
-        file carries the txn ``lease:<purger id>`` / ``state.version``), ``state`` is the
-        purger's newest row at that version (Delta took it because no row of the purger id had
-        a version as high), so ``current`` answers it without reading the table. Otherwise
-        (another commit came after, the log cannot be read) nothing is remembered."""
+        file carries the write's ``token`` as its user metadata, and the txn ``lease:<purger
+        id>`` / ``state.version``), ``state`` is the purger's newest row at that version (Delta
+        took it because no row of the purger id had a version as high), so ``current`` answers
+        it without reading the table. Otherwise (the write was skipped, another commit came
+        after, the log cannot be read) nothing is remembered, and the next check reads."""
         found = table_state(self.spark, self.path)
         if found is None or found[1] < 0:
             return
@@ -229,7 +236,8 @@ class LeaseTable:
             log.debug("lease table %s: commit %d not read (%s); the next check reads the table", self.path, found[1], exc)
             return
         own = {"appId": lease_app_id(state.purger_id), "version": state.version}
-        if any({k: (a.get("txn") or {}).get(k) for k in own} == own for a in actions):
+        ours = any((a.get("commitInfo") or {}).get("userMetadata") == token for a in actions)
+        if ours and any({k: (a.get("txn") or {}).get(k) for k in own} == own for a in actions):
             _LEASE_READS[(self.path, state.purger_id)] = (found, state)
 
 

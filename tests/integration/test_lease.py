@@ -192,6 +192,20 @@ def _append_behind(spark: SparkSession, path: str, state: LeaseState) -> None:
     )
 
 
+def test_a_write_delta_skipped_is_not_taken_for_this_jobs_own(spark: SparkSession, tmp_path: Path) -> None:
+    """Two jobs race for one generation with the same txn version (an acquisition race): Delta
+    keeps the first write and skips the second, and the second job must see the first job's row,
+    not remember its own write as the newest (its commit mark is not in the log)."""
+    path, now = str(tmp_path / "leases"), datetime.now(timezone.utc)
+    first, second = LeaseTable(spark, path), LeaseTable(spark, path)
+    for table, run in ((first, "run-a"), (second, "run-b")):
+        table.append(LeaseState("race", 1, run, f"host-{run}", "fp", "acquired", now, now + timedelta(minutes=1), txn_version(1, 0)))
+    newest = second.current("race")
+    assert newest is not None and newest.run_id == "run-a"
+    with pytest.raises(FencedError, match="run run-a"):  # run-a's lease is live: run-b holds nothing
+        PurgerLease(second, "race", "run-b", "fp", ttl_ms=60_000, wait_ms=0).acquire()
+
+
 def test_a_lease_check_reads_the_table_only_when_its_delta_version_moved(spark: SparkSession, tmp_path: Path) -> None:
     """The lease check's read-through (``deltalog.table_state``): an unchanged table, or one
     whose newest commit is this job's own write, answers with no Spark job; a row another
