@@ -619,13 +619,69 @@ def start_stream(
     run_batch = pipeline.process_batch
 
     def each_batch(snapshot: DataFrame, batch_id: int) -> None:
-        run_batch(snapshot, batch_id)
+        try:
+            run_batch(snapshot, batch_id)
+        except Exception as exc:
+            short = stopping_error(exc, spark, lambda: pipeline.query_id, batch_id)
+            if short is exc:
+                raise
+            raise short from None
 
     writer = snapshots.writeStream.foreachBatch(each_batch).option("checkpointLocation", checkpoint)
     if stream_cfg is not None:
         writer = writer.queryName(stream_cfg.query_name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=f"{interval_ms} milliseconds")
     return writer.start(), pipeline
+
+
+# How Spark tells a batch interrupted by ``query.stop()`` from a failed one: the Python error's
+# text is matched with StreamExecution.PROXY_ERROR, "py4j.protocol.Py4JJavaError: An error
+# occurred while calling((.|\r\n|\r|\n)*)(<one of these names>)". java.util.regex recurses once
+# per character of the rest of the text, and the usual text (a Python traceback holding a Java
+# stack trace) overflows the stream thread's stack: a StackOverflowError instead of a clean stop.
+INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException", "java.nio.channels.ClosedByInterruptException")
+_PY4J_CALL_FAILED = "py4j.protocol.Py4JJavaError: An error occurred while calling"
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"  # StreamExecution.QUERY_ID_KEY, set on the stream thread
+
+
+class BatchInterrupted(SparkPurgeError):
+    """A batch interrupted because its query is being stopped (``query.stop()``); its text is
+    kept short, for Spark to read it as a stop (see ``stopping_error``)."""
+
+
+def interruption_in(exc: BaseException) -> str | None:
+    """The Java interruption (one of ``INTERRUPTIONS``) named in ``exc`` or its causes, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current)
+        found = next((name for name in INTERRUPTIONS if name in text), None)
+        if found is not None:
+            return found
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def stopping_error(exc: Exception, spark: SparkSession, query_id: Callable[[], str], batch_id: int) -> Exception:
+    """What a foreachBatch failure is re-raised as: ``exc`` itself, unless the batch was
+    interrupted while its query is stopping; then a short ``BatchInterrupted`` that Spark still
+    reads as a stop, without the regex overflow above (the full error goes to the log)."""
+    name = interruption_in(exc)
+    if name is None:
+        return exc
+    try:
+        # The stream thread's own query id (Spark's local property), else the checkpoint's: an
+        # interruption may have come while the pipeline was reading it.
+        query = spark.streams.get(spark.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY) or query_id())
+        stopping = query is None or not query.isActive
+    except Exception:  # no query id, or the session is going away: keep the whole error
+        stopping = False
+    if not stopping:
+        return exc
+    log.info("batch %d interrupted: the query is stopping (%s)", batch_id, name)
+    log.debug("batch %d: the interrupted batch's error", batch_id, exc_info=exc)
+    return BatchInterrupted(f"batch {batch_id} interrupted while its query stops: {_PY4J_CALL_FAILED} process_batch: {name}")
 
 
 def run_continuous(
