@@ -6,7 +6,8 @@ Side by side in one Spark session, on throwaway tables in a temporary folder (no
 needed), ``--repeat`` times each, interleaved so that load drifts hit every kind alike:
 
 - ``audit commit``: a one-row append to an audit table (``AuditSink.write``), the baseline;
-- ``lease renew``: ``PurgerLease.renew`` (one one-row Delta commit with its txn id + one read);
+- ``lease renew``: ``PurgerLease.renew`` (one one-row Delta commit with its txn id; its own row
+  is not read back when the newest commit is that write: a read of one commit file);
 - ``lease read (moved)``: ``LeaseTable.current`` when the table's version moved since the last
   read (a read of the newest row);
 - ``lease read (same)``: ``LeaseTable.current`` on an unchanged table (a listing of its Delta
@@ -18,7 +19,7 @@ needed), ``--repeat`` times each, interleaved so that load drifts hit every kind
 Prints the median seconds of each and its ratio to the audit commit. A batch that deletes pays
 a confirmation right before DeleteRecords and a read after its outcome write: while the lease
 was renewed within a third of ``lease.ttl`` and nobody else wrote the table, two listings; a
-renewal (and its read) once a third of the TTL has passed. A batch that deletes nothing pays a
+renewal once a third of the TTL has passed. A batch that deletes nothing pays a
 renewal only once a third of ``lease.ttl`` has passed since the last.
 Not a test: absolute figures depend on the machine and its load; the ratios travel better.
 """
