@@ -111,6 +111,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -833,15 +834,22 @@ class InvariantWorkload:
         step = self.rng.choice(KILL_STEPS)
         query_id = self.pipeline.query_id
         self.pipeline.close()  # the checker's job ends cleanly: the driver takes the lease at once
-        died = processes.run_reaped(
+        output = self.workdir / f"batch_driver_{cycle}.log"  # kept: the driver's whole output
+        driver = processes.spawn(
             [sys.executable, "-m", "spark_purge.testing.batch_driver", str(self._config_file()), query_id, str(cycle), step],
-            cwd=self.workdir, env=processes.python_env(), timeout_s=DRIVER_TIMEOUT_S,
+            cwd=self.workdir, env=processes.python_env(), log=output,
         )
-        with open(self.workdir / "batch_driver.log", "a", encoding="utf-8") as f:
-            f.write(f"=== cycle {cycle}: killed at {step}? exit {died.returncode}\n{died.stderr}\n")
-        if died.returncode != -signal.SIGKILL or f"{batch_driver.KILLED_MARK} {step}" not in died.stderr:
-            tail = next((line for line in reversed(died.stderr.splitlines()) if line.strip()), "")
-            raise WorkloadError(f"driver_kill_rewind: the driver was not killed at {step} (exit {died.returncode}): {tail[:300]}")
+        try:
+            exit_code: Optional[int] = driver.wait(timeout=DRIVER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            exit_code = None  # still running: killed below
+        finally:
+            processes.kill_group(driver)  # by its own id: its Spark JVM too, if left
+        said = output.read_text(encoding="utf-8", errors="replace")
+        if exit_code != -signal.SIGKILL or f"{batch_driver.KILLED_MARK} {step}" not in said:
+            how = f"still running after {DRIVER_TIMEOUT_S} s" if exit_code is None else f"exit {exit_code}"
+            tail = next((line for line in reversed(said.splitlines()) if line.strip()), "")
+            raise WorkloadError(f"driver_kill_rewind: the driver was not killed at {step} ({how}; {output}): {tail[:300]}")
         self.kill_steps[step] += 1
         rows = self._audit_rows(cycle)
         self._check_intents(cycle, rows)  # against the commits they were planned on
