@@ -21,16 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from spark_purge import cli, pipeline, tiering
+from spark_purge.testing.batch_driver import sigkill_self
 
 KILL_AT_ENV = "SPARK_PURGE_TEST_KILL_AT"
 TIERING_PREFIX = "tiering:"
 REPO_ROOT = Path(__file__).resolve().parents[3]  # the driver runs `-m tests.integration...`
-
-
-def _die(where: str) -> None:
-    sys.stderr.write(f"killing-driver: SIGKILL at {where}\n")
-    sys.stderr.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run_killing_driver(args: list[str], kill_at: str | None, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
@@ -68,7 +63,7 @@ def _install_tiering(step: str) -> None:
 
         def kill(done: str) -> None:
             if done == step:
-                _die(f"tiering step {done}")
+                sigkill_self(f"tiering step {done}")
 
         self.fault_hook = kill
 
@@ -83,7 +78,7 @@ def _install(step: str) -> None:
 
         def kill(at: str, batch_id: int) -> None:
             if at == step:
-                _die(f"{at} of batch {batch_id}")
+                sigkill_self(f"{at} of batch {batch_id}")
 
         self.fault_hook = kill
 
