@@ -359,26 +359,24 @@ class InvariantWorkload:
         return from_dict(self.config_data)
 
     def _config_data(self, delete_timeout: str) -> dict[str, Any]:
-        return (
-            {
-                "kafka": {
-                    "bootstrap_servers": self.cluster.bootstrap_servers,
-                    "request_timeout": f"{REQUEST_TIMEOUT_S}s",
-                    "delete_timeout": delete_timeout,
-                },
-                "defaults": {"min_retention": "0s", "min_step": 1, "stale_after": "1h"},
-                "rules": [
-                    {"name": "a", "topics": self.topic_a, "required_groups": list(self.required_a)},
-                    {"name": "b", "topics": self.topic_b, "min_retention": f"{FLOOR_MS}ms"},
-                ],
-                "audit": {"path": str(self.workdir / "audit")},
-                "stream": {"checkpoint_location": str(self.workdir / "checkpoint"), "trigger_interval": "1s"},
-                "external_consumers": self._external_consumers(),
-                # A short ttl: overlap_job's second job waits for the first one's lease to expire.
-                "lease": {"purger_id": "inv-purger", "ttl": "2s", "wait": "120s"},
-                **self._retirement_config(),
-            }
-        )
+        return {
+            "kafka": {
+                "bootstrap_servers": self.cluster.bootstrap_servers,
+                "request_timeout": f"{REQUEST_TIMEOUT_S}s",
+                "delete_timeout": delete_timeout,
+            },
+            "defaults": {"min_retention": "0s", "min_step": 1, "stale_after": "1h"},
+            "rules": [
+                {"name": "a", "topics": self.topic_a, "required_groups": list(self.required_a)},
+                {"name": "b", "topics": self.topic_b, "min_retention": f"{FLOOR_MS}ms"},
+            ],
+            "audit": {"path": str(self.workdir / "audit")},
+            "stream": {"checkpoint_location": str(self.workdir / "checkpoint"), "trigger_interval": "1s"},
+            "external_consumers": self._external_consumers(),
+            # A short ttl: overlap_job's second job waits for the first one's lease to expire.
+            "lease": {"purger_id": "inv-purger", "ttl": "2s", "wait": "120s"},
+            **self._retirement_config(),
+        }
 
     def _retirement_config(self) -> dict[str, Any]:
         if "retire" not in self.kinds:
