@@ -14,7 +14,6 @@ code carries a kill switch. ``run_killing_driver`` starts it as a test's subproc
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from spark_purge import cli, pipeline, tiering
 from spark_purge.testing.batch_driver import sigkill_self
+from spark_purge.testing.processes import python_env, run_reaped
 
 KILL_AT_ENV = "SPARK_PURGE_TEST_KILL_AT"
 TIERING_PREFIX = "tiering:"
@@ -31,28 +31,9 @@ REPO_ROOT = Path(__file__).resolve().parents[3]  # the driver runs `-m tests.int
 def run_killing_driver(args: list[str], kill_at: str | None, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
     """``spark-purge ARGS`` as its own process (and process group), killed at ``kill_at``
     (None: not killed), reaped by its id; its group is SIGKILLed when it ends or times out."""
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
-    env.pop(KILL_AT_ENV, None)
-    if kill_at:
-        env[KILL_AT_ENV] = kill_at
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.faults.killing_driver", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its JVM joins this group: killed with it below
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the driver's own group: its Spark JVM, if left
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    env = python_env(**{KILL_AT_ENV: kill_at or None})
+    # Its own process group: its JVM joins it, and the whole group is SIGKILLed afterwards.
+    return run_reaped([sys.executable, "-m", "tests.integration.faults.killing_driver", *args], cwd=REPO_ROOT, env=env, timeout_s=timeout_s)
 
 
 def _install_tiering(step: str) -> None:
