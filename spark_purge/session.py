@@ -12,6 +12,11 @@ Where Delta's jars come from in local mode (the package never looks for a source
    does not have; the 4.4.0 jars are the newest and run under delta-spark 4.4.1.)
 On a cluster (``spark-submit``, Databricks) nothing is added: Delta is already on the classpath.
 
+Settings of a local session (each ``conf`` entry wins over them): loopback only, UTC, the UI
+off, 2 shuffle partitions, 2 Delta snapshot partitions, and adaptive query execution off (a
+batch's queries are small; with it, each of their shuffle and broadcast stages is a Spark job
+of its own, and a streaming query's micro-batches run without it anyway).
+
 Logging in local mode: the driver JVM reads the package's ``log4j2.properties`` (Spark at WARN,
 its known start-up noise at ERROR, on stderr) unless ``spark.driver.extraJavaOptions`` (in
 ``conf``) or ``SPARK_SUBMIT_OPTS`` / ``JAVA_TOOL_OPTIONS`` already name a
@@ -141,6 +146,11 @@ def get_spark(
             # The batch's snapshot is hashed by (topic, partition) (``pipeline.kept``): joins on
             # those keys plus a group id may then reuse that partitioning instead of shuffling.
             .config("spark.sql.requireAllClusterKeysForCoPartition", "false")
+            # A batch's queries are small, and adaptive execution runs each of their shuffle
+            # and broadcast stages as a Spark job of its own (a 1k x 1k cycle: 48 jobs with it,
+            # 25 without). A streaming query turns it off for its micro-batch DataFrames anyway;
+            # off here, the Delta writes and the one-shot commands plan the same way.
+            .config("spark.sql.adaptive.enabled", "false")
         )
         jars = delta_jars(jars_dir)
         more = extra_jars(extra)

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from spark_purge.cli import EXIT_USAGE, build_parser, main, verbosity_of
 from spark_purge.logs import NORMAL, QUIET, VERBOSE
@@ -71,3 +72,16 @@ def test_conflicting_flags_are_usage_errors(capsys: pytest.CaptureFixture[str]) 
     assert "not allowed with argument" in capsys.readouterr().err
     assert main(["run", "--once", "--follow", "-c", "x.yaml"]) == EXIT_USAGE
     assert "--follow: not allowed with argument --once" in capsys.readouterr().err
+
+
+def test_a_local_session_runs_a_join_and_aggregate_as_one_job(spark: SparkSession) -> None:
+    """Adaptive execution off locally: a query with a shuffle and a broadcast is one job (with
+    it on, each stage would be a job of its own), as a streaming micro-batch runs it."""
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+    store = spark.sparkContext._jsc.sc().statusStore()  # type: ignore[union-attr]
+    left = spark.range(100).selectExpr("id % 7 AS k", "id")
+    right = spark.range(7).selectExpr("id AS k", "id * 10 AS v")
+    query = left.join(right.hint("broadcast"), "k").groupBy("k").agg({"v": "sum"})
+    before = store.jobsList(None).size()
+    assert len(query.collect()) == 7
+    assert store.jobsList(None).size() - before <= 2  # the broadcast's own job and the query's
