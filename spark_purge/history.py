@@ -10,12 +10,16 @@ nothing older can be proven, and the floor is the log start: **a fresh job delet
 under a time floor until it has run for ``min_retention``.**
 
 Storage: a Delta table (``schemas.APPEND_HISTORY``) beside the group-progress store. Each batch
-adds one row per partition whose high watermark differs from its newest stored row (an
+appends one row per partition whose high watermark differs from its newest stored row (an
 unchanged high watermark adds nothing: the older row answers every later floor time the same),
-a MERGE on (topic, partition, snapshot_time), so re-running a batch changes nothing. Rows no
-floor can need any more are pruned in the same batch: per partition, every row older than the
-newest one at or before ``now - keep_ms`` (``keep_ms``: the largest ``min_retention``). At most
-O(partitions) rows reach the MERGEs; nothing is collected to the driver.
+so re-running a batch with the same high watermarks changes nothing. Those rows (at most one
+per partition) come to the driver as Arrow and go back as one blind append: one Spark job to
+find them, one to write them, and no commit at all when none moved. Rows no floor can need any
+more are pruned by a MERGE: per partition, every row older than the newest one at or before
+``now - keep_ms`` (``keep_ms``: the largest ``min_retention``). Pruning is only tidying (a floor
+reads the newest row at or before its time; older rows never change an answer), so a process
+prunes at most once per ``prune_interval_ms(keep_ms)`` of batch time (a tenth of ``keep_ms``,
+within 1 s .. 1 min): the table then holds at most about 10% more rows than a floor needs.
 
     history = AppendHistory(spark, "/ckpt/append_history")
     history.update(partitions, snapshot_time, keep_ms=3_600_000, batch_id=7)
@@ -38,6 +42,15 @@ from spark_purge.schemas import APPEND_HISTORY
 
 HISTORY_KEY = ("topic", "partition")
 _READY: set[str] = set()  # paths whose table this process already created
+_PRUNED: dict[str, datetime] = {}  # path -> batch time of this process's last prune there
+PRUNE_INTERVAL_BOUNDS_MS = (1_000, 60_000)
+
+
+def prune_interval_ms(keep_ms: int) -> int:
+    """How much batch time a process lets pass between two prunes of the history: a tenth of
+    ``keep_ms``, at least 1 s and at most 1 min."""
+    low, high = PRUNE_INTERVAL_BOUNDS_MS
+    return min(high, max(low, keep_ms // 10))
 
 
 @dataclass(frozen=True)
@@ -75,13 +88,15 @@ class AppendHistory(CheckpointTable):
 
     def update(self, partitions: DataFrame, now: datetime, keep_ms: int, batch_id: int) -> None:
         """Add a snapshot's high watermarks (``PARTITION_STATE`` rows) as of ``now`` where they
-        moved, then prune what no floor within ``keep_ms`` of ``now`` can need.
+        moved, then prune what no floor within ``keep_ms`` of ``now`` can need (when this
+        process has not pruned within ``prune_interval_ms(keep_ms)`` of ``now``).
 
         ``now`` must be no earlier than the moment the high watermarks were read (the pipeline
         passes the clock after the batch): a row claims every offset at or above its high
         watermark was appended after its time."""
         self.ensure_table()
-        at = F.lit(as_utc(now)).cast("timestamp")
+        now = as_utc(now)
+        at = F.lit(now).cast("timestamp")
         seen = partitions.groupBy(*HISTORY_KEY).agg(F.min("high_watermark").alias("high_watermark"))
         newest = self.read().groupBy(*HISTORY_KEY).agg(F.max_by("high_watermark", "snapshot_time").alias("t_hw"))
         moved = (
@@ -89,9 +104,17 @@ class AppendHistory(CheckpointTable):
             .where(F.col("t_hw").isNull() | (F.col("t_hw") != F.col("high_watermark")))
             .select(*HISTORY_KEY, at.alias("snapshot_time"), "high_watermark")
         )
-        if not moved.isEmpty():
-            self._merge(moved, batch_id)
-        self.prune(as_utc(now) - timedelta(milliseconds=keep_ms), batch_id)
+        found = moved.toArrow()  # at most one row per partition
+        if found.num_rows:
+            rows = self.spark.createDataFrame(found, APPEND_HISTORY)
+            self._retry(
+                f"append history append for batch {batch_id}",
+                lambda: rows.write.format("delta").mode("append").save(self.path),
+            )
+        last = _PRUNED.get(self.path)
+        if last is None or now < last or now - last >= timedelta(milliseconds=prune_interval_ms(keep_ms)):
+            self.prune(now - timedelta(milliseconds=keep_ms), batch_id)
+            _PRUNED[self.path] = now
 
     def prune(self, oldest_needed: datetime, batch_id: int) -> None:
         """Per partition, delete the rows older than its newest row at or before ``oldest_needed``
@@ -130,4 +153,4 @@ class AppendHistory(CheckpointTable):
         retry_conflicts(f"{what} on {self.path}", action, self.sleep)
 
 
-__all__ = ["HISTORY_KEY", "AppendHistory"]
+__all__ = ["HISTORY_KEY", "AppendHistory", "prune_interval_ms"]

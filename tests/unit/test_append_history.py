@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from spark_purge import schemas
-from spark_purge.history import AppendHistory
+from spark_purge.history import AppendHistory, prune_interval_ms
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 HOUR_MS = 3_600_000
@@ -41,3 +41,20 @@ def test_rows_only_where_the_high_watermark_moved_and_old_rows_pruned(spark: Spa
     t2 = T0 + timedelta(hours=2)
     store.update(partitions(spark, t2, {0: 10, 1: 9}), t2, HOUR_MS, 2)
     assert content(store) == [(0, timedelta(0), 10), (1, timedelta(minutes=30), 8), (1, timedelta(hours=2), 9)]
+
+
+def test_a_process_prunes_at_most_once_per_interval_of_batch_time(spark: SparkSession, tmp_path: Path) -> None:
+    """Pruning is tidying: within ``prune_interval_ms`` of this process's last prune, rows a
+    floor no longer needs stay (harmless: a floor reads the newest row at or before its time);
+    the first batch after the interval prunes them."""
+    assert [prune_interval_ms(k) for k in (3_000, 100_000, HOUR_MS)] == [1_000, 10_000, 60_000]
+    store = AppendHistory(spark, str(tmp_path / "append_history"))
+    hour = timedelta(hours=1)
+    store.record(spark.createDataFrame([("t", 0, T0 - hour - timedelta(seconds=10), 5), ("t", 0, T0 - hour + timedelta(seconds=20), 7)], schemas.APPEND_HISTORY), -1)
+    store.update(partitions(spark, T0, {0: 7}), T0, HOUR_MS, 0)  # the process's first batch prunes: nothing stale yet
+    assert [hw for _, _, hw in content(store)] == [5, 7]
+    # 30 s on, the row of 5 is stale (the row of 7 is at or before now - 1h), but the last prune was 30 s ago.
+    store.update(partitions(spark, T0, {0: 7}), T0 + timedelta(seconds=30), HOUR_MS, 1)
+    assert [hw for _, _, hw in content(store)] == [5, 7]
+    store.update(partitions(spark, T0, {0: 8}), T0 + timedelta(seconds=61), HOUR_MS, 2)  # a minute on: pruned
+    assert content(store) == [(0, -hour + timedelta(seconds=20), 7), (0, timedelta(seconds=61), 8)]
