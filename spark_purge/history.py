@@ -13,8 +13,8 @@ Storage: a Delta table (``schemas.APPEND_HISTORY``) beside the group-progress st
 appends one row per partition whose high watermark differs from its newest stored row (an
 unchanged high watermark adds nothing: the older row answers every later floor time the same),
 so re-running a batch with the same high watermarks changes nothing. Those rows (at most one
-per partition) come to the driver as Arrow and go back as one blind append: one Spark job to
-find them, one to write them, and no commit at all when none moved. Rows no floor can need any
+per partition) come to the driver as Arrow and go back as one blind append: one query finds
+them, one write adds them, and nothing is committed when none moved. Rows no floor can need any
 more are pruned by a MERGE: per partition, every row older than the newest one at or before
 ``now - keep_ms`` (``keep_ms``: the largest ``min_retention``). Pruning is only tidying (a floor
 reads the newest row at or before its time; older rows never change an answer), so a process
