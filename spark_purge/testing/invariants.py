@@ -28,7 +28,9 @@ And ``driver_kill_rewind``: the batch runs in a driver process of its own
 step (after its intents, right after the lease check before DeleteRecords, or after
 DeleteRecords before its outcomes; its lease is left unreleased), a required group of topic A
 rewinds, and a restarted pipeline in the checker (same query id, same batch id: what Spark does
-after a crash) replays the batch once the dead driver's lease expired; it must execute only the recorded intents and never cut past the rewound group. The
+after a crash) replays the batch once the dead driver's lease expired; it must execute only the recorded intents and never cut past the rewound group. A batch
+with nothing actionable never checks its lease: drawn that step, it ends whole, and the
+restarted pipeline finds its outcomes recorded (``step_never_reached``; a note counts these). The
 intents are checked against the commits they were planned on, before the rewind; every delete
 must have an intent whose cutoff is at least its own (a replay may cut less, never more).
 
@@ -119,7 +121,7 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -165,6 +167,15 @@ NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle", "controller_kill")  # need 
 # driver_kill_rewind: the steps of a batch the driver may die at (the runner's fault-hook steps).
 KILL_STEPS = ("intents_written", "lease_checked", "deletes_sent")
 DRIVER_TIMEOUT_S = 300  # driver_kill_rewind: a driver process (Spark start included) must die by then
+
+
+def step_never_reached(step: str, batch_rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a batch that ended without reaching ``step`` could not have reached it: a batch
+    with nothing actionable (outcomes, not one intent) sends no DeleteRecords, so it never
+    checks its lease (``BatchRunner``: ``lease_checked`` comes only before real deletes). Every
+    other step every batch reaches, and a batch with intents reaches them all."""
+    kinds = {row["record_type"] for row in batch_rows}
+    return step == "lease_checked" and "outcome" in kinds and "intent" not in kinds
 REQUEST_TIMEOUT_S = 10  # kafka.request_timeout of the checked job
 PAUSE_S = REQUEST_TIMEOUT_S + 3  # broker_pause: a node hangs longer than a request may take
 UNREACHABLE_S = (4.0, 2.5 * REQUEST_TIMEOUT_S)  # cluster_unreachable: every node hangs this long (drawn)
@@ -331,6 +342,7 @@ class InvariantWorkload:
         # before the rewind (against the commits they were planned on).
         self.prechecked: set[int] = set()
         self.kill_steps: Counter[str] = Counter()
+        self.unreached_steps: Counter[str] = Counter()  # drawn steps a whole batch never reached
         # broker_pause / cluster_unreachable: nodes SIGSTOPped now, and the timer that resumes
         # them; a pause planned for this cycle: (nodes, seconds, at the intents?).
         self.paused: list[int] = []
@@ -432,6 +444,9 @@ class InvariantWorkload:
             if self.kill_steps:
                 steps = ", ".join(f"{k}={v}" for k, v in sorted(self.kill_steps.items()))
                 self.report.notes.append(f"driver_kill_rewind: killed at {steps}")
+            if self.unreached_steps:
+                steps = ", ".join(f"{k}={v}" for k, v in sorted(self.unreached_steps.items()))
+                self.report.notes.append(f"driver_kill_rewind: batch ended whole, nothing actionable, step not reached: {steps}")
             self._restart_down()
             self.producer.close()
             self.admin.close()
@@ -844,12 +859,15 @@ class InvariantWorkload:
         finally:
             processes.kill_group(driver)  # by its own id: its Spark JVM too, if left
         said = output.read_text(encoding="utf-8", errors="replace")
-        if exit_code != -signal.SIGKILL or f"{batch_driver.KILLED_MARK} {step}" not in said:
+        rows = self._audit_rows(cycle)
+        if exit_code == batch_driver.NOT_REACHED and step_never_reached(step, rows):
+            self.unreached_steps[step] += 1  # the batch ended whole: its rows are checked as any
+        elif exit_code != -signal.SIGKILL or f"{batch_driver.KILLED_MARK} {step}" not in said:
             how = f"still running after {DRIVER_TIMEOUT_S} s" if exit_code is None else f"exit {exit_code}"
             tail = next((line for line in reversed(said.splitlines()) if line.strip()), "")
             raise WorkloadError(f"driver_kill_rewind: the driver was not killed at {step} ({how}; {output}): {tail[:300]}")
-        self.kill_steps[step] += 1
-        rows = self._audit_rows(cycle)
+        else:
+            self.kill_steps[step] += 1
         self._check_intents(cycle, rows)  # against the commits they were planned on
         self.prechecked.add(cycle)
         died_at = self._log_starts()

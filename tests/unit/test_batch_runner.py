@@ -14,6 +14,7 @@ from pyspark.sql import Row
 from spark_purge.audit import BatchContext
 from spark_purge.kafka.model import DeleteOutcome
 from spark_purge.runner import BatchRunner
+from spark_purge.testing.invariants import KILL_STEPS, step_never_reached
 from tests.unit.test_audit_rows import PLAN_ROWS, plan_row
 
 PLANNED = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
@@ -111,6 +112,22 @@ def test_fault_hook_runs_between_steps() -> None:
         run.run(PLAN_ROWS, ctx())
     assert steps == ["intents_written"]
     assert [name for name, _ in log.events] == ["ensure_table", "write intent"]  # nothing deleted
+
+
+def test_the_checkers_unreached_steps_are_the_steps_a_batch_skips() -> None:
+    # driver_kill_rewind draws a step before it knows the plan: a step the batch never reaches
+    # must be one the checker's step_never_reached accepts, judged from the audit rows alone.
+    nothing = [plan_row(0, None, False, binding="missing_commit")]
+    for plan in (PLAN_ROWS[:5], nothing):
+        log = Recorder()
+        reached: list[str] = []
+        run = runner(log, {("orders", 0): DeleteOutcome("orders", 0, 100, 1, 100)})
+        run.fault_hook = lambda step, batch_id, seen=reached: seen.append(step)
+        run.run(plan, ctx())
+        audit = [{"record_type": kind} for kind, rows in log.written.items() for _ in rows]
+        for step in KILL_STEPS:
+            assert (step not in reached) == step_never_reached(step, audit), (step, reached)
+    assert reached == ["intents_written", "deletes_sent"]  # the plan with nothing actionable
 
 
 def test_a_disablement_started_since_the_plan_keeps_its_topic_uncut() -> None:
