@@ -15,7 +15,9 @@ On a cluster (``spark-submit``, Databricks) nothing is added: Delta is already o
 Settings of a local session (each ``conf`` entry wins over them): loopback only, UTC, the UI
 off, 2 shuffle partitions, 2 Delta snapshot partitions, and adaptive query execution off (a
 batch's queries are small; with it, each of their shuffle and broadcast stages is a Spark job
-of its own, and a streaming query's micro-batches run without it anyway).
+of its own, and a streaming query's micro-batches run without it anyway), and room for
+``CODEGEN_CACHE_ENTRIES`` generated classes in Spark's code cache (100 by default: fewer than a
+batch compiles, so each batch compiled them all again).
 
 Logging in local mode: the driver JVM reads the package's ``log4j2.properties`` (Spark at WARN,
 its known start-up noise at ERROR, on stderr) unless ``spark.driver.extraJavaOptions`` (in
@@ -47,6 +49,9 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 # build/jvm/delta/pom.xml and the README's `spark-submit --packages` lines (a unit test checks).
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 LOG4J2_OPTION = "-Dlog4j2.configurationFile"
+# Spark's cache of compiled generated classes in a local session
+# (``spark.sql.codegen.cache.maxEntries``, 100 by default): a purge batch compiles about 200.
+CODEGEN_CACHE_ENTRIES = 1000
 
 
 def delta_jars(jars_dir: str | os.PathLike[str] | None = None) -> list[str] | None:
@@ -151,6 +156,11 @@ def get_spark(
             # 25 without). A streaming query turns it off for its micro-batch DataFrames anyway;
             # off here, the Delta writes and the one-shot commands plan the same way.
             .config("spark.sql.adaptive.enabled", "false")
+            # A batch compiles about 200 generated classes (its plan, the Delta writes and
+            # reads); Spark's cache of them holds 100 by default, so every batch compiled them
+            # all again (3-4 s of a 100 x 100 cycle). With room for them, a steady batch reuses
+            # them and compiles only what its new literals change.
+            .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         )
         jars = delta_jars(jars_dir)
         more = extra_jars(extra)

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import re
+from functools import reduce
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from spark_purge.cli import EXIT_USAGE, build_parser, main, verbosity_of
 from spark_purge.logs import NORMAL, QUIET, VERBOSE
-from spark_purge.session import DELTA_PACKAGE, driver_java_options, jars_packages, log4j2_config
+from spark_purge.session import CODEGEN_CACHE_ENTRIES, DELTA_PACKAGE, driver_java_options, jars_packages, log4j2_config
 
 REPO = Path(__file__).resolve().parents[2]
 OURS = f"-Dlog4j2.configurationFile={log4j2_config().as_uri()}"
@@ -85,3 +86,27 @@ def test_a_local_session_runs_a_join_and_aggregate_as_one_job(spark: SparkSessio
     before = store.jobsList(None).size()
     assert len(query.collect()) == 7
     assert store.jobsList(None).size() - before <= 2  # the broadcast's own job and the query's
+
+
+def test_a_local_session_keeps_more_generated_classes_than_a_batch_compiles(spark: SparkSession) -> None:
+    """A query's generated code compiled once is reused after 110 other classes were compiled:
+    more than Spark's default cache holds (100), fewer than a purge batch's ~200 (with the
+    default, the query below compiles again: checked by hand)."""
+    assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(CODEGEN_CACHE_ENTRIES)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    compiles = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+
+    def build(df: DataFrame) -> None:  # plans and compiles on the driver, runs no job
+        df._jdf.queryExecution().executedPlan().execute()
+
+    def probe() -> DataFrame:
+        return spark.range(5).selectExpr("id * 3 AS x").where("x > 1")
+
+    build(probe())
+    before = compiles.getCount()
+    build(reduce(DataFrame.unionAll, [spark.range(2).selectExpr(f"id + {i} AS y") for i in range(110)]))
+    assert compiles.getCount() - before >= 101  # each its own class
+    after = compiles.getCount()
+    build(probe())
+    assert compiles.getCount() == after
