@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from spark_purge.policy.reuse import reused
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, VANISHED_STATE
 
 
@@ -61,8 +62,14 @@ def group_status(selected: DataFrame, groups: DataFrame, staleness: DataFrame | 
             F.col("stale_candidate") & (F.col("last_progress") < F.col("stale_before")), F.lit(False)
         )
     rows = rows.withColumn("is_stale", is_stale)
+    return rows.groupBy("snapshot_id", "topic", "partition").agg(*_status_aggregates())
+
+
+@reused
+def _status_aggregates() -> list[Column]:
+    """``group_status``'s per-partition aggregates over its rows (``is_stale`` set)."""
     counted = F.col("committed_offset").isNotNull() & ~(F.col("is_stale") & F.col("ignore_stale"))
-    return rows.groupBy("snapshot_id", "topic", "partition").agg(
+    return [
         F.array_sort(F.collect_list(F.when(F.col("committed_offset").isNull(), F.col("group_id")))).alias("missing"),
         # The same, with each group's type (null: no row at all), in the same order.
         F.array_sort(
@@ -112,4 +119,4 @@ def group_status(selected: DataFrame, groups: DataFrame, staleness: DataFrame | 
                 ),
             )
         ).alias("diverged"),
-    )
+    ]

@@ -16,6 +16,7 @@ from spark_purge.policy.groups import group_status
 from spark_purge.policy.inputs import TopicRuleRow, resolve_topics
 from spark_purge.policy.positions import Positions
 from spark_purge.policy.retirement import with_retirement, with_retirement_facts
+from spark_purge.policy.reuse import reused
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, MANUAL_RULES, PLAN, TOPIC_RULES
 
 
@@ -79,14 +80,20 @@ def _with_manual(df: DataFrame, config: PurgeConfig, manual_offsets: DataFrame |
 
 def _widen(df: DataFrame, schema: StructType) -> DataFrame:
     """Select ``schema``'s columns in order, cast, and make nullable what the schema allows null."""
+    have = df.schema  # one schema round trip, not one per column
+    return df.select(*_widened(schema, tuple(f.nullable and not have[f.name].nullable for f in schema.fields)))
+
+
+@reused
+def _widened(schema: StructType, widen: tuple[bool, ...]) -> list[Column]:
     cols = []
-    for f in schema.fields:
+    for f, nullable in zip(schema.fields, widen):
         col = F.col(f.name).cast(f.dataType)
-        if f.nullable and not df.schema[f.name].nullable:
+        if nullable:
             # A CASE with a NULL branch is nullable; the analyzer folds a constant condition.
             col = F.when(col.isNull(), F.lit(None)).otherwise(col)
         cols.append(col.alias(f.name))
-    return df.select(*cols)
+    return cols
 
 
 def compute_plan(
@@ -187,6 +194,8 @@ def _selected_topic_rules(
     return resolve_topics(selected, discovered, config, now, unreadable_groups, external)
 
 
+
+
 # Column helpers shared by the steps below (functions: a Column needs an active session).
 
 
@@ -275,6 +284,11 @@ def with_bounds(df: DataFrame) -> DataFrame:
     kind of consumer at the minimum), ``time_floor``, ``high_watermark``,
     ``last_stable_offset`` or ``manual`` (ties: the high watermark first, then in that order;
     see the module docstring)."""
+    return df.select("*", *_bounds_columns())
+
+
+@reused
+def _bounds_columns() -> list[Column]:
     high_watermark, last_stable_offset = F.col("high_watermark"), F.col("last_stable_offset")
     group_bound = F.col("gmin.offset")
     floor_bound = F.when(F.col("floor_time").isNotNull(), F.col("time_floor_offset"))
@@ -305,7 +319,7 @@ def with_bounds(df: DataFrame) -> DataFrame:
         .when(manual & (target <= safe), F.lit("manual"))
         .otherwise(safe_bound)
     )
-    return df.select("*", cutoff.alias("c_cutoff"), bound.alias("c_bound"))
+    return [cutoff.alias("c_cutoff"), bound.alias("c_bound")]
 
 
 # ---- 2. binding constraint -------------------------------------------------------------------
@@ -347,6 +361,12 @@ def _blockers() -> list[tuple[Column, str]]:
 
 def with_binding_constraint(df: DataFrame) -> DataFrame:
     """Adds ``blocked`` (a blocker applies: no cutoff), ``binding_constraint`` and ``actionable``."""
+    blocked, binding, actionable = _binding_columns()
+    return df.select("*", blocked, binding).select("*", actionable)
+
+
+@reused
+def _binding_columns() -> tuple[Column, Column, Column]:
     blockers = _blockers()
     blocked = F.lit(False)
     for condition, _ in blockers:
@@ -363,9 +383,8 @@ def with_binding_constraint(df: DataFrame) -> DataFrame:
         .when(~_manual() & (step < F.col("min_step")), F.lit("below_min_step"))
         .otherwise(bound)
     )
-    df = df.select("*", blocked.alias("blocked"), binding.alias("binding_constraint"))
     actionable = ~F.col("blocked") & (F.col("binding_constraint") != "below_min_step") & (step > 0)
-    return df.select("*", F.coalesce(actionable, F.lit(False)).alias("actionable"))
+    return blocked.alias("blocked"), binding.alias("binding_constraint"), F.coalesce(actionable, F.lit(False)).alias("actionable")
 
 
 # ---- 3. explanation --------------------------------------------------------------------------
@@ -557,9 +576,13 @@ def _cuts_remote() -> Column:
 def with_explanation(df: DataFrame) -> DataFrame:
     """Adds the ``PLAN`` columns that report the decision: ``cutoff`` (null when blocked),
     ``records_to_delete``, ``blocking_group``, ``stale_groups`` and ``detail``."""
+    return df.select("*", *_explanation_columns())
+
+
+@reused
+def _explanation_columns() -> list[Column]:
     records = F.when(F.col("actionable"), F.greatest(_step(), F.lit(0))).otherwise(F.lit(0))
-    return df.select(
-        "*",
+    return [
         F.when(~F.col("blocked"), F.col("c_cutoff")).alias("cutoff"),
         F.coalesce(records, F.lit(0)).cast(LongType()).alias("records_to_delete"),
         _blocking_group().alias("blocking_group"),
@@ -567,4 +590,4 @@ def with_explanation(df: DataFrame) -> DataFrame:
         F.array_compact(_stale()).alias("stale_groups"),
         _detail().alias("detail"),
         _cuts_remote().alias("cuts_remote"),
-    )
+    ]
