@@ -194,8 +194,6 @@ def _selected_topic_rules(
     return resolve_topics(selected, discovered, config, now, unreadable_groups, external)
 
 
-
-
 # Column helpers shared by the steps below (functions: a Column needs an active session).
 
 

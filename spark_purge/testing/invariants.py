@@ -167,15 +167,6 @@ NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle", "controller_kill")  # need 
 # driver_kill_rewind: the steps of a batch the driver may die at (the runner's fault-hook steps).
 KILL_STEPS = ("intents_written", "lease_checked", "deletes_sent")
 DRIVER_TIMEOUT_S = 300  # driver_kill_rewind: a driver process (Spark start included) must die by then
-
-
-def step_never_reached(step: str, batch_rows: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a batch that ended without reaching ``step`` could not have reached it: a batch
-    with nothing actionable (outcomes, not one intent) sends no DeleteRecords, so it never
-    checks its lease (``BatchRunner``: ``lease_checked`` comes only before real deletes). Every
-    other step every batch reaches, and a batch with intents reaches them all."""
-    kinds = {row["record_type"] for row in batch_rows}
-    return step == "lease_checked" and "outcome" in kinds and "intent" not in kinds
 REQUEST_TIMEOUT_S = 10  # kafka.request_timeout of the checked job
 PAUSE_S = REQUEST_TIMEOUT_S + 3  # broker_pause: a node hangs longer than a request may take
 UNREACHABLE_S = (4.0, 2.5 * REQUEST_TIMEOUT_S)  # cluster_unreachable: every node hangs this long (drawn)
@@ -260,6 +251,15 @@ class InvariantReport:
         if self.cycle_errors:
             lines.append("  (full tracebacks: cycle_errors.log in the workdir)")
         return "\n".join(lines)
+
+
+def step_never_reached(step: str, batch_rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a batch that ended without reaching ``step`` could not have reached it: a batch
+    with nothing actionable (outcomes, not one intent) sends no DeleteRecords, so it never
+    checks its lease (``BatchRunner``: ``lease_checked`` comes only before real deletes). Every
+    other step every batch reaches, and a batch with intents reaches them all."""
+    kinds = {row["record_type"] for row in batch_rows}
+    return step == "lease_checked" and "outcome" in kinds and "intent" not in kinds
 
 
 class InvariantWorkload:
