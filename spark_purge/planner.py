@@ -31,7 +31,7 @@ from spark_purge.kafka.clock import ClockReading
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.policy import RetirementInput, compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
 from spark_purge.policy.positions import Positions
-from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS
+from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS, PARTITION_STATE
 
 # (topic, partition) -> epoch ms  ->  (topic, partition) -> first offset at/after it (Kafka I/O).
 OffsetLookup = Callable[[Mapping[TopicPartitionKey, int]], Mapping[TopicPartitionKey, int]]
@@ -88,8 +88,9 @@ class Planner:
         # The commits matched with the store once (vanished groups, staleness, the store's update).
         positions = None if progress is None else Positions.match(partitions, groups, progress)
         rows = compute_plan(
-            partitions,
-            groups if positions is None else groups.unionByName(positions.vanished(unreadable)),
+            # The group rows stay nested in their partition's row; the vanished ones join them.
+            snapshot.select(*PARTITION_STATE.fieldNames(), "groups"),
+            None if positions is None else positions.vanished(unreadable),
             self.config,
             now=now,
             progress=progress,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, StructField, StructType
 
 from spark_purge.policy.reuse import reused
-from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, VANISHED_STATE
+from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, GROUP_COMMIT, VANISHED_STATE
 
 
 def no_members(state: Column, kind: Column, members: Column) -> Column:
@@ -18,10 +19,29 @@ def no_members(state: Column, kind: Column, members: Column) -> Column:
     return F.coalesce(gone & ~F.coalesce(kind_l.isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)), F.lit(False))
 
 
-def group_status(selected: DataFrame, groups: DataFrame, staleness: DataFrame | None) -> DataFrame:
+KEYS = ["snapshot_id", "topic", "partition"]
+# GROUP_COMMIT with every field nullable: rows nested here (from columns whose nullability
+# differs) are cast to it.
+_ROWS = ArrayType(StructType([StructField(f.name, f.dataType, True) for f in GROUP_COMMIT.fields]), True)
+
+
+def nested_groups(groups: DataFrame) -> DataFrame:
+    """``GROUP_OFFSETS`` rows nested by partition: ``KEYS`` and ``groups`` (``GROUP_COMMIT``
+    structs, as a ``SNAPSHOT`` row carries them); one shuffle of the rows."""
+    entry = F.struct(*[F.col(f.name) for f in GROUP_COMMIT.fields])
+    return groups.groupBy(*KEYS).agg(F.collect_list(entry).cast(_ROWS).alias("groups"))
+
+
+def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataFrame | None) -> DataFrame:
     """Per selected partition: missing groups, stale groups, the lowest counted commit.
 
-    ``selected`` has the partition keys, ``high_watermark`` plus ``TOPIC_RULES`` columns. Output columns:
+    ``selected`` has the partition keys, ``high_watermark`` plus ``TOPIC_RULES`` columns and,
+    when it has one, the partition's own group rows nested in ``groups`` (``GROUP_COMMIT``, as
+    a ``SNAPSHOT`` row carries them). ``groups``: further ``GROUP_OFFSETS`` rows (None: none;
+    every row when ``selected`` has no ``groups`` column, and vanished groups' rows beside a
+    snapshot's own), nested by partition and joined on.
+
+    Output columns:
     ``missing`` (and ``missing_typed``: structs group_id, group_type), ``missing_external``, ``stale``,
     ``gmin`` (struct offset, stale, group_id, group_type, vanished),
     ``n_commits``, and the lineage faults of required commits (null: none), lowest group first:
@@ -31,38 +51,100 @@ def group_status(selected: DataFrame, groups: DataFrame, staleness: DataFrame | 
     ``last_progress`` (``positions.Positions.staleness``; None: no progress known, nobody is
     stale). A row with ``committed_offset`` -1 (members hold the partition, no position)
     is no commit: the group is missing there.
+
+    The partition's required consumers are the rule's ``required`` groups plus every external
+    consumer with a row on it (a static hold on partition 0 says nothing of partition 1). Each
+    row of a required consumer counts once (a group with none counts as one row without a
+    commit: missing). The rows never leave their partition's row: they are exploded from it and
+    aggregated back, with no join on a group (issue 12; the snapshot is hashed by topic and
+    partition, ``pipeline.kept``, so the aggregation needs no shuffle of them).
     """
-    # Every group row, its offset null when it is no commit (-1): a missing group keeps its type.
-    commits = groups.select(
-        "snapshot_id", "topic", "partition", "group_id",
-        F.when(F.col("committed_offset") >= 0, F.col("committed_offset")).alias("committed_offset"), "group_type",
-        F.coalesce(F.lower(F.col("group_state")) == VANISHED_STATE.lower(), F.lit(False)).alias("vanished"),
-        "committed_leader_epoch", "epoch_end_offset",
-    )
-    keys = ["snapshot_id", "topic", "partition"]
-    listed = selected.select(
-        *keys, "ignore_stale", "stale_before", "high_watermark", F.explode("required").alias("group_id"), F.lit(False).alias("external")
-    )
-    # External consumers are required on exactly the partitions they have a row on (a static hold
-    # on partition 0 says nothing of partition 1), whatever the rule lists or discovers.
-    outside = (
-        groups.where(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES))
-        .select(*keys, "group_id")
-        .join(selected.select(*keys, "ignore_stale", "stale_before", "high_watermark"), keys)
-        .select(*keys, "ignore_stale", "stale_before", "high_watermark", "group_id", F.lit(True).alias("external"))
-    )
-    required = listed.unionByName(outside).dropDuplicates([*keys, "group_id"])
-    rows = required.join(commits, [*keys, "group_id"], "left")
+    columns = [*KEYS, "ignore_stale", "stale_before", "high_watermark"]
+    own = "groups" in selected.columns
+    parts = selected.select(*columns, "required", *(["groups"] if own else []))
+    if groups is not None:
+        more = nested_groups(groups).withColumnRenamed("groups", "more")
+        # Beside a snapshot's own rows only vanished groups' (few): broadcast, the partitions'
+        # rows stay where they are.
+        parts = parts.join(F.broadcast(more) if own else more, KEYS, "left")
+        rows = F.coalesce(F.col("more"), F.array().cast(_ROWS))
+        if own:  # (concat takes the two element types as one: they differ in nullability only)
+            rows = F.concat(F.col("groups"), rows)
+    elif own:
+        rows = F.col("groups")
+    else:
+        raise ValueError("group_status needs group rows: a groups column in selected, or a groups DataFrame")
+    parts = parts.select(*columns, "required", rows.alias("rows"))
+    parts = parts.select(*columns, "rows", *_needed_columns())
+    parts = parts.select(*columns, "needed", *_rows_and_unneeded())
+    rows_df = parts.select(*columns, "needed", "unneeded", F.explode("rows").alias("g"))
+    rows_df = rows_df.where(_is_needed()).select(*columns, *_row_columns())
     if staleness is None:
         is_stale = F.lit(False)  # unknown progress: nobody is stale
     else:
         # One row per group: broadcast, so the O(commits) rows are not shuffled by group.
-        rows = rows.join(F.broadcast(staleness), "group_id", "left")
+        rows_df = rows_df.join(F.broadcast(staleness), "group_id", "left")
         is_stale = F.coalesce(
             F.col("stale_candidate") & (F.col("last_progress") < F.col("stale_before")), F.lit(False)
         )
-    rows = rows.withColumn("is_stale", is_stale)
-    return rows.groupBy("snapshot_id", "topic", "partition").agg(*_status_aggregates())
+    return rows_df.withColumn("is_stale", is_stale).groupBy(*KEYS).agg(*_status_aggregates())
+
+
+@reused
+def _needed_columns() -> list[Column]:
+    """A partition's group names with a row (``names``) and its required consumers
+    (``needed``: the rule's plus the external consumers with a row in ``rows``)."""
+    rows = F.col("rows")
+    external = F.transform(F.filter(rows, lambda g: _is_external(g["group_type"])), lambda g: g["group_id"])
+    return [F.transform(rows, lambda g: g["group_id"]).alias("names"), F.array_union(F.col("required"), external).alias("needed")]
+
+
+@reused
+def _rows_and_unneeded() -> list[Column]:
+    """``rows`` plus one row without a commit for each required consumer without any row (the
+    group is missing there), and the groups with a row that are not required (``unneeded``:
+    excluded or not listed); both sets by hashing (``array_except``)."""
+    names, needed = F.col("names"), F.col("needed")
+    absent = F.transform(F.array_except(needed, names), _no_row)
+    return [F.concat(F.col("rows"), absent).alias("rows"), F.array_except(names, needed).alias("unneeded")]
+
+
+def _no_row(group_id: Column) -> Column:
+    """A ``GROUP_COMMIT`` for a group without a row: its id, everything else null."""
+    return F.struct(*[group_id.alias(f.name) if f.name == "group_id" else F.lit(None).cast(f.dataType).alias(f.name) for f in GROUP_COMMIT.fields])
+
+
+@reused
+def _is_needed() -> Column:
+    """Whether an exploded row's group (``g``) is required: looked up in the shorter of
+    ``unneeded`` and ``needed`` (a linear search; with discovery and no exclusion ``unneeded``
+    is empty, with listed groups ``needed`` is the short list)."""
+    group_id, unneeded, needed = F.col("g.group_id"), F.col("unneeded"), F.col("needed")
+    return (
+        F.when(F.size(unneeded) == 0, F.lit(True))
+        .when(F.size(unneeded) < F.size(needed), ~F.array_contains(unneeded, group_id))
+        .otherwise(F.array_contains(needed, group_id))
+    )
+
+
+def _is_external(group_type: Column) -> Column:
+    return F.coalesce(group_type.isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False))
+
+
+@reused
+def _row_columns() -> list[Column]:
+    """A required consumer's row (``g``): its commit (null: none, -1, or no row at all), type,
+    vanished and external flags and lineage facts."""
+    g = F.col("g")
+    return [
+        g["group_id"].alias("group_id"),
+        F.when(g["committed_offset"] >= 0, g["committed_offset"]).alias("committed_offset"),
+        g["group_type"].alias("group_type"),
+        F.coalesce(F.lower(g["group_state"]) == VANISHED_STATE.lower(), F.lit(False)).alias("vanished"),
+        g["committed_leader_epoch"].alias("committed_leader_epoch"),
+        g["epoch_end_offset"].alias("epoch_end_offset"),
+        _is_external(g["group_type"]).alias("external"),
+    ]
 
 
 @reused

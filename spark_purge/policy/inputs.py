@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from spark_purge._time import as_utc, format_duration
 from spark_purge.config import MANUAL_RULE_NAME, PurgeConfig, TopicRule
+from spark_purge.policy.groups import KEYS, nested_groups
 from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE
 
 
@@ -79,15 +80,24 @@ def unreadable_groups_of(snapshot_row: Row) -> dict[str, str]:
 
 def split_snapshot(snapshot: DataFrame) -> tuple[DataFrame, DataFrame]:
     """``SNAPSHOT`` rows -> (``PARTITION_STATE``, ``GROUP_OFFSETS``) DataFrames."""
-    partitions = snapshot.select(*PARTITION_STATE.fieldNames())
-    exploded = snapshot.select("snapshot_id", "snapshot_time", "topic", "partition", F.explode("groups").alias("g"))
-    groups = exploded.select(
-        *[
-            F.col(f"g.{name}").alias(name) if name not in ("snapshot_id", "snapshot_time", "topic", "partition") else F.col(name)
-            for name in GROUP_OFFSETS.fieldNames()
-        ]
+    return snapshot.select(*PARTITION_STATE.fieldNames()), group_rows(snapshot)
+
+
+def nest_snapshot(partitions: DataFrame, groups: DataFrame) -> DataFrame:
+    """``split_snapshot`` undone: ``PARTITION_STATE`` rows with their ``GROUP_OFFSETS`` rows
+    nested in ``groups`` (empty: none); rows on partitions ``partitions`` lacks are dropped."""
+    nested = nested_groups(groups)
+    empty = F.array().cast(nested.schema["groups"].dataType)
+    return partitions.join(nested, KEYS, "left").select(
+        *PARTITION_STATE.fieldNames(), F.coalesce(F.col("groups"), empty).alias("groups")
     )
-    return partitions, groups
+
+
+def group_rows(snapshot: DataFrame) -> DataFrame:
+    """The ``GROUP_OFFSETS`` rows nested in rows with a ``groups`` column (``SNAPSHOT``)."""
+    keys = ("snapshot_id", "snapshot_time", "topic", "partition")
+    exploded = snapshot.select(*keys, F.explode("groups").alias("g"))
+    return exploded.select(*[F.col(name) if name in keys else F.col(f"g.{name}").alias(name) for name in GROUP_OFFSETS.fieldNames()])
 
 
 class TopicRuleRow(NamedTuple):

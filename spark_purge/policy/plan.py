@@ -13,7 +13,7 @@ from pyspark.sql.types import LongType, StringType, StructType
 from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
 from spark_purge.policy.groups import group_status
-from spark_purge.policy.inputs import TopicRuleRow, resolve_topics
+from spark_purge.policy.inputs import TopicRuleRow, group_rows, resolve_topics
 from spark_purge.policy.positions import Positions
 from spark_purge.policy.retirement import with_retirement, with_retirement_facts
 from spark_purge.policy.reuse import reused
@@ -98,7 +98,7 @@ def _widened(schema: StructType, widen: tuple[bool, ...]) -> list[Column]:
 
 def compute_plan(
     partitions: DataFrame,
-    groups: DataFrame,
+    groups: DataFrame | None,
     config: PurgeConfig,
     now: datetime,
     progress: DataFrame | None = None,
@@ -111,8 +111,12 @@ def compute_plan(
 ) -> DataFrame:
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
-    ``partitions``: ``PARTITION_STATE``; ``groups``: ``GROUP_OFFSETS`` (a committed_offset < 0
-    means no commit); ``progress``: ``GROUP_PROGRESS`` or None (then no group is stale);
+    ``partitions``: ``PARTITION_STATE``, or ``SNAPSHOT`` rows whose ``groups`` column holds
+    each partition's group rows (they then stay in their partition's row: ``group_status``);
+    ``groups``: ``GROUP_OFFSETS`` rows besides those (every one when ``partitions`` has no
+    ``groups`` column; a committed_offset < 0 means no commit; None: none; the planner passes
+    a snapshot and its vanished groups' rows); ``progress``: ``GROUP_PROGRESS`` or None (then
+    no group is stale);
     ``manual_offsets``: ``MANUAL_OFFSETS`` answering ``timestamp_lookups(config)``;
     ``unreadable_groups``: group -> error for groups whose commits the snapshot could not read
     (``unreadable_groups_of(row)``); ``append_history``: ``APPEND_HISTORY`` rows (see
@@ -133,16 +137,18 @@ def compute_plan(
     bound allows and which bound sets it), ``with_binding_constraint`` (what blocks or binds the
     partition, and whether to act) and ``with_explanation`` (the blocking group and the detail).
     """
+    every_group = _every_group_row(partitions, groups)
     topic_rules = partitions.sparkSession.createDataFrame(
-        _selected_topic_rules(partitions, groups, config, as_utc(now), unreadable_groups), TOPIC_RULES
+        _selected_topic_rules(partitions, every_group, config, as_utc(now), unreadable_groups), TOPIC_RULES
     )
     in_transition = sorted(set(tiering_transitions))
     base = partitions.join(F.broadcast(topic_rules), "topic", "inner").withColumn(
         "tiering_transition", F.col("topic").isin(in_transition) if in_transition else F.lit(False)
     )
     if staleness is None and progress is not None:
-        staleness = Positions.match(partitions, groups, progress, keep=False).staleness(unreadable_groups or ())
-    df = base.join(group_status(base, groups, staleness), ["snapshot_id", "topic", "partition"], "left")
+        staleness = Positions.match(partitions, every_group, progress, keep=False).staleness(unreadable_groups or ())
+    status = group_status(base, groups, staleness)
+    df = base.drop("groups", "unreadable_groups").join(status, ["snapshot_id", "topic", "partition"], "left")
     df = _with_manual(df, config, manual_offsets)
     df = with_append_floor(df, append_history)
     df = with_explanation(with_binding_constraint(with_bounds(df)))
@@ -150,6 +156,16 @@ def compute_plan(
         df = with_retirement_facts(df, retirement.state, append_history, as_utc(now), retirement.delay_ms)
         df = with_retirement(df, retirement.delay_ms)
     return _widen(df.select(*PLAN.fieldNames()), PLAN)
+
+
+def _every_group_row(partitions: DataFrame, groups: DataFrame | None) -> DataFrame:
+    """``GROUP_OFFSETS``: the rows nested in ``partitions`` (if any) and ``groups``."""
+    if "groups" not in partitions.columns:
+        if groups is None:
+            raise ValueError("compute_plan needs group rows: a groups column in partitions, or a groups DataFrame")
+        return groups
+    nested = group_rows(partitions)
+    return nested if groups is None else nested.unionByName(groups)
 
 
 @dataclass(frozen=True)

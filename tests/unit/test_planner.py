@@ -213,3 +213,42 @@ def test_one_snapshot_with_progress_gives_exactly_these_plan_rows(spark: SparkSe
         [(SNAP, row[0], row[1], f"id-{row[0]}", *row[2:]) for row in PROGRESS_EXPECTED], schemas.PLAN
     )
     assert_df_equality(plan.rows.orderBy("topic", "partition"), expected)
+
+
+def _shuffled_group_rows(node: Any, shuffled: bool = False) -> list[str]:
+    """The ``Generate`` nodes (group rows exploded) of a physical plan whose rows reach a shuffle
+    before any aggregation (``shuffled``: a shuffle above, and no aggregate since)."""
+    name = node.nodeName()
+    found = [node.simpleString(200)] if name == "Generate" and shuffled else []
+    if name == "Exchange":  # a shuffle (a broadcast is "BroadcastExchange")
+        shuffled = True
+    elif "Aggregate" in name:  # one row per key (a partial one: per key and piece) above here
+        shuffled = False
+    children = node.children()  # a cached relation's own plan is not among them
+    for i in range(children.length()):
+        found += _shuffled_group_rows(children.apply(i), shuffled)
+    return found
+
+
+def test_the_plan_never_shuffles_a_group_row(spark: SparkSession) -> None:
+    """Issue 12: each partition's group rows are exploded from its snapshot row and aggregated
+    back where they are. Hashed in two pieces by (topic, partition), as the pipeline keeps a
+    batch's snapshot, the plan moves no group row through a shuffle before it is aggregated.
+    Matched with a store, so vanished groups and staleness are in it."""
+    from spark_purge.pipeline import kept
+
+    progress = spark.createDataFrame(PROGRESS_ROWS, schemas.PROGRESS_STORE)
+    pieces = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    try:
+        snapshot = kept(spark.createDataFrame(PROGRESS_SNAPSHOT, schemas.SNAPSHOT))
+        plan = Planner(PROGRESS_CONFIG, lambda _: {}, lambda: progress).plan(snapshot)
+        assert plan is not None
+        physical = plan.rows._jdf.queryExecution().executedPlan()
+        assert "Generate" in physical.toString()  # the group rows are exploded in this plan
+        assert _shuffled_group_rows(physical) == [], physical.toString()
+        assert plan.rows.count() == len(PROGRESS_EXPECTED)
+        plan.release()
+        snapshot.unpersist()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", pieces or "1")

@@ -66,9 +66,13 @@ def run(
     history: list[tuple[Any, ...]] | None = None,
     tiering: frozenset[str] = frozenset(),
 ) -> DataFrame:
+    # As the planner plans: each partition's group rows nested in its snapshot row, the
+    # vanished ones (the planner's, from the progress store) beside them.
+    own = spark.createDataFrame([g for g in groups if g[3] != "Vanished"], schemas.GROUP_OFFSETS)
+    vanished = [g for g in groups if g[3] == "Vanished"]
     return policy.compute_plan(
-        spark.createDataFrame(parts, schemas.PARTITION_STATE),
-        spark.createDataFrame(groups, schemas.GROUP_OFFSETS),
+        policy.nest_snapshot(spark.createDataFrame(parts, schemas.PARTITION_STATE), own),
+        spark.createDataFrame(vanished, schemas.GROUP_OFFSETS) if vanished else None,
         cfg,
         NOW,
         progress=None if progress is None else spark.createDataFrame(progress, schemas.GROUP_PROGRESS),

@@ -223,14 +223,19 @@ def stale_groups(case: Case) -> set[str]:
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
-@given(case=cases())
-def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case) -> None:
+@given(case=cases(), nested=st.booleans())
+def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case, nested: bool) -> None:
     cfg = from_dict(
         {"kafka": {"bootstrap_servers": ["k:9092"]}, "audit": {"path": "a"}, "defaults": {"min_retention": "0s"}, "rules": case.rules, "protected_topics": ["prot"], "manual": case.manual}
     )
+    parts = spark.createDataFrame(case.parts, schemas.PARTITION_STATE)
+    if nested:  # as the planner plans: group rows nested in their partition's row, vanished ones beside
+        own = spark.createDataFrame([g for g in case.groups if g[3] != "Vanished"], schemas.GROUP_OFFSETS)
+        plan_input = (policy.nest_snapshot(parts, own), spark.createDataFrame([g for g in case.groups if g[3] == "Vanished"], schemas.GROUP_OFFSETS))
+    else:  # every group row flat
+        plan_input = (parts, spark.createDataFrame(case.groups, schemas.GROUP_OFFSETS))
     plan = policy.compute_plan(
-        spark.createDataFrame(case.parts, schemas.PARTITION_STATE),
-        spark.createDataFrame(case.groups, schemas.GROUP_OFFSETS),
+        *plan_input,
         cfg,
         NOW,
         progress=spark.createDataFrame(case.progress, schemas.GROUP_PROGRESS),
