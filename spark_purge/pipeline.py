@@ -399,9 +399,9 @@ def kept(snapshot: DataFrame) -> DataFrame:
     ships them once: the stages after it read the cache through shuffle partitions, which carry
     nothing. It makes one piece per task slot (at most ``spark.sql.shuffle.partitions``), hashed
     by (topic, partition), and the cache keeps that partitioning: the plan's per-partition work
-    (a partition's group rows exploded from its row, matched with its required groups,
-    aggregated back, joined to the partition) then needs no further shuffle of the group rows
-    where Spark may co-partition on those two keys
+    (a partition's group rows exploded from its row, filtered to its required consumers,
+    aggregated back, joined to the partition: ``policy.groups.group_status``) then needs no
+    further shuffle of the group rows where Spark may co-partition on those two keys
     (``spark.sql.requireAllClusterKeysForCoPartition=false``, which ``session.get_spark`` sets
     for a local session)."""
     spark = snapshot.sparkSession
