@@ -15,7 +15,9 @@ against a real Delta progress store, the plan rows to the driver (``pipeline.col
 and the store's update from the plan (``ProgressStore.apply``). The first cycle creates the
 store and is left out of the summary.
 
-Prints per step min / median seconds and Spark jobs, and the plan rows per second. Not a test.
+Prints per step min / median seconds and Spark jobs, and the plan rows per second. ``--parts``
+also times the planner's parts inside ``plan``, each forced on its own: the store match (counted
+as soon as it is made), the rules' collect and ``compute_plan``. Not a test.
 """
 from __future__ import annotations
 
@@ -59,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-topic", type=int, default=50)
     ap.add_argument("--cycles", type=int, default=4)
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    ap.add_argument(
+        "--parts", action="store_true",
+        help="also time the planner's parts, each forced on its own inside `plan`: the store match, the rules' collect, compute_plan",
+    )
     args = ap.parse_args(argv)
 
     from spark_purge import pipeline
@@ -69,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     from spark_purge.source import snapshot_batch
     from spark_purge.testing import workload
 
+    part_seconds: dict[str, list[float]] = {}
+    if args.parts:
+        _time_parts(part_seconds)
     detached = getattr(pipeline, "detached", None)  # None on code before the store's changes were cut (a baseline)
     keep = getattr(pipeline, "kept", None)  # None on code before the snapshot was cut and hashed (a baseline)
     spark = get_spark("plan-bench", master="local[2]", conf=dict(c.split("=", 1) for c in args.conf))
@@ -139,7 +148,41 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<10} {min(v):7.2f} / {statistics.median(v):6.2f}  {statistics.median(jobs[name][keep]):4}")
     total = [sum(seconds[k][i] for k in seconds) for i in range(len(seconds["plan"]))][keep]
     print(f"{'total':<10} {min(total):7.2f} / {statistics.median(total):6.2f}")
+    if part_seconds:
+        print("inside plan, each part forced on its own (min / median s):")
+        for name, values in part_seconds.items():
+            v = values[1:] if len(values) > 1 else values
+            print(f"  {name:<26} {min(v):6.2f} / {statistics.median(v):6.2f}")
     return 0
+
+
+def _time_parts(parts: dict[str, list[float]]) -> None:
+    """Wrap the planner's parts so each is timed (``--parts``): the store match is materialized
+    (counted) as soon as it is made, so its cost is its own and not the first action's after it."""
+    from spark_purge import planner as planner_module
+    from spark_purge.policy import plan as plan_module
+    from spark_purge.policy.positions import Positions
+
+    def timed(name: str, call):  # type: ignore[no-untyped-def]
+        def run(*a, **k):  # type: ignore[no-untyped-def]
+            t0 = time.perf_counter()
+            try:
+                return call(*a, **k)
+            finally:
+                parts.setdefault(name, []).append(time.perf_counter() - t0)
+
+        return run
+
+    match = Positions.match.__func__  # type: ignore[attr-defined]
+
+    def matched(cls, *a, **k):  # type: ignore[no-untyped-def]
+        positions = match(cls, *a, **k)
+        timed("store match (materialized)", positions.matched.count)()
+        return positions
+
+    Positions.match = classmethod(matched)  # type: ignore[method-assign, assignment]
+    plan_module._selected_topic_rules = timed("rules' collect", plan_module._selected_topic_rules)
+    planner_module.compute_plan = timed("compute_plan (with rules)", planner_module.compute_plan)
 
 
 if __name__ == "__main__":
