@@ -22,14 +22,14 @@ def no_members(state: Column, kind: Column, members: Column) -> Column:
 KEYS = ["snapshot_id", "topic", "partition"]
 # GROUP_COMMIT with every field nullable: rows nested here (from columns whose nullability
 # differs) are cast to it.
-_ROWS = ArrayType(StructType([StructField(f.name, f.dataType, True) for f in GROUP_COMMIT.fields]), True)
+NESTED_ROWS = ArrayType(StructType([StructField(f.name, f.dataType, True) for f in GROUP_COMMIT.fields]), True)
 
 
 def nested_groups(groups: DataFrame) -> DataFrame:
     """``GROUP_OFFSETS`` rows nested by partition: ``KEYS`` and ``groups`` (``GROUP_COMMIT``
     structs, as a ``SNAPSHOT`` row carries them); one shuffle of the rows."""
     entry = F.struct(*[F.col(f.name) for f in GROUP_COMMIT.fields])
-    return groups.groupBy(*KEYS).agg(F.collect_list(entry).cast(_ROWS).alias("groups"))
+    return groups.groupBy(*KEYS).agg(F.collect_list(entry).cast(NESTED_ROWS).alias("groups"))
 
 
 def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataFrame | None) -> DataFrame:
@@ -67,7 +67,7 @@ def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataF
         # Beside a snapshot's own rows only vanished groups' (few): broadcast, the partitions'
         # rows stay where they are.
         parts = parts.join(F.broadcast(more) if own else more, KEYS, "left")
-        rows = F.coalesce(F.col("more"), F.array().cast(_ROWS))
+        rows = F.coalesce(F.col("more"), F.array().cast(NESTED_ROWS))
         if own:  # (concat takes the two element types as one: they differ in nullability only)
             rows = F.concat(F.col("groups"), rows)
     elif own:
@@ -95,7 +95,7 @@ def _needed_columns() -> list[Column]:
     """A partition's group names with a row (``names``) and its required consumers
     (``needed``: the rule's plus the external consumers with a row in ``rows``)."""
     rows = F.col("rows")
-    external = F.transform(F.filter(rows, lambda g: _is_external(g["group_type"])), lambda g: g["group_id"])
+    external = F.transform(F.filter(rows, lambda g: is_external(g["group_type"])), lambda g: g["group_id"])
     return [F.transform(rows, lambda g: g["group_id"]).alias("names"), F.array_union(F.col("required"), external).alias("needed")]
 
 
@@ -127,7 +127,8 @@ def _is_needed() -> Column:
     )
 
 
-def _is_external(group_type: Column) -> Column:
+def is_external(group_type: Column) -> Column:
+    """Whether a row's ``group_type`` is an external consumer's (false for a null type)."""
     return F.coalesce(group_type.isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False))
 
 
@@ -143,7 +144,7 @@ def _row_columns() -> list[Column]:
         F.coalesce(F.lower(g["group_state"]) == VANISHED_STATE.lower(), F.lit(False)).alias("vanished"),
         g["committed_leader_epoch"].alias("committed_leader_epoch"),
         g["epoch_end_offset"].alias("epoch_end_offset"),
-        _is_external(g["group_type"]).alias("external"),
+        is_external(g["group_type"]).alias("external"),
     ]
 
 

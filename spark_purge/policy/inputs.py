@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from spark_purge._time import as_utc, format_duration
 from spark_purge.config import MANUAL_RULE_NAME, PurgeConfig, TopicRule
-from spark_purge.policy.groups import KEYS, nested_groups
+from spark_purge.policy.groups import KEYS, NESTED_ROWS, nested_groups
 from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE
 
 
@@ -86,10 +86,8 @@ def split_snapshot(snapshot: DataFrame) -> tuple[DataFrame, DataFrame]:
 def nest_snapshot(partitions: DataFrame, groups: DataFrame) -> DataFrame:
     """``split_snapshot`` undone: ``PARTITION_STATE`` rows with their ``GROUP_OFFSETS`` rows
     nested in ``groups`` (empty: none); rows on partitions ``partitions`` lacks are dropped."""
-    nested = nested_groups(groups)
-    empty = F.array().cast(nested.schema["groups"].dataType)
-    return partitions.join(nested, KEYS, "left").select(
-        *PARTITION_STATE.fieldNames(), F.coalesce(F.col("groups"), empty).alias("groups")
+    return partitions.join(nested_groups(groups), KEYS, "left").select(
+        *PARTITION_STATE.fieldNames(), F.coalesce(F.col("groups"), F.array().cast(NESTED_ROWS)).alias("groups")
     )
 
 

@@ -12,7 +12,7 @@ from pyspark.sql.types import LongType, StringType, StructType
 
 from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
-from spark_purge.policy.groups import group_status
+from spark_purge.policy.groups import KEYS, group_status, is_external
 from spark_purge.policy.inputs import TopicRuleRow, group_rows, resolve_topics
 from spark_purge.policy.positions import Positions
 from spark_purge.policy.retirement import with_retirement, with_retirement_facts
@@ -148,7 +148,7 @@ def compute_plan(
     if staleness is None and progress is not None:
         staleness = Positions.match(partitions, every_group, progress, keep=False).staleness(unreadable_groups or ())
     status = group_status(base, groups, staleness)
-    df = base.drop("groups", "unreadable_groups").join(status, ["snapshot_id", "topic", "partition"], "left")
+    df = base.drop("groups", "unreadable_groups").join(status, KEYS, "left")
     df = _with_manual(df, config, manual_offsets)
     df = with_append_floor(df, append_history)
     df = with_explanation(with_binding_constraint(with_bounds(df)))
@@ -194,7 +194,7 @@ def _selected_topic_rules(
         )
         .unionByName(
             groups.select(
-                "topic", "group_id", F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False)).alias("external")
+                "topic", "group_id", is_external(F.col("group_type")).alias("external")
             )
         )
         .distinct()

@@ -16,17 +16,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_purge.policy.groups import no_members
-from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, GROUP_OFFSETS, VANISHED_STATE
+from spark_purge.policy.groups import is_external, no_members
+from spark_purge.schemas import GROUP_OFFSETS, VANISHED_STATE
 
 KEY = ["group_id", "topic", "partition"]
-
-
-def _external() -> Column:
-    return F.coalesce(F.col("group_type").isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False))
 
 
 @dataclass(frozen=True)
@@ -50,7 +46,7 @@ class Positions:
         (``keep``; otherwise left lazy, for a single use).
         ``partitions`` (``PARTITION_STATE``) is needed by ``vanished`` and ``staleness``; without
         it, ``changed`` gives every position a null topic id."""
-        external = _external()
+        external = is_external(F.col("group_type"))
         live = (
             groups.where(F.col("committed_offset") >= 0)
             .groupBy(*KEY)
