@@ -363,6 +363,13 @@ def cycles(
     from spark_purge.config import load
     from spark_purge.kafka import SnapshotRequest, open_client
     from spark_purge.pipeline import read_snapshot
+
+    try:  # as the pipeline holds a batch's snapshot (code before detach.held: Spark's cache)
+        from spark_purge.detach import held as hold
+    except ImportError:
+
+        def hold(df: Any) -> Any:
+            return df.persist()
     from spark_purge.session import get_spark
 
     cfg = load(config_file)
@@ -388,7 +395,7 @@ def cycles(
                 before = sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir())
                 cpu0, t0 = cpu_seconds(jvm_pid), time.perf_counter()
                 with phases.phase("snapshot+source"):
-                    snapshot = read_snapshot(spark, cfg).persist()
+                    snapshot = hold(read_snapshot(spark, cfg))
                     snapshot.count()
                 pipeline.process_batch(snapshot, c)
                 cycle_s.append(time.perf_counter() - t0)

@@ -665,7 +665,7 @@ class ProgressStore(CheckpointTable):
         positions = Positions.match(partitions, groups, self.read())
         try:
             with detached(positions.changed(now)) as changed:
-                positions.release()  # nothing cached reads the store while it is written
+                positions.release()  # nothing held reads the store while it is written
                 self.apply(changed, batch_id)
         finally:
             positions.release()

@@ -56,7 +56,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location, lease_row
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
-from spark_purge.detach import detached
+from spark_purge.detach import detached, drop, held
 from spark_purge.errors import ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.external_snapshot import with_external_consumers
 from spark_purge.fs import Files, HadoopFiles, join
@@ -334,7 +334,7 @@ class PurgePipeline:
         finally:
             if plan is not None:
                 plan.release()
-            base.unpersist()
+            drop(base)
         return self._done(result)
 
     def _record_history(self, partitions: DataFrame, batch_id: int) -> None:
@@ -373,8 +373,8 @@ class PurgePipeline:
         not remembered: left out."""
         partitions, groups = split_snapshot(snapshot)
         if plan.positions is not None:
-            # Cut from the store before it is written: a cached match still reading the store
-            # would be re-planned at the store's commit (``spark_purge.detach``).
+            # Cut from the store before it is written: nothing that reads the store may be
+            # re-planned at the store's commit (``spark_purge.detach``).
             with detached(plan.positions.changed(plan.planned_at)) as changed:
                 plan.release()
                 self.progress.apply(changed, batch_id)
@@ -391,14 +391,15 @@ class PurgePipeline:
 
 
 def kept(snapshot: DataFrame) -> DataFrame:
-    """``snapshot`` cut from its source and persisted for the batch (``unpersist`` it after).
+    """``snapshot`` cut from its source and held for the batch (``detach.held``; ``detach.drop``
+    it after).
 
     The data source's input partitions carry the snapshot's Arrow bytes (``source``), and a
-    task carries its partition: every stage reading the snapshot, even from the cache, would ship
+    task carries its partition: every stage reading the snapshot, even from held rows, would ship
     them again (3.5 MB a task at 1k partitions x 1k groups, ten times that at 10k). One shuffle
-    ships them once: the stages after it read the cache through shuffle partitions, which carry
+    ships them once: the stages after it read the held rows through shuffle partitions, which carry
     nothing. It makes one piece per task slot (at most ``spark.sql.shuffle.partitions``), hashed
-    by (topic, partition), and the cache keeps that partitioning: the plan's per-partition work
+    by (topic, partition), and the held rows keep that partitioning: the plan's per-partition work
     (a partition's group rows exploded from its row, filtered to its required consumers,
     aggregated back, joined to the partition: ``policy.groups.group_status``) then needs no
     further shuffle of the group rows where Spark may co-partition on those two keys
@@ -408,7 +409,7 @@ def kept(snapshot: DataFrame) -> DataFrame:
     # As many pieces as the cluster runs tasks at once (and no more than a shuffle makes): every
     # stage reading the snapshot runs one task a piece, and the snapshot is O(partitions) rows.
     ways = max(1, min(int(spark.conf.get("spark.sql.shuffle.partitions") or 2), spark.sparkContext.defaultParallelism))
-    return snapshot.repartition(ways, "topic", "partition").persist()
+    return held(snapshot.repartition(ways, "topic", "partition"))
 
 
 def collect_rows(df: DataFrame) -> list[Row]:
@@ -541,7 +542,7 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
         snapshot = kept(read_snapshot(spark, config))
         plan = planner.plan(with_external(spark, config, snapshot))
         if plan is not None:
-            plan.release()  # no batch to remember it for: nothing stays cached
+            plan.release()  # no batch to remember it for: nothing stays held
         return None if plan is None else dataclasses.replace(plan, clock=read_clock(clock))
     finally:
         for client in opened:

@@ -48,11 +48,11 @@ class Plan:
     # Last stable offset of each partition with an open transaction (LSO < high watermark).
     open_transactions: Mapping[TopicPartitionKey, int] = field(default_factory=dict)
     # The snapshot's positions matched with the progress store (None: no store yet); kept
-    # (persisted) for the batch: the pipeline updates the store from it, then releases it.
+    # (held) for the batch: the pipeline updates the store from it, then releases it.
     positions: Positions | None = None
 
     def release(self) -> None:
-        """Drop what the plan keeps cached for its batch."""
+        """Drop what the plan holds for its batch."""
         if self.positions is not None:
             self.positions.release()
 

@@ -7,7 +7,7 @@ candidate when every commit it has is a position the store knows, ``policy.group
 the batch, the store's update (the positions that are new or moved). Each used to join the
 O(commits) rows with the store on its own. ``Positions.match`` does it once: the commits
 reduced to one row per (group, topic, partition), full outer joined with the store, kept for
-the batch (``persist``; ``release`` when the batch is done). The three are then filters and
+the batch (``detach.held``; ``release`` when the batch is done). The three are then filters and
 small aggregations of that one table, each giving exactly what its own join gave.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ from datetime import datetime
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark_purge.detach import drop, held
 from spark_purge.policy.groups import is_external, no_members
 from spark_purge.schemas import GROUP_OFFSETS, VANISHED_STATE
 
@@ -38,11 +39,12 @@ class Positions:
 
     matched: DataFrame
     partitions: DataFrame | None  # the snapshot's PARTITION_STATE (None: topic ids unknown)
+    kept: bool = False  # ``matched`` is held (``detach.held``) until ``release``
 
     @classmethod
     def match(cls, partitions: DataFrame | None, groups: DataFrame, store: DataFrame, keep: bool = True) -> Positions:
         """Match ``groups`` (``GROUP_OFFSETS``) with ``store`` (``PROGRESS_STORE``; a table
-        without ``group_type`` / ``topic_id`` reads them as null); persisted until ``release``
+        without ``group_type`` / ``topic_id`` reads them as null); held until ``release``
         (``keep``; otherwise left lazy, for a single use).
         ``partitions`` (``PARTITION_STATE``) is needed by ``vanished`` and ``staleness``; without
         it, ``changed`` gives every position a null topic id."""
@@ -70,10 +72,12 @@ class Positions:
             s_topic_id.alias("s_topic_id"),
         )
         matched = live.join(stored, KEY, "full_outer").withColumn("live", F.coalesce(F.col("live"), F.lit(False)))
-        return cls(matched.persist() if keep else matched, partitions)
+        return cls(held(matched), partitions, kept=True) if keep else cls(matched, partitions)
 
     def release(self) -> None:
-        self.matched.unpersist()
+        """Free ``matched``'s held rows (kept by ``match``); nothing when it was left lazy."""
+        if self.kept:
+            drop(self.matched)
 
     def _on_snapshot(self) -> DataFrame:
         """``matched`` joined with its partition's ``snapshot_id``, ``snapshot_time`` and

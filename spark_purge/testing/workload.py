@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 
 from spark_purge._time import Backoff, Deadline
 from spark_purge.config import PurgeConfig, from_dict
+from spark_purge.detach import drop, held
 from spark_purge.pipeline import BatchResult, PurgePipeline, default_client_factory, read_snapshot, start_stream
 from spark_purge.testing.errors import HarnessError, NotReadyError, WorkloadError
 
@@ -377,12 +378,12 @@ def run_available_now(spark: SparkSession, cfg: PurgeConfig, *, dry_run: bool = 
 
 def run_cycle(pipeline: PurgePipeline, batch_id: int) -> BatchResult:
     """One purge cycle on a fresh snapshot (what one foreachBatch call does)."""
-    snapshot = read_snapshot(pipeline.spark, pipeline.config).cache()
+    snapshot = held(read_snapshot(pipeline.spark, pipeline.config))
     try:
         snapshot.count()
         return pipeline.process_batch(snapshot, batch_id)
     finally:
-        snapshot.unpersist()
+        drop(snapshot)
 
 
 def _audit_path(source: AuditSource) -> str:

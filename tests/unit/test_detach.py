@@ -1,12 +1,15 @@
-"""``detach.detached`` (real Spark + Delta, local files): rows cut from the table they were
-read from, so writing that table re-plans nothing, and the held rows freed afterwards."""
+"""``detach`` (real Spark + Delta, local files): rows cut from the table they were read from, so
+writing that table re-plans nothing; rows held for several jobs without Spark's cache; and the
+held rows freed afterwards."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from spark_purge.detach import detached
+import spark_purge
+from spark_purge.detach import detached, drop, held
 
 
 def _planning_jobs_during(spark: SparkSession, write: object) -> int:
@@ -54,3 +57,39 @@ def test_rows_written_back_from_a_detached_copy_re_plan_nothing_and_are_freed(sp
         assert _planning_jobs_during(spark, append(rows)) == 0
         assert _held(spark) > held_before
     assert _held(spark) == held_before
+
+
+def _cache_is_empty(spark: SparkSession) -> bool:
+    return bool(spark._jsparkSession.sharedState().cacheManager().isEmpty())
+
+
+def test_held_rows_are_computed_once_keep_their_partitioning_bypass_sparks_cache_and_are_freed(spark: SparkSession) -> None:
+    before = _held(spark)
+    rows = held(spark.range(1000).selectExpr("id", "id % 7 k").repartition(2, "k"))
+    assert _held(spark) == before  # nothing computed yet: the first job that reads them does
+    assert rows.count() == 1000
+    assert _held(spark) == before + 1
+    assert _cache_is_empty(spark)  # not Spark's cache (CachedRDDBuilder): see detach's docstring
+    jobs = spark.sparkContext._jsc.sc().statusStore()
+    counted = {int(j.jobId()) for j in _jobs(jobs)}
+    per_key = rows.groupBy("k").count()
+    assert "Exchange" not in per_key._jdf.queryExecution().executedPlan().toString()  # still hashed by k
+    assert sorted(r["count"] for r in per_key.collect()) == [142, 143, 143, 143, 143, 143, 143]
+    # The aggregate read the held blocks: its one job has one stage, with no shuffle of the
+    # repartition behind it (not even a skipped one: the lineage is cut).
+    new = [j for j in _jobs(jobs) if int(j.jobId()) not in counted]
+    assert len(new) == 1
+    assert new[0].stageIds().size() == 1 and new[0].numSkippedStages() == 0  # type: ignore[attr-defined]
+    drop(rows)
+    assert _held(spark) == before
+    drop(rows)  # twice: a no-op
+
+
+def test_the_package_never_uses_sparks_cache() -> None:
+    """Spark 4.2.0's cache can kill the executor's heartbeat thread (``spark_purge.detach``):
+    rows a batch reads twice are ``held``."""
+    root = Path(spark_purge.__file__).parent
+    calls = re.compile(r"\.(persist|cache)\(|\bcacheTable\(|CACHE TABLE", re.IGNORECASE)
+    found = [f"{path.relative_to(root)}:{n}" for path in sorted(root.rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if calls.search(line)]
+    assert found == []
