@@ -113,6 +113,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -227,6 +228,18 @@ class InvariantReport:
     fenced_rows: int = 0  # audit rows a fenced generation committed after its takeover (must stay 0)
     seconds: float = 0.0
     interrupted: bool = False
+    # Wall seconds of each part of a cycle, one entry per cycle that ran it (``phase_table``).
+    phase_seconds: dict[str, list[float]] = field(default_factory=dict)
+
+    def timed(self, phase: str, seconds: float) -> None:
+        self.phase_seconds.setdefault(phase, []).append(seconds)
+
+    def phase_table(self) -> list[str]:
+        """Per part of a cycle: how many cycles ran it, its median and its longest seconds."""
+        return [
+            f"  {name:<14} {len(values):>5} cycles, median {statistics.median(values):6.2f} s, max {max(values):7.2f} s"
+            for name, values in self.phase_seconds.items()
+        ]
 
     def summary(self) -> str:
         faults = ", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
@@ -245,6 +258,8 @@ class InvariantReport:
             f"violations:         {len(self.violations)}",
             f"seconds:            {self.seconds:.0f}",
         ]
+        if self.phase_seconds:
+            lines += ["cycle parts:"] + self.phase_table()
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  violation: {v}" for v in self.violations[:20]]
         lines += [f"  cycle error: {e}" for e in self.cycle_errors[:10]]
@@ -454,6 +469,18 @@ class InvariantWorkload:
         return self.report
 
     def _cycle(self, cycle: int) -> None:
+        started = time.monotonic()
+        self._lap = started
+        self._run_cycle(cycle)
+        self.report.timed("whole cycle", time.monotonic() - started)
+
+    def _timed(self, phase: str) -> None:
+        """Charge the time since the last lap to ``phase``."""
+        now = time.monotonic()
+        self.report.timed(phase, now - self._lap)
+        self._lap = now
+
+    def _run_cycle(self, cycle: int) -> None:
         self._restart_down()
         if self.tiering is not None:
             self.tiering.resume()  # left DISABLING last cycle: its job restarts and finishes
@@ -461,6 +488,7 @@ class InvariantWorkload:
             self._wait_for_expiry(self.expiring)
         self._produce()
         self._consume()
+        self._timed("workload")
         if self.schedule is not None:
             fault = self.schedule[cycle % len(self.schedule)]
         else:
@@ -476,11 +504,13 @@ class InvariantWorkload:
             self._stream_run()
             self.report.faults["spark_stream"] += 1
             fault = None if fault == "spark_stream" else fault
+            self._timed("spark query")
         share_due = "share_consume" in self.kinds and self.schedule is None and cycle % SHARE_EVERY == 0
         if fault == "share_consume" or share_due:
             if self._share_consume():
                 self.report.faults["share_consume"] += 1
             fault = None if fault == "share_consume" else fault
+            self._timed("share consumer")
         if fault == "group_expiry":
             self._start_expiring_group(cycle)
         elif fault == "group_rewind":
@@ -515,16 +545,20 @@ class InvariantWorkload:
         self._maintain = fault == "audit_maintenance"
         if fault:
             self.report.faults[fault] += 1
+        self._timed(f"fault: {fault}" if fault else "no fault")
         before = self._log_starts()
         self.recreated = set()
         cycle_started = datetime.now(timezone.utc)
         if self._pause_plan is not None and not self._pause_plan[2]:
             self._pause(*self._pause_plan[:2])  # after the checker's own read of the log starts
+        purged = False
         try:
             if fault == "driver_kill_rewind":
                 self._driver_kill_rewind(cycle, before)
             else:
                 workload.run_cycle(self.pipeline, cycle)
+            self._timed("purge")
+            purged = True
         except FencedError:  # overlap_job: the first job, fenced, must stop (checked in _check_fenced)
             if cycle not in self.overlaps:
                 raise
@@ -541,6 +575,8 @@ class InvariantWorkload:
             with open(self.workdir / "cycle_errors.log", "a", encoding="utf-8") as f:
                 f.write(f"=== cycle {cycle} (fault: {fault})\n{traceback.format_exc()}\n")
             self.pipeline.close()  # a fresh client next cycle
+        if not purged:
+            self._timed("purge (failed)")
         self._recreate_mid_cycle = False
         self._overlap = False
         self._pause_plan = None
@@ -555,6 +591,7 @@ class InvariantWorkload:
         self._check_retired(cycle, before, after)
         if self.tiering is not None:
             self.report.violations += self.tiering.check(cycle, before, after, rows)
+        self._timed("checks")
 
     # ---- workload steps ---------------------------------------------------------------------
     def _tps(self, topic: str) -> list[TopicPartitionKey]:

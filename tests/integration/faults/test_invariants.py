@@ -45,6 +45,11 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
     assert len(report.cycle_errors) <= 2, report.summary()  # a cycle may fail under a fault, not most
     # The driver process really died by SIGKILL at its step (else the cycle would have failed).
     assert any(note.startswith("driver_kill_rewind: killed at") for note in report.notes), report.summary()
+    # Every cycle is timed, and its purge once: whole or failed.
+    timed = report.phase_seconds
+    assert len(timed["whole cycle"]) == len(schedule), report.summary()
+    assert len(timed.get("purge", [])) + len(timed.get("purge (failed)", [])) == len(schedule), report.summary()
+    assert len(timed["spark query"]) == 1 and len(timed["share consumer"]) == 1, report.summary()
 
 
 def test_checker_catches_an_unsafe_delete(spark: SparkSession, fault_cluster: LocalKafka, tmp_path: Path) -> None:
