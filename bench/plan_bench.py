@@ -80,6 +80,13 @@ def main(argv: list[str] | None = None) -> int:
         _time_parts(part_seconds)
     detached = getattr(pipeline, "detached", None)  # None on code before the store's changes were cut (a baseline)
     keep = getattr(pipeline, "kept", None)  # None on code before the snapshot was cut and hashed (a baseline)
+    try:  # held rows are freed by detach.drop; Spark's cache (code before detach.held) by unpersist
+        from spark_purge.detach import drop as free
+    except ImportError:
+
+        def free(df: object) -> None:
+            df.unpersist()  # type: ignore[attr-defined]
+
     spark = get_spark("plan-bench", master="local[2]", conf=dict(c.split("=", 1) for c in args.conf))
     seconds: dict[str, list[float]] = {"snapshot": [], "plan": [], "rows": [], "progress": []}
     jobs: dict[str, list[int]] = {k: [] for k in seconds}
@@ -114,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             with step("snapshot", c):
                 batch = snapshot_batch(snap, "snapshot")
                 df = spark.createDataFrame(pa.Table.from_batches([batch]))
-                df = keep(df) if keep is not None else df.persist()  # as the pipeline caches a batch's snapshot
+                df = keep(df) if keep is not None else df.persist()  # as the pipeline holds a batch's snapshot
                 df.count()
             with step("plan", c):
                 plan = planner.plan(df)
@@ -136,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                     store.update(groups, plan.planned_at, c, parts)
             if hasattr(plan, "release"):
                 plan.release()
-            df.unpersist()
+            free(df)
             took = sum(seconds[k][-1] for k in seconds)
             print(f"cycle {c}: {took:.2f}s ({len(rows)} plan rows, {sum(r['actionable'] for r in rows)} actionable)", flush=True)
     spark.stop()

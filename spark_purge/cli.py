@@ -266,7 +266,10 @@ def _plan_rows(spark: SparkSession, cfg: PurgeConfig, topic: str | None = None) 
             if plan is None:
                 return [], None
             chosen = plan.rows if topic is None else plan.rows.where(F.col("topic") == topic)
-            collected = chosen.orderBy("topic", "partition").collect()
+            try:
+                collected = chosen.orderBy("topic", "partition").collect()
+            finally:
+                plan.release()
             if plan.open_transactions:  # name the producers pinning them
                 with open_client(cfg) as client:
                     collected = with_producers(plan, collected, lambda: client)
@@ -492,7 +495,12 @@ def cmd_retirements(cfg: PurgeConfig, args: argparse.Namespace) -> int:
         topics = sorted({r["topic"] for r in current})
         snapshot = with_external(spark, cfg, read_snapshot(spark, cfg, topics)).collect()
         plan = plan_snapshot(spark, cfg) if cfg.retirement.enable else None
-        verdicts = {} if plan is None else {(r["topic"], r["partition"]): r for r in plan.rows.collect()}
+        verdicts: dict[tuple[str, int], Any] = {}
+        if plan is not None:
+            try:
+                verdicts = {(r["topic"], r["partition"]): r for r in plan.rows.collect()}
+            finally:
+                plan.release()
     except SparkPurgeError:
         raise
     except Exception as exc:

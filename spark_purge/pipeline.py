@@ -518,7 +518,8 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
     Group progress and the append history come from the configured stream checkpoint, if any
     (so stale groups and time floors show as the running job sees them; without one, time
     floors have no history: ``no_history``, the log start). The Kafka client is opened only for
-    ``@timestamp`` entries.
+    ``@timestamp`` entries. The plan holds its snapshot and positions (``detach.held``): read its
+    rows, then ``plan.release()`` them.
     """
     factory = client_factory or default_client_factory(config)
     opened: list[PurgeClient] = []
@@ -541,9 +542,10 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
         planner = Planner(config, lookup, progress, history, retirements=retirements, tiering_transitions=tiering)
         snapshot = kept(read_snapshot(spark, config))
         plan = planner.plan(with_external(spark, config, snapshot))
-        if plan is not None:
-            plan.release()  # no batch to remember it for: nothing stays held
-        return None if plan is None else dataclasses.replace(plan, clock=read_clock(clock))
+        if plan is None:
+            drop(snapshot)
+            return None
+        return dataclasses.replace(plan, clock=read_clock(clock), held=(snapshot,))
     finally:
         for client in opened:
             client.close()

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from spark_purge._time import as_utc
 from spark_purge.config import PurgeConfig
+from spark_purge.detach import drop
 from spark_purge.kafka.clock import ClockReading
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.policy import RetirementInput, compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
@@ -50,11 +51,16 @@ class Plan:
     # The snapshot's positions matched with the progress store (None: no store yet); kept
     # (held) for the batch: the pipeline updates the store from it, then releases it.
     positions: Positions | None = None
+    # Rows held for the plan that it does not own otherwise (``plan_snapshot``: its snapshot).
+    held: tuple[DataFrame, ...] = ()
 
     def release(self) -> None:
-        """Drop what the plan holds for its batch."""
+        """Drop what the plan holds for its batch. Its ``rows`` cannot be read after that: the
+        held rows they are computed from are gone (``detach.held``)."""
         if self.positions is not None:
             self.positions.release()
+        for rows in self.held:
+            drop(rows)
 
 
 @dataclass(frozen=True)

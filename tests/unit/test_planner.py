@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from spark_purge import schemas
 from spark_purge.config import from_dict
+from spark_purge.detach import drop
 from spark_purge.planner import Planner
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
@@ -249,6 +250,6 @@ def test_the_plan_never_shuffles_a_group_row(spark: SparkSession) -> None:
         assert _shuffled_group_rows(physical) == [], physical.toString()
         assert plan.rows.count() == len(PROGRESS_EXPECTED)
         plan.release()
-        snapshot.unpersist()
+        drop(snapshot)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", pieces or "1")
