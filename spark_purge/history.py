@@ -19,7 +19,9 @@ more are pruned by a MERGE: per partition, every row older than the newest one a
 ``now - keep_ms`` (``keep_ms``: the largest ``min_retention``). Pruning is only tidying (a floor
 reads the newest row at or before its time; older rows never change an answer), so a process
 prunes at most once per ``prune_interval_ms(keep_ms)`` of batch time (a tenth of ``keep_ms``,
-within 1 s .. 1 min): the table then holds at most about 10% more rows than a floor needs.
+within 10 s .. 1 min): the table then holds at most about 10% more rows than a floor needs, or
+10 s more of them for floors under 100 s (a prune is a MERGE, about a second here: pruning a
+3 s floor every second made the history cost as much as the rest of a small batch).
 
     history = AppendHistory(spark, "/ckpt/append_history")
     history.update(partitions, snapshot_time, keep_ms=3_600_000, batch_id=7)
@@ -43,12 +45,12 @@ from spark_purge.schemas import APPEND_HISTORY
 HISTORY_KEY = ("topic", "partition")
 _READY: set[str] = set()  # paths whose table this process already created
 _PRUNED: dict[str, datetime] = {}  # path -> batch time of this process's last prune there
-PRUNE_INTERVAL_BOUNDS_MS = (1_000, 60_000)
+PRUNE_INTERVAL_BOUNDS_MS = (10_000, 60_000)
 
 
 def prune_interval_ms(keep_ms: int) -> int:
     """How much batch time a process lets pass between two prunes of the history: a tenth of
-    ``keep_ms``, at least 1 s and at most 1 min."""
+    ``keep_ms``, at least 10 s and at most 1 min."""
     low, high = PRUNE_INTERVAL_BOUNDS_MS
     return min(high, max(low, keep_ms // 10))
 

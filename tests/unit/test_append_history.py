@@ -47,7 +47,7 @@ def test_a_process_prunes_at_most_once_per_interval_of_batch_time(spark: SparkSe
     """Pruning is tidying: within ``prune_interval_ms`` of this process's last prune, rows a
     floor no longer needs stay (harmless: a floor reads the newest row at or before its time);
     the first batch after the interval prunes them."""
-    assert [prune_interval_ms(k) for k in (3_000, 100_000, HOUR_MS)] == [1_000, 10_000, 60_000]
+    assert [prune_interval_ms(k) for k in (3_000, 100_000, 200_000, HOUR_MS)] == [10_000, 10_000, 20_000, 60_000]
     store = AppendHistory(spark, str(tmp_path / "append_history"))
     hour = timedelta(hours=1)
     store.record(spark.createDataFrame([("t", 0, T0 - hour - timedelta(seconds=10), 5), ("t", 0, T0 - hour + timedelta(seconds=20), 7)], schemas.APPEND_HISTORY), -1)
