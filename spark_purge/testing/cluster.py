@@ -15,7 +15,10 @@ Python process that started it is killed outright.
         kafka.start_node(1)     # and bring it back on the same ports and data
 
 Broker logs are kept in ``<workdir>/node-<id>/server.log``; ``keep_logs_on_failure`` leaves the
-directory in place when the block exits with an exception.
+directory in place when the block exits with an exception. A ``workdir`` given by the caller is
+kept; a later ``LocalKafka`` on it starts the same cluster again on its data (its cluster id
+read back from the nodes' ``meta.properties``), on new ports: the invariant checker's resumed
+runs do this.
 
 Security (``scram_users``): the client listener speaks SASL_PLAINTEXT with SCRAM-SHA-512, the
 ``StandardAuthorizer`` denies whatever no ACL allows, and every user's SCRAM credential is
@@ -272,7 +275,7 @@ class LocalKafka:
         self._tiered_shim: Path | None = None
         self._owns_workdir = self.workdir is None
         self._dir = Path(self.workdir or tempfile.mkdtemp(prefix="spark-purge-kafka-"))
-        self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self._cluster_id = _formatted_cluster_id(self._dir) or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self._nodes = [
             KafkaNode(
                 i,
@@ -702,6 +705,16 @@ class LocalKafka:
                 stdin=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent,
             )
+
+
+def _formatted_cluster_id(directory: Path) -> str | None:
+    """The cluster id of a cluster formatted in ``directory`` before (None: none was)."""
+    for meta in sorted(directory.glob("node-*/data/meta.properties")):
+        for line in meta.read_text(encoding="utf-8").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "cluster.id":
+                return value.strip()
+    return None
 
 
 def _stop_processes(nodes: Iterable[KafkaNode]) -> None:

@@ -99,6 +99,13 @@ whose product support exists, ``DEFAULT_KINDS``):
     ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults retire --fault-rate 1
     ./dev.sh py -m spark_purge.testing.invariants --cycles 6 --seed 3 --nodes 1 --faults tiering_disable --fault-rate 1
 
+A run goes in parts when it must (``--workdir`` keeps the cluster's data and, after every whole
+cycle, the checker's state; ``--minutes`` or SIGTERM stops it between cycles; ``--resume`` goes
+on, on the same cluster started again; see ``InvariantWorkload.run``)::
+
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 1000 --seed 17 --workdir var/inv17 --minutes 150
+    ./dev.sh py -m spark_purge.testing.invariants --workdir var/inv17 --resume --minutes 150
+
 It prints cycles, faults injected by kind, records produced, share records accepted, groups
 expired, Spark query runs and records read, records deleted, audit rows checked and violations, and exits
 0 only when there are no violations. ``tests/integration/faults/test_invariants.py`` runs a short
@@ -110,6 +117,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import pickle
 import random
 import shutil
 import signal
@@ -123,7 +131,7 @@ import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
@@ -183,6 +191,18 @@ BACKDATE_MS = 2 * 86_400_000  # backdated_records: CreateTime two days before th
 BACKDATED_PER_PARTITION = (1, 25)
 RETIRE_DELAY_MS = 2_000  # retirement.delay under the retire kind
 RETIRED_WRITE_RATE = 0.2  # chance per cycle that the producer still writes to the retired partition
+# A run's saved state (``InvariantWorkload.run``): written after every whole cycle; the marker
+# names the cycle in progress (left behind by a run stopped in a cycle's middle, which cannot resume).
+STATE_FILE = "checker-state.pickle"
+RUNNING_FILE = "checker-cycle-running"
+STATE_VERSION = 1
+# The oracle's knowledge a resumed run needs (plain values; what a cycle only uses in passing is not kept).
+SAVED_ORACLE = (
+    "partitions", "timestamps", "sent_at", "commits", "share_joined", "share_accepted", "share_deliveries",
+    "share_limit", "share_stopped", "expiring", "stream_read", "stream_first_seen", "stream_records_before",
+    "prechecked", "kill_steps", "unreached_steps", "overlaps", "retired", "retired_reclaims",
+)
+SAVED_TIERING = ("state", "policy", "stopped_at", "during", "mid_cycle", "pending", "runs", "remote_cuts")
 EXPIRY_BROKER_CONFIG = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
 
 
@@ -228,6 +248,9 @@ class InvariantReport:
     fenced_rows: int = 0  # audit rows a fenced generation committed after its takeover (must stay 0)
     seconds: float = 0.0
     interrupted: bool = False
+    # A run stopped between cycles (``--minutes``, SIGTERM) and resumed later (``--resume``).
+    paused: bool = False
+    resumes: int = 0
     # Wall seconds of each part of a cycle, one entry per cycle that ran it (``phase_table``).
     phase_seconds: dict[str, list[float]] = field(default_factory=dict)
 
@@ -241,11 +264,18 @@ class InvariantReport:
             for name, values in self.phase_seconds.items()
         ]
 
+    def _stopped(self) -> str:
+        if self.interrupted:
+            return " (interrupted: the cycle in progress is not counted, and the run cannot resume)"
+        if self.paused:
+            return " (paused between cycles: go on with --resume)"
+        return ""
+
     def summary(self) -> str:
         faults = ", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
         lines = [
             f"seed:               {self.seed}",
-            f"cycles:             {self.cycles}{' (interrupted: the cycle in progress is not counted)' if self.interrupted else ''}",
+            f"cycles:             {self.cycles}{self._stopped()}",
             f"faults injected:    {sum(self.faults.values())} ({faults})",
             f"records produced:   {self.records_produced}",
             f"share accepted:     {self.share_accepted} (failed share runs: {self.share_runs_failed})",
@@ -258,6 +288,11 @@ class InvariantReport:
             f"violations:         {len(self.violations)}",
             f"seconds:            {self.seconds:.0f}",
         ]
+        if self.resumes:
+            lines.append(
+                f"resumed:            {self.resumes} time(s): each time the checker and the whole cluster "
+                "were stopped between cycles and started again from their disks"
+            )
         if self.phase_seconds:
             lines += ["cycle parts:"] + self.phase_table()
         lines += [f"  note: {n}" for n in self.notes]
@@ -315,6 +350,13 @@ class InvariantWorkload:
 
         self.spark = spark
         self.cluster = cluster
+        # What a resumed run must share with the run it goes on (``_restore`` compares them).
+        self.run_args: dict[str, Any] = {
+            "seed": seed, "kinds": list(self.kinds), "fault_rate": fault_rate, "schedule": self.schedule,
+            "nodes": len(cluster.node_ids), "delete_timeout": delete_timeout, "sabotage_cycle": sabotage_cycle,
+        }
+        self._stop_requested = False
+        self._config_written = False
         self.rng = random.Random(seed)
         self.report = InvariantReport(seed=seed)
         self.fault_rate = fault_rate
@@ -430,25 +472,53 @@ class InvariantWorkload:
             workload.create_topics(self.admin, {topic: self.partitions[topic]}, self.replication, {**configs, **extra})
 
     # ---- the run ----------------------------------------------------------------------------
-    def run(self, cycles: int) -> InvariantReport:
+    def run(self, cycles: int, *, resume: bool = False, minutes: Optional[float] = None) -> InvariantReport:
+        """Run cycles up to ``cycles`` in all. The oracle's state is saved in the workdir after
+        every whole cycle (``STATE_FILE``); ``resume``: go on from the state saved there, on a
+        cluster started again on the run's own data. ``minutes``: stop between cycles, after the
+        first cycle that ends that long after the start (or once ``request_stop`` was called);
+        the run can then resume."""
         started = time.monotonic()
-        self._create_topics()
-        self.pipeline: PurgePipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook)
+        first = 0
+        query_id: Optional[str] = None
+        if resume:
+            first, query_id = self._restore(load_state(self.workdir))
+            self.report.resumes += 1
+            self.report.paused = False
+            self.out(f"resuming at cycle {first + 1}/{cycles} ({self.report.cycles} cycles checked before)")
+        else:
+            self._create_topics()
+        self.pipeline: PurgePipeline = workload.new_pipeline(
+            self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id
+        )
         self._mid_cycle_kill = self._controller_mid = False
+        seconds_before = self.report.seconds
         try:
-            for cycle in range(cycles):
+            for cycle in range(first, cycles):
+                running = self.workdir / RUNNING_FILE
+                running.write_text(f"{cycle}\n", encoding="utf-8")
                 try:
                     self._cycle(cycle)
                 except KeyboardInterrupt:  # Ctrl-C / SIGINT: stop, report the cycles checked so far
                     self.report.interrupted = True
                     break
                 self.report.cycles += 1
-                if cycle % self.progress_every == self.progress_every - 1 or cycle == cycles - 1:
+                self.report.seconds = seconds_before + time.monotonic() - started
+                last = cycle == cycles - 1
+                self.report.paused = not last and (
+                    self._stop_requested or (minutes is not None and time.monotonic() - started >= minutes * 60)
+                )
+                self._save(cycle + 1, cycles)
+                running.unlink()
+                if cycle % self.progress_every == self.progress_every - 1 or last or self.report.paused:
                     r = self.report
                     self.out(
                         f"cycle {cycle + 1}/{cycles}: faults {sum(r.faults.values())}, deleted {r.records_deleted}, "
                         f"audit rows {r.audit_rows_checked}, errors {len(r.cycle_errors)}, violations {len(r.violations)}"
                     )
+                if self.report.paused:
+                    self.out(f"paused after cycle {cycle + 1}: state saved in {self.workdir / STATE_FILE}")
+                    break
         finally:
             self._end_pause()
             self._end_maintenance(None)
@@ -465,8 +535,50 @@ class InvariantWorkload:
             self._restart_down()
             self.producer.close()
             self.admin.close()
-            self.report.seconds = time.monotonic() - started
+            self.report.seconds = seconds_before + time.monotonic() - started
         return self.report
+
+    def request_stop(self) -> None:
+        """Stop after the cycle in progress, its state saved (a SIGTERM handler's job)."""
+        self._stop_requested = True
+
+    # ---- the saved state (a run that stops between cycles and resumes) ----------------------
+    def _save(self, next_cycle: int, cycles: int) -> None:
+        """Write the oracle's state after a whole cycle: plain values only, atomically."""
+        state = {
+            "version": STATE_VERSION,
+            "next_cycle": next_cycle,
+            "cycles": cycles,
+            "run": self.run_args,
+            "rng": self.rng.getstate(),
+            "query_id": self.pipeline.query_id,
+            "report": {f.name: getattr(self.report, f.name) for f in fields(InvariantReport)},
+            "oracle": {name: getattr(self, name) for name in SAVED_ORACLE},
+            "tiering": None if self.tiering is None else {name: getattr(self.tiering, name) for name in SAVED_TIERING},
+        }
+        path = self.workdir / STATE_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def _restore(self, state: Mapping[str, Any]) -> tuple[int, str]:
+        """Take a saved state over; returns the next cycle and the job's query id."""
+        if state["run"] != self.run_args:
+            raise WorkloadError(
+                f"{self.workdir / STATE_FILE}: saved by a run of {state['run']}, not {self.run_args}: resume with the run's own settings"
+            )
+        self.rng.setstate(state["rng"])
+        known = {f.name for f in fields(InvariantReport)}
+        self.report = InvariantReport(**{k: v for k, v in state["report"].items() if k in known})
+        for name, value in state["oracle"].items():
+            setattr(self, name, value)
+        if self.tiering is not None and state["tiering"] is not None:
+            for name, value in state["tiering"].items():
+                setattr(self.tiering, name, value)
+        return int(state["next_cycle"]), str(state["query_id"])
 
     def _cycle(self, cycle: int) -> None:
         started = time.monotonic()
@@ -915,10 +1027,12 @@ class InvariantWorkload:
         workload.run_cycle(self.pipeline, cycle)
 
     def _config_file(self) -> Path:
-        """The checker's config as YAML, for a driver process (written once)."""
+        """The checker's config as YAML, for a driver process (written once per life of the
+        checker: a resumed run's cluster listens on new ports)."""
         path = self.workdir / "purge.yaml"
-        if not path.exists():
+        if not self._config_written:
             path.write_text(yaml.safe_dump(self.config_data, sort_keys=False), encoding="utf-8")
+            self._config_written = True
         return path
 
     def _overlap_job(self, batch_id: int) -> None:
@@ -1162,6 +1276,27 @@ class InvariantWorkload:
         return workload.audit_rows(self.spark, self.config, None, batch_id=batch_id, missing_ok=True)
 
 
+def load_state(workdir: Path) -> dict[str, Any]:
+    """The state a run saved in ``workdir`` after its last whole cycle; refuses a run stopped in
+    the middle of a cycle (what that cycle did to Kafka is not in the state)."""
+    running = workdir / RUNNING_FILE
+    if running.exists():
+        cycle = running.read_text(encoding="utf-8").strip()
+        raise WorkloadError(
+            f"{running}: the run was stopped in the middle of cycle {int(cycle) + 1} (Ctrl-C or a kill), and what that "
+            "cycle did to Kafka is not in its saved state: it cannot resume. Start a new run; stop one between "
+            "cycles with --minutes or SIGTERM"
+        )
+    path = workdir / STATE_FILE
+    if not path.exists():
+        raise WorkloadError(f"{path}: no saved run to resume in {workdir}")
+    with open(path, "rb") as f:
+        state: dict[str, Any] = pickle.load(f)
+    if state.get("version") != STATE_VERSION:
+        raise WorkloadError(f"{path}: state version {state.get('version')!r}, this checker reads {STATE_VERSION}")
+    return state
+
+
 def run_invariants(
     spark: SparkSession,
     cluster: LocalKafka,
@@ -1175,31 +1310,64 @@ def run_invariants(
     kinds: Sequence[str] = DEFAULT_KINDS,
     out: Callable[[str], None] = print,
     progress_every: int = 10,
+    resume: bool = False,
+    minutes: Optional[float] = None,
 ) -> InvariantReport:
     """Run the seeded workload for ``cycles`` purge cycles; returns the report (never raises
     for a violation: the caller decides). ``schedule`` fixes the fault of each cycle (cycled;
     ``None`` entries are quiet cycles) instead of drawing it at ``fault_rate`` among ``kinds``
-    (the share consumer then runs only where the schedule says ``share_consume``)."""
+    (the share consumer then runs only where the schedule says ``share_consume``). ``resume``
+    and ``minutes``: see ``InvariantWorkload.run`` (a resumed run passes the settings it was
+    started with)."""
     workload = InvariantWorkload(
         spark, cluster, seed=seed, workdir=workdir, fault_rate=fault_rate, sabotage_cycle=sabotage_cycle,
         schedule=schedule, kinds=kinds, out=out, progress_every=progress_every,
     )
-    return workload.run(cycles)
+    return workload.run(cycles, resume=resume, minutes=minutes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_purge.testing.invariants", description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--cycles", type=int, default=200)
+    parser.add_argument("--cycles", type=int, help="cycles in all (default 200; resumed: the saved run's, or more)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--nodes", type=int, default=3, choices=(1, 3))
     parser.add_argument("--fault-rate", type=float, default=0.35, help="probability of a fault per cycle")
-    parser.add_argument("--workdir", help="audit + checkpoint folder (default: a temporary one)")
+    parser.add_argument(
+        "--workdir",
+        help="audit, checkpoints, the cluster's data and the run's saved state (default: a temporary folder, removed "
+        "with the cluster's data at the end)",
+    )
     parser.add_argument(
         "--faults", default=",".join(DEFAULT_KINDS),
         help=f"comma-separated kinds to run, of {', '.join(ALL_KINDS)} (default: %(default)s)",
     )
     parser.add_argument("--progress-every", type=int, default=10, help="print a progress line every N cycles")
+    parser.add_argument(
+        "--minutes", type=float,
+        help="stop between cycles after this many minutes (SIGTERM too): the state is saved in --workdir, "
+        "and --resume goes on with it",
+    )
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="go on with the run saved in --workdir (its seed, nodes, kinds and fault rate; the cluster restarts on its data)",
+    )
     args = parser.parse_args(argv)
+    if (args.resume or args.minutes is not None) and not args.workdir:
+        parser.error("--resume and --minutes need --workdir (where the run's state and the cluster's data are kept)")
+    if args.resume:
+        try:
+            saved = load_state(Path(args.workdir))
+        except WorkloadError as err:
+            parser.error(f"--resume: {err}")
+        run = saved["run"]
+        args.seed, args.nodes, args.fault_rate = run["seed"], run["nodes"], run["fault_rate"]
+        args.faults = ",".join(run["kinds"])
+        args.cycles = max(args.cycles or 0, saved["cycles"])
+        if saved["next_cycle"] >= args.cycles:
+            parser.error(f"--resume: the saved run did all its {saved['cycles']} cycles; ask for more with --cycles")
+    elif args.workdir and (Path(args.workdir) / STATE_FILE).exists():
+        parser.error(f"--workdir {args.workdir} holds a saved run: --resume it, or choose another folder")
+    args.cycles = 200 if args.cycles is None else args.cycles
     if args.cycles < 1 or not 0 <= args.fault_rate <= 1:
         parser.error("--cycles must be >= 1 and --fault-rate within [0, 1]")
     try:
@@ -1221,12 +1389,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     broker_config = {"auto.leader.rebalance.enable": "false", **(EXPIRY_BROKER_CONFIG if "group_expiry" in kinds else {})}
-    with LocalKafka(nodes=args.nodes, broker_config=broker_config, tiered="tiering_disable" in kinds) as cluster:
+    # With --workdir the cluster keeps its data there, for a resumed run (new ports, same logs).
+    kafka_dir = workdir / "kafka" if args.workdir else None
+    with LocalKafka(nodes=args.nodes, broker_config=broker_config, tiered="tiering_disable" in kinds, workdir=kafka_dir) as cluster:
         print(f"cluster {cluster.bootstrap_servers} ({args.nodes} node(s)); workdir {workdir}", flush=True)
-        report = run_invariants(
-            spark, cluster, cycles=args.cycles, seed=args.seed, workdir=workdir, fault_rate=args.fault_rate,
-            kinds=kinds, out=lambda s: print(s, flush=True), progress_every=args.progress_every,
+        checker = InvariantWorkload(
+            spark, cluster, seed=args.seed, workdir=workdir, fault_rate=args.fault_rate, kinds=kinds,
+            out=lambda s: print(s, flush=True), progress_every=args.progress_every,
         )
+        previous = signal.signal(signal.SIGTERM, lambda *_: checker.request_stop())
+        try:
+            report = checker.run(args.cycles, resume=args.resume, minutes=args.minutes)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     spark.stop()
     print(report.summary(), flush=True)
     return 0 if not report.violations else 1

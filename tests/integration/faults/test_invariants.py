@@ -2,7 +2,8 @@
 kinds whose product paths are the most intricate once each (the others are left to the long run), a real share consumer (KIP-932) on the discovered topic and a real Spark Structured
 Streaming query on both topics (twice), on the fault suite's 3-node cluster, and a
 check that the checker does catch an unsafe delete. (``group_expiry`` needs a cluster with a
-one-minute offsets retention: an opt-in kind of the command-line checker.)"""
+one-minute offsets retention: an opt-in kind of the command-line checker.) And a run paused
+between cycles and resumed on its own 1-node cluster, started again on its data."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from spark_purge.testing import workload
 from spark_purge.testing.cluster import LocalKafka
-from spark_purge.testing.invariants import FAULTS, SLOW_FAULTS, run_invariants
+from spark_purge.testing.errors import WorkloadError
+from spark_purge.testing.invariants import FAULTS, RUNNING_FILE, SLOW_FAULTS, load_state, run_invariants
 
 pytestmark = pytest.mark.faults
 
@@ -58,3 +61,45 @@ def test_checker_catches_an_unsafe_delete(spark: SparkSession, fault_cluster: Lo
     )
 
     assert any("log start" in v and "> allowed" in v for v in report.violations), report.summary()
+
+
+def test_a_run_paused_between_cycles_resumes_on_its_restarted_cluster(spark: SparkSession, tmp_path: Path) -> None:
+    # The long run outlasts a session: it stops between cycles (--minutes), and goes on later
+    # with a new checker on the same cluster data, started again on new ports.
+    kinds = ("group_rewind", "partitions_added", "backdated_records", "share_consume")
+    workdir = tmp_path / "run"
+    first_ports = ""
+    with LocalKafka(nodes=1, workdir=workdir / "kafka") as cluster:
+        first_ports = cluster.bootstrap_servers
+        paused = run_invariants(
+            spark, cluster, cycles=4, seed=5, workdir=workdir, kinds=kinds, fault_rate=1.0, minutes=0, out=lambda s: None
+        )
+    assert paused.cycles == 1 and paused.paused and not paused.interrupted, paused.summary()
+    assert load_state(workdir)["next_cycle"] == 1
+    assert not (workdir / RUNNING_FILE).exists()
+
+    lines: list[str] = []
+    with LocalKafka(nodes=1, workdir=workdir / "kafka") as cluster:
+        assert cluster.bootstrap_servers != first_ports  # a new life: the config follows the new ports
+        with pytest.raises(WorkloadError, match="saved by a run of"):  # another seed is another run
+            run_invariants(spark, cluster, cycles=4, seed=6, workdir=workdir, kinds=kinds, fault_rate=1.0, resume=True)
+        report = run_invariants(
+            spark, cluster, cycles=4, seed=5, workdir=workdir, kinds=kinds, fault_rate=1.0, resume=True, out=lines.append
+        )
+    print(report.summary())
+
+    assert report.violations == [], report.summary()
+    assert report.cycles == 4 and report.resumes == 1 and not report.paused, report.summary()
+    assert lines[0].startswith("resuming at cycle 2/4"), lines
+    assert sum(report.faults.values()) == 4 + report.faults["share_consume"], report.summary()  # every cycle drew a fault
+    assert len(report.phase_seconds["whole cycle"]) == 4, report.summary()  # the first life's timings kept
+    assert report.records_deleted > 0 and report.audit_rows_checked > 0, report.summary()
+    # One job: the resumed pipeline runs under the first one's query id, batches 0 to 3.
+    audit = workload.audit_rows(spark, str(workdir / "audit"), None)
+    batches = {(r["query_id"], r["batch_id"]) for r in audit if r["record_type"] == "outcome"}
+    assert {b for _, b in batches} == {0, 1, 2, 3} and len({q for q, _ in batches}) == 1, batches
+
+    # A run stopped in the middle of a cycle leaves its marker: it cannot resume.
+    (workdir / RUNNING_FILE).write_text("4\n", encoding="utf-8")
+    with pytest.raises(WorkloadError, match="in the middle of cycle 5"):
+        load_state(workdir)
