@@ -57,7 +57,9 @@ whose product support exists, ``DEFAULT_KINDS``):
 - ``share_consume``: a share group (KIP-932) on topic B, a real Java ``KafkaShareConsumer``
   (:mod:`spark_purge.testing.share`) that ACCEPTs a random number of records every
   ``SHARE_EVERY`` cycles (and on a scheduled ``share_consume``). Its oracle position on p is the
-  first offset at or after p's log start when it first joined that none of its runs ACCEPTed;
+  first offset at or after p's log start when it first joined, or p's log start before the
+  cycle if later (records gone from the log Kafka's share group skips: KIP-932 moves the share
+  partition's start offset up to the log start), that none of its runs ACCEPTed;
   it is required on B from its first run on. (Kafka persists the share-partition start offset one
   acknowledgement round late: the purge sees less than the checker knows, the safe direction.)
   Kafka archives a record delivered ``share.delivery.count.limit`` times, which would move the
@@ -199,7 +201,7 @@ STATE_VERSION = 1
 # The oracle's knowledge a resumed run needs (plain values; what a cycle only uses in passing is not kept).
 SAVED_ORACLE = (
     "partitions", "timestamps", "sent_at", "commits", "share_joined", "share_accepted", "share_deliveries",
-    "share_limit", "share_stopped", "expiring", "stream_read", "stream_first_seen", "stream_records_before",
+    "share_limit", "share_stopped", "log_floor", "expiring", "stream_read", "stream_first_seen", "stream_records_before",
     "prechecked", "kill_steps", "unreached_steps", "overlaps", "retired", "retired_reclaims",
 )
 SAVED_TIERING = ("state", "policy", "stopped_at", "during", "mid_cycle", "pending", "runs", "remote_cuts")
@@ -381,6 +383,8 @@ class InvariantWorkload:
         # The share consumer on B: what the checker's own runs did.
         self.share_group = f"inv-sq-{suffix}"
         self.share_joined: Optional[dict[TopicPartitionKey, int]] = None  # log starts at its first run
+        # Log starts read before the cycle (its ``before``): the records under them are gone.
+        self.log_floor: dict[TopicPartitionKey, int] = {}
         self.share_accepted: dict[TopicPartitionKey, set[int]] = {}
         self.share_deliveries: Counter[tuple[str, int, int]] = Counter()
         self.share_limit = 5  # Kafka's default share.delivery.count.limit until the group config says more
@@ -659,6 +663,7 @@ class InvariantWorkload:
             self.report.faults[fault] += 1
         self._timed(f"fault: {fault}" if fault else "no fault")
         before = self._log_starts()
+        self.log_floor = dict(before)
         self.recreated = set()
         cycle_started = datetime.now(timezone.utc)
         if self._pause_plan is not None and not self._pause_plan[2]:
@@ -747,10 +752,20 @@ class InvariantWorkload:
             self._commit(group, wanted)
 
     # ---- the share consumer (KIP-932) on topic B ----------------------------------------------
-    def _share_position(self, tp: TopicPartitionKey) -> int:
-        """The first offset at or after where the share group joined p that no run ACCEPTed."""
+    def _share_start(self, tp: TopicPartitionKey) -> int:
+        """Where the share group's records on p begin: the later of p's log start when it first
+        joined and p's log start before this cycle. Records under the log start are gone, and
+        Kafka moves a share partition's start offset up to the log start (KIP-932), so the group
+        never gets them again; every earlier move of the log start was checked when it happened
+        (a purge's own unsafe cut is a violation of that cycle; Kafka's own delete of remote data
+        under ``tiering_disable`` is allowed by that kind's oracle)."""
         assert self.share_joined is not None
-        pos = self.share_joined.get(tp, 0)
+        return max(self.share_joined.get(tp, 0), self.log_floor.get(tp, 0))
+
+    def _share_position(self, tp: TopicPartitionKey) -> int:
+        """The first offset at or after the share group's start on p (``_share_start``) that no
+        run ACCEPTed."""
+        pos = self._share_start(tp)
         accepted = self.share_accepted.get(tp, set())
         while pos in accepted:
             pos += 1
@@ -774,7 +789,9 @@ class InvariantWorkload:
                 self.report.notes.append(f"share.delivery.count.limit {SHARE_DELIVERY_LIMIT} refused ({err}); limit 5")
                 share.set_group_config(self.admin, self.share_group, {"share.auto.offset.reset": "earliest"})
         available = sum(
-            self._high_watermark(tp) - self.share_joined.get(tp, 0) - len(self.share_accepted.get(tp, ())) for tp in tps
+            self._high_watermark(tp) - start - sum(1 for o in self.share_accepted.get(tp, ()) if o >= start)
+            for tp in tps
+            for start in (self._share_start(tp),)
         )
         if available <= 0:
             return False
@@ -788,8 +805,12 @@ class InvariantWorkload:
             self.share_accepted.setdefault((t, p), set()).add(o)
         self.share_deliveries.update(run.delivered)
         self.report.share_accepted += len(run.accepted)
-        worst = max(
-            (n for (t, p, o), n in self.share_deliveries.items() if o not in self.share_accepted.get((t, p), ())), default=0
+        worst = max(  # records gone from the log are never delivered again
+            (
+                n for (t, p, o), n in self.share_deliveries.items()
+                if o not in self.share_accepted.get((t, p), ()) and o >= self._share_start((t, p))
+            ),
+            default=0,
         )
         if worst >= self.share_limit - 2:
             self.share_stopped = True
@@ -1022,6 +1043,7 @@ class InvariantWorkload:
         died_at = self._log_starts()
         self._check_starts(cycle, before, died_at, self._snapshot_ms(rows), f"batch killed at {step}: ")
         before.update(died_at)
+        self.log_floor.update(died_at)
         self._rewind(self.rng.choice(self.required_a))
         self.pipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id)
         workload.run_cycle(self.pipeline, cycle)
