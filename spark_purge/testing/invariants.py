@@ -78,7 +78,10 @@ whose product support exists, ``DEFAULT_KINDS``):
   computed from what the query wrote, never from its checkpoint: the highest offset in its Delta
   sink + 1; where it wrote nothing, the log start when it first saw p (0 for a partition added
   after its last run: it will read that one from the start). A query run that fails (e.g. Kafka's
-  data loss, had the purge deleted records it still needed) is a violation.
+  data loss, had the purge deleted records it still needed) is a violation. Before a run, a
+  partition whose log start passed the query's position (records it never read are gone; the
+  purge's cuts are bounded by that position in every cycle, so Kafka deleted them itself, under
+  ``tiering_disable``) makes the query start over, as its operator would (a note says so).
 - ``topic_recreate``: topic A is deleted and recreated under the same name (a new topic id,
   empty logs; Kafka drops the groups' commits on it), either before the cycle's snapshot or in
   the middle of it (after the intents, before DeleteRecords), and gets fresh records nobody has
@@ -91,7 +94,11 @@ whose product support exists, ``DEFAULT_KINDS``):
   B is created tiered, so its cuts reach remote storage): spark-purge's tiering state machine
   disables tiered storage on B and is killed after a drawn step, leaving B DISABLING for one
   cycle (started before the snapshot or at the batch's intents), then resumed to DISABLED. No
-  cut of B in that cycle (:mod:`spark_purge.testing.tiering_fault`).
+  cut of B in that cycle (:mod:`spark_purge.testing.tiering_fault`). With ``delete``, Kafka itself
+  deletes B's remote data and moves its log starts up to its local log starts: in the cycle the
+  job died after ``storage_disable``, those moves are judged by that oracle, not taken for the
+  purge's cuts; records they removed no longer hold the share group (Kafka moves it past them)
+  and make the Spark query start over.
 
     ./dev.sh py -m spark_purge.testing.invariants --cycles 200 --seed 7          # its own 3 nodes
     ./dev.sh py -m spark_purge.testing.invariants --cycles 20 --seed 1 --nodes 1 # no node faults
@@ -704,6 +711,11 @@ class InvariantWorkload:
         if self.sabotage_cycle == cycle:
             self._sabotage(before)
         after = self._log_starts()
+        if self.tiering is not None and self.tiering.kafka_moves(cycle):
+            # Kafka's own delete of B's remote data is no cut of the purge's: the tiering oracle
+            # judges this cycle on B (no `deleted` outcome; the log start no further than Kafka's).
+            for tp, local in self.tiering.local_starts([tp for tp in after if tp[0] == self.tiering.topic]).items():
+                before[tp] = max(before.get(tp, 0), local)
         rows = self._check(cycle, before, after, cycle_started)
         self._check_retired(cycle, before, after)
         if self.tiering is not None:
@@ -825,6 +837,7 @@ class InvariantWorkload:
         """One availableNow run of the real query (a few micro-batches); then the checker reads
         what it wrote. A failed run (data loss: records it needed were deleted) is a violation."""
         tps = [tp for topic in self.partitions for tp in self._tps(topic)]
+        self._restart_stream_on_lost_records(tps)
         if not self.stream_first_seen:  # its first run starts from the earliest offsets: p's log start
             self.stream_first_seen = workload.log_start_offsets(self.admin, tps)
         # A partition added later it reads from offset 0 (Spark reports data loss otherwise).
@@ -846,6 +859,26 @@ class InvariantWorkload:
         self.report.stream_records = self.stream_records_before + sum(
             self.stream_read.get(tp, start) - start for tp, start in self.stream_first_seen.items()
         )
+
+    def _restart_stream_on_lost_records(self, tps: Sequence[TopicPartitionKey]) -> None:
+        """Records the query has not read are gone from the log: Spark would fail its run as data
+        loss. The purge never cut them (the query's position bounds every cut, checked in every
+        cycle: had it, that cycle has its violation), so Kafka itself deleted them (its delete of
+        remote data under ``tiering_disable``): the query starts over, as its operator would."""
+        if not self.stream_first_seen:
+            return
+        starts = workload.log_start_offsets(self.admin, list(tps))
+        lost = []
+        for tp in tps:
+            position = self._stream_position(tp)
+            if position is not None and starts.get(tp, 0) > position:
+                lost.append(f"{tp[0]}-{tp[1]} {position} < log start {starts[tp]}")
+        if lost:
+            self.report.notes.append(
+                f"spark query started over before run {self.report.stream_runs}: records it had not read were deleted "
+                f"({', '.join(lost)}; a cut of the purge's there is a violation of its cycle)"
+            )
+            self._reset_stream()
 
     def _stream_position(self, tp: TopicPartitionKey) -> Optional[int]:
         """The query's position on ``tp`` as the checker knows it (None: it has not run yet, in

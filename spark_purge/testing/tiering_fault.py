@@ -139,8 +139,8 @@ class TieringDisablement:
             if r["record_type"] == "outcome" and r["topic"] == self.topic and r["status"] == "deleted":
                 found.append(f"cycle {cycle}: {self.topic}-{r['partition']} cut to {r['cutoff']} while its tiered storage was DISABLING")
         tps = [tp for tp in after if tp[0] == self.topic]
-        kafka_moved = self.policy == "delete" and self.stopped_at == STORAGE_DISABLE
-        local = workload.list_offsets(self.admin, tps, OffsetSpec.EARLIEST_LOCAL) if kafka_moved and tps else {}
+        kafka_moved = self.kafka_moves(cycle)
+        local = self.local_starts(tps) if kafka_moved else {}
         for tp in tps:
             allowed = max(before.get(tp, 0), local.get(tp, 0))
             if after[tp] > allowed:
@@ -149,6 +149,16 @@ class TieringDisablement:
                     f"(before {before.get(tp, 0)}, Kafka's own local log start {local.get(tp)})"
                 )
         return found
+
+    def kafka_moves(self, cycle: int) -> bool:
+        """Whether Kafka itself may move the topic's log starts up to its local log starts in
+        ``cycle``: its DISABLING cycle, the ``delete`` job killed after ``storage_disable``
+        (Kafka then deletes the remote data on its own, whenever it gets to it)."""
+        return cycle == self.during and self.state == DISABLING and self.policy == "delete" and self.stopped_at == STORAGE_DISABLE
+
+    def local_starts(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        """Kafka's own local log starts of ``tps`` (where its delete of remote data stops)."""
+        return workload.list_offsets(self.admin, list(tps), OffsetSpec.EARLIEST_LOCAL) if tps else {}
 
     def note(self) -> str:
         runs = ", ".join(f"{k}: {v}" for k, v in sorted(self.runs.items())) or "none"
