@@ -1,7 +1,13 @@
-"""The invariant checker's oracle for the share group (no Kafka: its knowledge set by hand)."""
+"""The invariant checker's oracle for the share group and the Spark query (no Kafka: its
+knowledge, and the log starts it reads, set by hand)."""
 from __future__ import annotations
 
-from spark_purge.testing.invariants import InvariantWorkload
+from pathlib import Path
+
+import pytest
+
+from spark_purge.testing import invariants
+from spark_purge.testing.invariants import InvariantReport, InvariantWorkload
 
 TP = ("inv-b", 0)
 
@@ -26,3 +32,29 @@ def test_records_gone_from_the_log_no_longer_hold_the_share_group() -> None:
     assert _oracle(0, accepted, floor=295)._share_position(TP) == 699
     # A log start under the first unaccepted record changes nothing.
     assert _oracle(0, accepted, floor=100)._share_position(TP) == 111
+
+
+def test_a_spark_query_whose_unread_records_are_gone_starts_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    oracle = object.__new__(InvariantWorkload)
+    oracle.workdir = tmp_path
+    oracle.stream_sink = tmp_path / "stream-sink"
+    for folder in (tmp_path / "stream-checkpoint", oracle.stream_sink):
+        folder.mkdir()
+    oracle.admin = None
+    oracle.report = InvariantReport(seed=1, stream_records=40)
+    oracle.stream_records_before = 0
+    oracle.stream_first_seen = {TP: 0, ("inv-b", 1): 0}
+    oracle.stream_read = {TP: 30, ("inv-b", 1): 10}
+    starts = {TP: 20, ("inv-b", 1): 10}
+    monkeypatch.setattr(invariants.workload, "log_start_offsets", lambda admin, tps: {tp: starts[tp] for tp in tps})
+
+    oracle._restart_stream_on_lost_records(list(starts))  # every unread record is still there
+    assert oracle.stream_read == {TP: 30, ("inv-b", 1): 10} and not oracle.report.notes
+
+    starts[("inv-b", 1)] = 12  # Kafka deleted 10 and 11, which the query had not read
+    oracle._restart_stream_on_lost_records(list(starts))
+    assert oracle.stream_first_seen == {} and oracle.stream_read == {}
+    assert oracle._stream_position(TP) is None  # it needs nothing until it runs again
+    assert not (tmp_path / "stream-checkpoint").exists() and not oracle.stream_sink.exists()
+    assert oracle.stream_records_before == 40
+    assert "inv-b-1 10 < log start 12" in oracle.report.notes[0], oracle.report.notes
