@@ -208,7 +208,7 @@ STATE_VERSION = 1
 # The oracle's knowledge a resumed run needs (plain values; what a cycle only uses in passing is not kept).
 SAVED_ORACLE = (
     "partitions", "timestamps", "sent_at", "commits", "share_joined", "share_accepted", "share_deliveries",
-    "share_limit", "share_stopped", "log_floor", "expiring", "stream_read", "stream_first_seen", "stream_records_before",
+    "share_limit", "share_stopped", "log_floor", "in_doubt", "expiring", "stream_read", "stream_first_seen", "stream_records_before",
     "prechecked", "kill_steps", "unreached_steps", "overlaps", "retired", "retired_reclaims",
 )
 SAVED_TIERING = ("state", "policy", "stopped_at", "during", "mid_cycle", "pending", "runs", "remote_cuts")
@@ -392,6 +392,10 @@ class InvariantWorkload:
         self.share_joined: Optional[dict[TopicPartitionKey, int]] = None  # log starts at its first run
         # Log starts read before the cycle (its ``before``): the records under them are gone.
         self.log_floor: dict[TopicPartitionKey, int] = {}
+        # Per partition, the highest cutoff of a DeleteRecords the purge sent whose outcome is
+        # `failed` (a timeout, say), while the log start is below it: see ``_note_in_doubt``.
+        self.in_doubt: dict[TopicPartitionKey, int] = {}
+        self._was_in_doubt: dict[TopicPartitionKey, int] = {}
         self.share_accepted: dict[TopicPartitionKey, set[int]] = {}
         self.share_deliveries: Counter[tuple[str, int, int]] = Counter()
         self.share_limit = 5  # Kafka's default share.delivery.count.limit until the group config says more
@@ -716,6 +720,7 @@ class InvariantWorkload:
             # judges this cycle on B (no `deleted` outcome; the log start no further than Kafka's).
             for tp, local in self.tiering.local_starts([tp for tp in after if tp[0] == self.tiering.topic]).items():
                 before[tp] = max(before.get(tp, 0), local)
+        self._was_in_doubt = dict(self.in_doubt)  # before this cycle's outcomes change it
         rows = self._check(cycle, before, after, cycle_started)
         self._check_retired(cycle, before, after)
         if self.tiering is not None:
@@ -973,7 +978,7 @@ class InvariantWorkload:
         if tp is None:
             return
         prior, start, hw = before.get(tp, 0), after.get(tp, 0), self._high_watermark(tp)
-        if not (start > prior and start >= hw > 0):
+        if not (start > prior and start >= hw > 0) or start <= self._was_in_doubt.get(tp, -1):
             return
         self.retired_reclaims += 1
         rows = self._audit_rows(cycle)
@@ -1258,6 +1263,7 @@ class InvariantWorkload:
         for intent_key in intents:
             if intent_key not in outcome_keys and not self._cycle_failed(cycle):
                 self.report.violations.append(f"cycle {cycle}: intent without outcome for {intent_key[1:]}")
+        self._note_in_doubt(after, intents, outcomes)
         for r in outcomes:
             key = (r["query_id"], r["topic"], r["partition"])
             tp = (r["topic"], r["partition"])
@@ -1267,6 +1273,25 @@ class InvariantWorkload:
             if tp in self.recreated and key in intents and r["status"] == "deleted":
                 self.report.violations.append(f"cycle {cycle}: {tp} recreated after its intent, yet cut (status deleted)")
         return rows
+
+    def _note_in_doubt(
+        self, after: Mapping[TopicPartitionKey, int], intents: Mapping[tuple[str, str, int], dict[str, Any]], outcomes: Sequence[dict[str, Any]]
+    ) -> None:
+        """A DeleteRecords the purge sent may take effect later than its outcome says. A broker
+        that got it while hung (``broker_pause``) or just before losing its leadership applies
+        it to its own log after the request timed out (outcome ``failed``, the log start re-read
+        from the new leader below the cutoff); when that broker leads again, the partition's log
+        start rises to the cutoff, minutes later. Its intent was checked against ``safe(p)`` when
+        planned (``_check_intents``), so such a rise is no new cut of the purge's: later cycles
+        allow up to that cutoff until the log start reached it (or the topic was recreated)."""
+        for r in outcomes:
+            key = (r["query_id"], r["topic"], r["partition"])
+            tp = (r["topic"], r["partition"])
+            if r["status"] == "failed" and key in intents and r["cutoff"] is not None and tp not in self.recreated:
+                self.in_doubt[tp] = max(self.in_doubt.get(tp, 0), int(r["cutoff"]))
+        for tp in list(self.in_doubt):
+            if tp in self.recreated or after.get(tp, 0) >= self.in_doubt[tp]:
+                del self.in_doubt[tp]
 
     @staticmethod
     def _snapshot_ms(rows: Sequence[dict[str, Any]]) -> int:
@@ -1283,7 +1308,7 @@ class InvariantWorkload:
         for tp, start in sorted(after.items()):
             prior = before.get(tp, 0)
             safe = self._safe(tp, snapshot_ms)
-            allowed = max(prior, safe)
+            allowed = max(prior, safe, self.in_doubt.get(tp, 0))
             if start > allowed:
                 self.report.violations.append(
                     f"cycle {cycle}: {label}{tp[0]}-{tp[1]} log start {start} > allowed {allowed} (before {prior}, safe {safe})"

@@ -58,3 +58,29 @@ def test_a_spark_query_whose_unread_records_are_gone_starts_over(tmp_path: Path,
     assert not (tmp_path / "stream-checkpoint").exists() and not oracle.stream_sink.exists()
     assert oracle.stream_records_before == 40
     assert "inv-b-1 10 < log start 12" in oracle.report.notes[0], oracle.report.notes
+
+
+def test_a_timed_out_delete_that_takes_effect_later_is_no_new_cut() -> None:
+    # Seen in a long run: DeleteRecords to 554 reached A-0's leader while it hung; the request
+    # timed out (outcome failed, the new leader's log start 544), a group rewound to 536, and ten
+    # minutes later the old leader led again: the log start rose to 554 in a cycle that cut nothing.
+    a0 = ("inv-a", 0)
+    oracle = object.__new__(InvariantWorkload)
+    oracle.report = InvariantReport(seed=1)
+    oracle.in_doubt, oracle.recreated = {}, set()
+    oracle._safe = lambda tp, snapshot_ms: 536  # type: ignore[method-assign]
+    intent = {"query_id": "q", "topic": "inv-a", "partition": 0, "record_type": "intent", "cutoff": 554}
+    failed = {**intent, "record_type": "outcome", "status": "failed"}
+
+    oracle._note_in_doubt({a0: 544}, {("q", "inv-a", 0): intent}, [failed])
+    assert oracle.in_doubt == {a0: 554}
+    oracle._check_starts(111, {a0: 544}, {a0: 554}, 0)
+    assert oracle.report.violations == []
+    oracle._check_starts(112, {a0: 544}, {a0: 560}, 0)  # past the cutoff it was sent with: a cut
+    assert len(oracle.report.violations) == 1 and "log start 560 > allowed 554" in oracle.report.violations[0]
+
+    oracle._note_in_doubt({a0: 554}, {}, [])  # it took effect: nothing in doubt any more
+    assert oracle.in_doubt == {}
+    # A failed outcome without an intent of its own proves nothing was sent.
+    oracle._note_in_doubt({a0: 554}, {}, [{**failed, "cutoff": 600}])
+    assert oracle.in_doubt == {}
