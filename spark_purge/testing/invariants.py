@@ -14,6 +14,9 @@ it committed for each group and the timestamps of the records it produced:
 
 It also checks the cycle's audit: one outcome per planned partition, no duplicates, every delete
 preceded by an intent whose cutoff is at least its own, and no intent whose cutoff exceeds ``safe(p)``.
+A DeleteRecords whose outcome is ``failed`` (timed out at a hung or deposed leader) may take
+effect later, when the broker that got it leads again: later cycles allow the log start up to
+that intent's cutoff, checked when it was planned, until it gets there (``_note_in_doubt``).
 Faults (a seeded choice per cycle): a node SIGKILLed before a cycle or between the intent write
 and DeleteRecords (restarted after the cycle), a group rewound to lower offsets, partitions added,
 and ``backdated_records``: just before the cycle, records carrying CreateTimes two days in the
