@@ -398,7 +398,6 @@ class InvariantWorkload:
         # Per partition, the highest cutoff of a DeleteRecords the purge sent whose outcome is
         # `failed` (a timeout, say), while the log start is below it: see ``_note_in_doubt``.
         self.in_doubt: dict[TopicPartitionKey, int] = {}
-        self._was_in_doubt: dict[TopicPartitionKey, int] = {}
         self.share_accepted: dict[TopicPartitionKey, set[int]] = {}
         self.share_deliveries: Counter[tuple[str, int, int]] = Counter()
         self.share_limit = 5  # Kafka's default share.delivery.count.limit until the group config says more
@@ -723,9 +722,8 @@ class InvariantWorkload:
             # judges this cycle on B (no `deleted` outcome; the log start no further than Kafka's).
             for tp, local in self.tiering.local_starts([tp for tp in after if tp[0] == self.tiering.topic]).items():
                 before[tp] = max(before.get(tp, 0), local)
-        self._was_in_doubt = dict(self.in_doubt)  # before this cycle's outcomes change it
+        self._check_retired(cycle, before, after)  # before this cycle's outcomes change in_doubt
         rows = self._check(cycle, before, after, cycle_started)
-        self._check_retired(cycle, before, after)
         if self.tiering is not None:
             self.report.violations += self.tiering.check(cycle, before, after, rows)
         self._timed("checks")
@@ -981,7 +979,7 @@ class InvariantWorkload:
         if tp is None:
             return
         prior, start, hw = before.get(tp, 0), after.get(tp, 0), self._high_watermark(tp)
-        if not (start > prior and start >= hw > 0) or start <= self._was_in_doubt.get(tp, -1):
+        if not (start > prior and start >= hw > 0) or start <= self.in_doubt.get(tp, -1):
             return
         self.retired_reclaims += 1
         rows = self._audit_rows(cycle)
