@@ -95,6 +95,7 @@ def _audit_row(
     records_deleted: int | None = None,
     error: str | None = None,
     local_log_start: int | None = None,
+    leader: int | None = None,
 ) -> Row:
     deleted = records_deleted if records_deleted is not None else (0 if record_type == "outcome" else None)
     size = plan["size_bytes"]
@@ -108,7 +109,7 @@ def _audit_row(
         snapshot_id=plan["snapshot_id"],
         topic=plan["topic"],
         partition=plan["partition"],
-        leader=plan["leader"],
+        leader=plan["leader"] if leader is None else leader,
         prior_log_start_offset=plan["log_start_offset"],
         high_watermark=plan["high_watermark"],
         cutoff=plan["cutoff"],
@@ -197,11 +198,12 @@ def _outcome_row(
     if outcome.error:
         text = f"{outcome.error}: {outcome.error_message}" if outcome.error_message else str(outcome.error)
         return _audit_row(
-            plan, ctx, "outcome", executed_at, status="failed", low_watermark=low, records_deleted=deleted, error=text
+            plan, ctx, "outcome", executed_at, status="failed", low_watermark=low, records_deleted=deleted, error=text,
+            leader=outcome.leader,
         )
     return _audit_row(
         plan, ctx, "outcome", executed_at, status="deleted", low_watermark=outcome.low_watermark, records_deleted=deleted,
-        local_log_start=local_log_start,
+        local_log_start=local_log_start, leader=outcome.leader,
     )
 
 

@@ -270,7 +270,9 @@ class KafkaConfig:
     bootstrap_servers: tuple[str, ...]
     client_id: str = "spark-purge"
     request_timeout: int = 30_000
-    delete_timeout: int = 30_000  # DeleteRecords timeout_ms: how long a leader waits for followers
+    # DeleteRecords, all attempts together; each attempt waits at most a third of it for the
+    # leader's followers (spark_purge.kafka.delete), so a hung leader leaves time for its successor.
+    delete_timeout: int = 30_000
     retries: int = 3
     retry_backoff: int = 500
     # A LogAppendTime topic the purge appends one empty record to per batch, to measure the

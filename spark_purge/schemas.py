@@ -367,6 +367,8 @@ AUDIT = StructType(
         StructField("snapshot_id", StringType(), False),
         StructField("topic", StringType(), False),
         StructField("partition", IntegerType(), False),
+        # The partition's leader in the snapshot; on a sent outcome, the broker its last
+        # DeleteRecords attempt went to (a new leader, when the first one moved or hung).
         StructField("leader", IntegerType(), True),
         StructField("prior_log_start_offset", LongType(), False),
         StructField("high_watermark", LongType(), False),

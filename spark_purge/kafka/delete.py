@@ -6,8 +6,14 @@ over the kafka-python transport in ``wire.py``, or a plain fake in unit tests):
 - one request per leader carrying only its partitions, leaders in parallel (threads);
 - NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE / UNKNOWN_LEADER_EPOCH (and a leader that
   cannot be reached): refresh leaders and retry those partitions until the deadline;
-- REQUEST_TIMED_OUT, or the leader's whole request timing out: re-read the log start offset
-  and record it (the delete may have happened);
+- REQUEST_TIMED_OUT, or the leader's whole request timing out: send it again, to the
+  partition's leader as metadata now names it, while the deadline leaves room for another
+  attempt (each attempt waits at most a third of the timeout, so a hung leader leaves time to
+  reach the one elected in its place); a partition still unconfirmed at the deadline gets its
+  log start offset re-read and recorded (the delete may have happened, or may yet happen on
+  the deposed leader);
+- before any partition is sent again, its topic's id is re-checked (``recheck``): a topic
+  recreated or deleted since the plan is never cut on a later attempt either;
 - anything else (OFFSET_OUT_OF_RANGE, POLICY_VIOLATION, TOPIC_AUTHORIZATION_FAILED,
   UNKNOWN_TOPIC_OR_PARTITION, ...) is recorded and the rest goes on;
 - a leader lookup (Metadata) that fails is retried until the deadline; then each partition
@@ -49,6 +55,11 @@ RETRY_ON_NEW_LEADER = frozenset(
     }
 )
 TIMED_OUT = frozenset({"REQUEST_TIMED_OUT"})
+# One attempt waits at most this share of the delete timeout (and at least MIN_ATTEMPT_MS): a
+# leader that hangs leaves time to send again once its partitions have a new leader. A resend
+# after a timeout needs MIN_ATTEMPT_MS left before the deadline.
+ATTEMPTS_PER_TIMEOUT = 3
+MIN_ATTEMPT_MS = 1_000
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,11 @@ class DeleteExecutor:
         max_retries: Optional[int] = None,  # per partition, on top of the first attempt; None: until the deadline
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        recheck: Optional[Callable[[Collection[str]], Mapping[str, tuple[str, str]]]] = None,
     ) -> None:
+        """``recheck(topics)``: the topics among ``topics`` recreated or deleted since the plan,
+        topic -> (``TOPIC_RECREATED`` / ``TOPIC_DELETED``, why); asked before every resend."""
+        self._recheck = recheck
         self._transport = transport
         self._max_parallel = max_parallel
         self._backoff_ms = backoff_ms
@@ -107,8 +122,12 @@ class DeleteExecutor:
 
     def run(self, cutoffs: Mapping[TopicPartitionKey, int], timeout_ms: int) -> list[DeleteOutcome]:
         deadline = Deadline(timeout_ms / 1000, clock=self._clock)
+        attempt_cap_ms = max(MIN_ATTEMPT_MS, timeout_ms // ATTEMPTS_PER_TIMEOUT)
         states = {(str(tp[0]), int(tp[1])): _State(requested=int(off)) for tp, off in cutoffs.items()}
         outcomes: dict[TopicPartitionKey, DeleteOutcome] = {}
+        # Partitions one of whose attempts timed out: that attempt may have cut, now or later
+        # (a deposed leader applies it when it leads again). Unless a later attempt is answered
+        # with success, their outcome is the log start offset re-read at the end.
         timed_out: set[TopicPartitionKey] = set()
         pending = set(states)
         refresh = False
@@ -116,6 +135,10 @@ class DeleteExecutor:
         backoff = Backoff(first=first, cap=max(first, 1.0))
         while pending:
             try:
+                if refresh:  # a resend: never to a topic that is no longer the one planned for
+                    pending -= self._skip_changed(pending, states, outcomes)
+                    if not pending:
+                        break
                 leaders = self._transport.leaders(sorted(pending), refresh)
             except Exception as exc:  # metadata unreadable (a broker just died, cluster away)
                 # Nothing was sent for these partitions in this round: retry the lookup until the
@@ -132,6 +155,7 @@ class DeleteExecutor:
                 continue
             by_leader: dict[int, dict[TopicPartitionKey, int]] = {}
             retry: set[TopicPartitionKey] = set()
+            again: set[TopicPartitionKey] = set()  # timed out in this round
             for tp in sorted(pending):
                 st = states[tp]
                 if tp not in leaders:
@@ -144,14 +168,14 @@ class DeleteExecutor:
                     retry.add(tp)
                     continue
                 by_leader.setdefault(st.leader, {})[tp] = st.requested
-            for leader, results in self._send_all(by_leader, deadline.remaining_ms()):
+            for leader, results in self._send_all(by_leader, min(deadline.remaining_ms(), attempt_cap_ms)):
                 for tp in by_leader[leader]:
                     st = states[tp]
                     st.attempts += 1
                     if isinstance(results, LeaderRequestError):
                         if results.timed_out:
                             st.last_error, st.last_message = "REQUEST_TIMED_OUT", str(results)
-                            timed_out.add(tp)
+                            again.add(tp)
                         else:
                             st.last_error, st.last_message = "LEADER_UNREACHABLE", str(results)
                             retry.add(tp)
@@ -166,13 +190,14 @@ class DeleteExecutor:
                         )
                     elif res.error in TIMED_OUT:
                         st.last_error, st.last_message = res.error, res.message
-                        timed_out.add(tp)
+                        again.add(tp)
                     elif res.error in RETRY_ON_NEW_LEADER:
                         st.last_error, st.last_message = res.error, res.message
                         retry.add(tp)
                     else:
                         outcomes[tp] = self._final(tp, st, res.error, res.message, res.retriable)
-            pending = retry
+            timed_out |= again
+            pending = retry | again
             if self._max_retries is not None:
                 for tp in sorted(tp for tp in pending if states[tp].attempts > self._max_retries):
                     st = states[tp]
@@ -184,12 +209,34 @@ class DeleteExecutor:
                 if not deadline.allows(pause):
                     outcomes.update(self._give_up_at_deadline(pending, states, "REQUEST_TIMED_OUT"))
                     break
-                log.info("DeleteRecords: %d partition(s) need a new leader; refreshing metadata", len(pending))
+                # A resend after a timeout needs room for an attempt of its own.
+                late = {tp for tp in pending & again if not deadline.allows(pause + MIN_ATTEMPT_MS / 1000)}
+                pending -= late
+                if not pending:
+                    break
+                log.info("DeleteRecords: %d partition(s) need a new leader or timed out; refreshing metadata", len(pending))
                 self._sleep(pause)
                 refresh = True
-        if timed_out:
-            outcomes.update(self._reread(timed_out, states))
+        unconfirmed = {tp for tp in timed_out if tp not in outcomes or not (outcomes[tp].ok or outcomes[tp].skipped)}
+        if unconfirmed:
+            outcomes.update(self._reread(unconfirmed, states))
         return [outcomes[tp] for tp in states]  # input order
+
+    def _skip_changed(
+        self, pending: set[TopicPartitionKey], states: Mapping[TopicPartitionKey, _State], outcomes: dict[TopicPartitionKey, DeleteOutcome]
+    ) -> set[TopicPartitionKey]:
+        """Partitions of ``pending`` whose topic changed identity since the plan (``recheck``),
+        each given its skipped outcome; raises if the check cannot be made."""
+        if self._recheck is None:
+            return set()
+        changed = self._recheck(sorted({tp[0] for tp in pending}))
+        gone = {tp for tp in pending if tp[0] in changed}
+        for tp in sorted(gone):
+            st = states[tp]
+            error, why = changed[tp[0]]
+            log.warning("DeleteRecords on %s-%d not sent again: %s", tp[0], tp[1], why)
+            outcomes[tp] = DeleteOutcome(tp[0], tp[1], st.requested, st.leader, None, error, why, st.attempts, False)
+        return gone
 
     # ---- internals --------------------------------------------------------------------------
     def _send_all(
@@ -317,7 +364,8 @@ def delete_records(
 
     ``topic_ids``: topic -> the id the cutoffs were planned for. Right before sending, one
     Metadata request re-reads them; partitions of a topic recreated or deleted since get a
-    ``TOPIC_RECREATED`` / ``TOPIC_DELETED`` outcome and are never sent (``lineage.changed_topics``).
+    ``TOPIC_RECREATED`` / ``TOPIC_DELETED`` outcome and are never sent (``lineage.changed_topics``);
+    the ids are checked again before any partition is sent a second time.
     """
     settings = offsets.wire.settings
     deadline = Deadline(timeout_ms / 1000)
@@ -330,8 +378,13 @@ def delete_records(
     for (t, p), outcome in sorted(skipped.items()):
         log.warning("DeleteRecords on %s-%d skipped: %s", t, p, outcome.error_message)
     timeout_ms = max(1, deadline.remaining_ms())
+    expected = {t: i for t, i in (topic_ids or {}).items() if t not in changed}
+
+    def recheck(topics: Collection[str]) -> Mapping[str, tuple[str, str]]:
+        return offsets.wire.run(changed_topics, offsets, {t: expected[t] for t in topics if t in expected})
+
     executor = DeleteExecutor(
-        WireDeleteTransport(offsets), backoff_ms=settings.retry_backoff_ms, max_retries=settings.retries
+        WireDeleteTransport(offsets), backoff_ms=settings.retry_backoff_ms, max_retries=settings.retries, recheck=recheck
     )
     done = {(o.topic, o.partition): o for o in executor.run({tp: o for tp, o in cutoffs.items() if tp not in skipped}, timeout_ms)}
     return [skipped.get(tp) or done[tp] for tp in cutoffs]

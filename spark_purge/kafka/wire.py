@@ -17,6 +17,7 @@ bootstrap server (or named the setting at fault).
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -25,7 +26,7 @@ from typing import Any, Optional, TypeVar, cast
 import kafka.errors as Errors
 from kafka import KafkaAdminClient
 
-from spark_purge._time import Backoff
+from spark_purge._time import Backoff, Deadline
 from spark_purge.errors import AuthorizationError, ClusterUnreachable, ConfigError, KafkaError
 from spark_purge.kafka import tls
 from spark_purge.kafka.settings import ConnectionSettings
@@ -143,6 +144,18 @@ def _unconstructed_admin() -> Any:
     return admin_class.__new__(admin_class)
 
 
+# A bootstrap server's attempt gets at least this much of the request timeout.
+_MIN_BOOTSTRAP_MS = 2_000
+
+
+class _Unanswered(Exception):
+    """No broker answered one bootstrap attempt (``cause``: the client's exception name)."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
 class Wire:
     """One connected kafka-python admin client, used only through the methods below."""
 
@@ -170,6 +183,33 @@ class Wire:
             kwargs["ssl_context"] = context = tls.ssl_context(cfg)
             if admin_factory is KafkaAdminClient:
                 tls.check_handshake(cfg, context)
+        # One bootstrap server at a time, each with its share of the request timeout: kafka-python
+        # picks a bootstrap server at random and gives its handshake the whole timeout, so one
+        # hung broker (its port open, nothing answering) would fail the connection though the
+        # others answer. Once bootstrapped, the client knows every broker from the metadata.
+        servers = list(cfg.bootstrap_servers)
+        start = random.randrange(len(servers))
+        order = servers[start:] + servers[:start]
+        deadline = Deadline(cfg.request_timeout_ms / 1000)
+        failures: list[str] = []
+        for i, server in enumerate(order):
+            share_ms = deadline.remaining_ms() // (len(order) - i)
+            attempt_ms = max(min(_MIN_BOOTSTRAP_MS, deadline.remaining_ms()), share_ms)
+            try:
+                return self._connect_once(admin_factory, {**kwargs, "bootstrap_servers": [server], "bootstrap_timeout_ms": attempt_ms})
+            except _Unanswered as exc:
+                failures.append(f"{server}: {exc.cause}")
+                if deadline.expired():
+                    break
+                if i + 1 < len(order):
+                    log.warning("bootstrap server %s did not answer within %d ms (%s); trying %s", server, attempt_ms, exc.cause, order[i + 1])
+        raise ClusterUnreachable(
+            f"no Kafka broker answered at {cfg.servers} within {cfg.request_timeout_ms} ms ({'; '.join(failures)})"
+        )
+
+    def _connect_once(self, admin_factory: Callable[..., KafkaAdminClient], kwargs: dict[str, Any]) -> KafkaAdminClient:
+        """One admin client bootstrapped with ``kwargs``; ``_Unanswered`` if no broker answered."""
+        cfg = self.settings
         # Built in two steps so a constructor failing half-way can still be stopped (_abandon).
         admin = _unconstructed_admin() if admin_factory is KafkaAdminClient else None
         try:
@@ -191,9 +231,7 @@ class Wire:
             raise ConfigError(f"kafka settings: {exc}") from None
         except Exception as exc:
             self._abandon(admin)
-            raise ClusterUnreachable(
-                f"no Kafka broker answered at {cfg.servers} within {cfg.request_timeout_ms} ms ({type(exc).__name__})"
-            ) from None
+            raise _Unanswered(type(exc).__name__) from None
 
     @staticmethod
     def _abandon(admin: Optional[KafkaAdminClient]) -> None:

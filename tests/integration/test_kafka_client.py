@@ -163,6 +163,28 @@ def test_unreachable_bootstrap_fails_fast_naming_the_servers() -> None:
     assert servers in str(info.value)
 
 
+def test_a_hung_bootstrap_server_leaves_time_for_the_next(kafka_cluster: LocalKafka, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bootstrap server that accepts TCP and then says nothing (a broker stopped with SIGSTOP)
+    gets its share of the request timeout, not all of it: the live broker after it is reached."""
+    import socket
+
+    from spark_purge.kafka import wire
+
+    monkeypatch.setattr(wire.random, "randrange", lambda n: 0)  # the hung server is tried first
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)  # the kernel completes the TCP handshake; nobody ever answers
+        servers = f"127.0.0.1:{hung.getsockname()[1]},{kafka_cluster.bootstrap_servers}"
+        started = time.monotonic()
+        client = open_client(ConnectionSettings(servers, request_timeout_ms=6_000))
+        try:
+            retention = client.offsets_retention_ms()  # a request answered by the live broker
+        finally:
+            client.close()
+    assert time.monotonic() - started < 12
+    assert retention is not None and retention > 0
+
+
 def test_password_never_reaches_logs_or_errors(kafka_cluster: LocalKafka) -> None:
     password = f"pw-{uuid.uuid4().hex}"
     records: list[str] = []

@@ -1,5 +1,6 @@
 """Per-leader DeleteRecords batching over a fake transport: success, NotLeader-then-retry,
-mixed results, timeouts re-read, and leaders really sent to in parallel."""
+mixed results, timeouts sent again (to a new leader) and re-read at the deadline, topics
+re-checked before a resend, and leaders really sent to in parallel."""
 from __future__ import annotations
 
 import threading
@@ -18,6 +19,7 @@ class FakeTransport:
         self.leader_map = dict(leaders)
         self.after_refresh: dict[TopicPartitionKey, Optional[int]] = {}
         self.sent: list[tuple[int, dict[TopicPartitionKey, int]]] = []
+        self.timeouts: list[int] = []  # timeout_ms of each request
         self.refreshes = 0
         self.errors: dict[tuple[int, TopicPartitionKey], list[str]] = {}  # queued per leader+tp
         self.raise_for_leader: dict[int, LeaderRequestError] = {}
@@ -36,6 +38,7 @@ class FakeTransport:
     ) -> Mapping[TopicPartitionKey, PartitionResult]:
         with self._lock:
             self.sent.append((leader, dict(offsets)))
+            self.timeouts.append(timeout_ms)
         if self.delay_s:
             time.sleep(self.delay_s)
         if leader in self.raise_for_leader:
@@ -108,18 +111,80 @@ def test_mixed_results_are_each_recorded_and_the_rest_goes_on() -> None:
     assert len(t.sent) == 2
 
 
-def test_partition_timeout_rereads_log_start_offset() -> None:
+def test_partition_timing_out_until_the_deadline_rereads_log_start_offset() -> None:
     t = FakeTransport({("a", 0): 1, ("a", 1): 1})
-    t.errors[(1, ("a", 0))] = ["REQUEST_TIMED_OUT"]
-    t.errors[(1, ("a", 1))] = ["REQUEST_TIMED_OUT"]
+    t.errors[(1, ("a", 0))] = ["REQUEST_TIMED_OUT"] * 100
+    t.errors[(1, ("a", 1))] = ["REQUEST_TIMED_OUT"] * 100
     t.starts = {("a", 0): 40, ("a", 1): 7}  # a-0 did move, a-1 did not
 
-    outcomes = {o.partition: o for o in _executor(t).run({("a", 0): 40, ("a", 1): 50}, timeout_ms=5_000)}
+    outcomes = {o.partition: o for o in _executor(t).run({("a", 0): 40, ("a", 1): 50}, timeout_ms=1_500)}
 
     assert outcomes[0].timed_out and outcomes[0].low_watermark == 40 and outcomes[0].reached
     assert outcomes[1].timed_out and outcomes[1].low_watermark == 7 and not outcomes[1].reached
     assert "re-read: 7" in (outcomes[1].error_message or "")
     assert outcomes[1].retriable
+    assert outcomes[1].attempts >= 2  # sent again while the deadline left room for an attempt
+
+
+def test_partition_timing_out_is_sent_again_and_can_succeed() -> None:
+    """A leader that timed out waiting for a dead follower answers a resend once the follower
+    has left the ISR: the outcome is a confirmed delete, not a timeout."""
+    t = FakeTransport({("a", 0): 1})
+    t.errors[(1, ("a", 0))] = ["REQUEST_TIMED_OUT"]
+
+    (outcome,) = _executor(t).run({("a", 0): 40}, timeout_ms=6_000)
+
+    assert outcome.ok and outcome.low_watermark == 40 and outcome.attempts == 2
+    assert t.timeouts[0] == 2_000  # one attempt waits a third of the timeout
+
+
+def test_hung_leader_times_out_and_the_partition_is_cut_by_its_new_leader() -> None:
+    """The leader hangs (SIGSTOP): its whole request times out. The controller elects another
+    leader meanwhile; the resend goes there, so the cut is confirmed now, and the one the hung
+    leader may apply later is the same cut."""
+    t = FakeTransport({("a", 0): 3, ("a", 1): 2})
+    t.raise_for_leader[3] = LeaderRequestError("DeleteRecords to leader 3 failed: REQUEST_TIMED_OUT", timed_out=True)
+    t.after_refresh = {("a", 0): 1}
+
+    outcomes = {o.partition: o for o in _executor(t).run({("a", 0): 554, ("a", 1): 9}, timeout_ms=15_000)}
+
+    assert outcomes[0].ok and outcomes[0].low_watermark == 554 and outcomes[0].leader == 1 and outcomes[0].attempts == 2
+    assert outcomes[1].ok and outcomes[1].attempts == 1
+    assert [leader for leader, _ in t.sent] == [2, 3, 1] or [leader for leader, _ in t.sent] == [3, 2, 1]
+    assert max(t.timeouts) == 5_000
+
+
+def test_timed_out_then_moving_leader_rereads_at_the_deadline() -> None:
+    """Timed out once, then only NOT_LEADER answers: the first attempt may still cut, so the
+    outcome at the deadline is the re-read log start, not the last NOT_LEADER."""
+    t = FakeTransport({("a", 0): 3})
+    t.raise_for_leader[3] = LeaderRequestError("DeleteRecords to leader 3 failed: REQUEST_TIMED_OUT", timed_out=True)
+    t.after_refresh = {("a", 0): 1}
+    t.errors[(1, ("a", 0))] = ["NOT_LEADER_OR_FOLLOWER"] * 1000
+    t.starts = {("a", 0): 544}
+
+    (outcome,) = DeleteExecutor(t, backoff_ms=5).run({("a", 0): 554}, timeout_ms=300)
+
+    assert outcome.timed_out and outcome.low_watermark == 544 and not outcome.reached
+    assert "requested 554: not reached" in (outcome.error_message or "")
+
+
+def test_a_resend_is_never_made_to_a_topic_recreated_since_the_plan() -> None:
+    t = FakeTransport({("a", 0): 3, ("b", 0): 3})
+    t.raise_for_leader[3] = LeaderRequestError("DeleteRecords to leader 3 failed: REQUEST_TIMED_OUT", timed_out=True)
+    t.after_refresh = {("a", 0): 1, ("b", 0): 1}
+    asked: list[list[str]] = []
+
+    def recheck(topics: Collection[str]) -> Mapping[str, tuple[str, str]]:
+        asked.append(list(topics))
+        return {"a": ("TOPIC_RECREATED", "topic 'a' was recreated: id x when planned, y now: not cut")}
+
+    outcomes = DeleteExecutor(t, backoff_ms=1, recheck=recheck).run({("a", 0): 5, ("b", 0): 6}, timeout_ms=6_000)
+
+    assert asked == [["a", "b"]]
+    assert outcomes[0].skipped and outcomes[0].error == "TOPIC_RECREATED"
+    assert outcomes[1].ok and outcomes[1].leader == 1
+    assert [(leader, sorted(offs)) for leader, offs in t.sent] == [(3, [("a", 0), ("b", 0)]), (1, [("b", 0)])]
 
 
 def test_leader_request_timing_out_rereads_its_partitions_only() -> None:
@@ -127,9 +192,9 @@ def test_leader_request_timing_out_rereads_its_partitions_only() -> None:
     t.raise_for_leader[2] = LeaderRequestError("DeleteRecords to leader 2 failed: REQUEST_TIMED_OUT", timed_out=True)
     t.starts = {("a", 1): 3}
 
-    outcomes = {o.partition: o for o in _executor(t).run({("a", 0): 4, ("a", 1): 9}, timeout_ms=5_000)}
+    outcomes = {o.partition: o for o in _executor(t).run({("a", 0): 4, ("a", 1): 9}, timeout_ms=1_500)}
 
-    assert outcomes[0].ok and outcomes[0].low_watermark == 4
+    assert outcomes[0].ok and outcomes[0].low_watermark == 4 and outcomes[0].attempts == 1
     assert outcomes[1].error == "REQUEST_TIMED_OUT" and outcomes[1].low_watermark == 3
 
 

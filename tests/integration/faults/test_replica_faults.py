@@ -1,5 +1,6 @@
 """Broker faults under a purge cycle on a real 3-node cluster: a partition leader SIGKILLed
-between the intent write and DeleteRecords, and a follower SIGKILLed just before DeleteRecords.
+between the intent write and DeleteRecords, a partition leader hung (SIGSTOP) right before
+DeleteRecords, and a follower SIGKILLed just before DeleteRecords.
 
 What Kafka 4.4 does (checked against the real broker, and asserted below): the leader moves
 its own log start offset at once, then holds the DeleteRecords answer until the low watermark
@@ -96,6 +97,49 @@ def test_leader_killed_between_intents_and_deletes_every_partition_gets_an_outco
             assert recorded_truth or later["status"] == "deleted", (r, later)
             if recorded_truth:
                 assert later["status"] == "skipped" and later["prior_log_start_offset"] == 60, later
+
+
+def test_hung_leader_the_delete_is_sent_again_to_its_new_leader_and_confirmed(
+    spark: SparkSession, fault_cluster: LocalKafka, fadmin: KafkaAdminClient, tmp_path: Path
+) -> None:
+    """A leader hung (SIGSTOP) right before DeleteRecords keeps the request unanswered, and
+    may apply the cut whenever it runs again: once it leads again, every replica follows it.
+    Each attempt waits a third of ``delete_timeout``, so the resend reaches the leader the
+    controller elected meanwhile: the cut is made, and audited as ``deleted``, while it is the
+    one that was planned - not left to happen unannounced later."""
+    topic = create_topic(fadmin, "hl", partitions=3)
+    produce(fault_cluster.bootstrap_servers, topic, [100, 100, 100])
+    group = f"{topic}-g"
+    commit_topic(fadmin, group, topic, [60, 60, 60])
+    lead = leaders(fadmin, topic)
+    controller = fault_cluster.active_controller()
+    # A hung controller would first cost a controller election; this test is about a leader.
+    part = next((p for p, n in sorted(lead.items()) if n != controller), None)
+    if part is None:
+        pytest.skip(f"every partition of {topic} is led by the active controller {controller}")
+    victim = lead[part]
+    cfg = purge_config(tmp_path, fault_cluster.bootstrap_servers, topic, [group], kafka={"delete_timeout": "45s"})
+    paused: list[int] = []
+
+    def hang_leader(step: str, batch_id: int) -> None:
+        if step == "lease_checked" and batch_id == 0:
+            fault_cluster.pause_node(victim)
+            paused.append(victim)
+
+    pipeline = new_pipeline(spark, cfg, fault_hook=hang_leader)
+    try:
+        result = run_cycle(pipeline, 0)
+    finally:
+        pipeline.close()
+        fault_cluster.resume_node(victim)
+    assert paused == [victim]
+    by_part = {r["partition"]: r for r in audit_rows(spark, cfg)}
+    hung = by_part[part]
+    assert (hung["status"], hung["low_watermark"], hung["error"]) == ("deleted", 60, None), hung
+    assert hung["leader"] != victim, hung
+    assert result.failed == 0 and result.deleted == 3, result
+    retry(lambda: _assert_isr_full(fadmin, topic), "the hung node back in sync", timeout_s=90)
+    assert log_starts(fadmin, topic, 3) == [60, 60, 60]
 
 
 def _assert_moved(admin: KafkaAdminClient, topic: str, parts: list[int], dead: int) -> None:
