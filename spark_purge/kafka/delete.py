@@ -11,7 +11,8 @@ over the kafka-python transport in ``wire.py``, or a plain fake in unit tests):
   attempt (each attempt waits at most a third of the timeout, so a hung leader leaves time to
   reach the one elected in its place); a partition still unconfirmed at the deadline gets its
   log start offset re-read and recorded (the delete may have happened, or may yet happen on
-  the deposed leader);
+  the deposed leader). So does one whose leader's connection was lost (LEADER_UNREACHABLE):
+  a leader can apply a delete and die before it answers;
 - before any partition is sent again, its topic's id is re-checked (``recheck``): a topic
   recreated or deleted since the plan is never cut on a later attempt either;
 - anything else (OFFSET_OUT_OF_RANGE, POLICY_VIOLATION, TOPIC_AUTHORIZATION_FAILED,
@@ -125,10 +126,11 @@ class DeleteExecutor:
         attempt_cap_ms = max(MIN_ATTEMPT_MS, timeout_ms // ATTEMPTS_PER_TIMEOUT)
         states = {(str(tp[0]), int(tp[1])): _State(requested=int(off)) for tp, off in cutoffs.items()}
         outcomes: dict[TopicPartitionKey, DeleteOutcome] = {}
-        # Partitions one of whose attempts timed out: that attempt may have cut, now or later
-        # (a deposed leader applies it when it leads again). Unless a later attempt is answered
-        # with success, their outcome is the log start offset re-read at the end.
-        timed_out: set[TopicPartitionKey] = set()
+        # Partitions an attempt of which got no answer (timed out, or the connection lost): that
+        # attempt may have cut, now or later (a deposed leader applies it when it leads again).
+        # Unless a later attempt is answered with success, their outcome is the log start offset
+        # re-read at the end, under the error of that first unanswered attempt.
+        unanswered: dict[TopicPartitionKey, str] = {}
         pending = set(states)
         refresh = False
         first = max(0.001, self._backoff_ms / 1000)
@@ -179,6 +181,7 @@ class DeleteExecutor:
                         else:
                             st.last_error, st.last_message = "LEADER_UNREACHABLE", str(results)
                             retry.add(tp)
+                        unanswered.setdefault(tp, st.last_error)
                         continue
                     res = results.get(tp)
                     if res is None:
@@ -190,13 +193,13 @@ class DeleteExecutor:
                         )
                     elif res.error in TIMED_OUT:
                         st.last_error, st.last_message = res.error, res.message
+                        unanswered.setdefault(tp, res.error)
                         again.add(tp)
                     elif res.error in RETRY_ON_NEW_LEADER:
                         st.last_error, st.last_message = res.error, res.message
                         retry.add(tp)
                     else:
                         outcomes[tp] = self._final(tp, st, res.error, res.message, res.retriable)
-            timed_out |= again
             pending = retry | again
             if self._max_retries is not None:
                 for tp in sorted(tp for tp in pending if states[tp].attempts > self._max_retries):
@@ -217,7 +220,7 @@ class DeleteExecutor:
                 log.info("DeleteRecords: %d partition(s) need a new leader or timed out; refreshing metadata", len(pending))
                 self._sleep(pause)
                 refresh = True
-        unconfirmed = {tp for tp in timed_out if tp not in outcomes or not (outcomes[tp].ok or outcomes[tp].skipped)}
+        unconfirmed = {tp: e for tp, e in unanswered.items() if tp not in outcomes or not (outcomes[tp].ok or outcomes[tp].skipped)}
         if unconfirmed:
             outcomes.update(self._reread(unconfirmed, states))
         return [outcomes[tp] for tp in states]  # input order
@@ -275,7 +278,9 @@ class DeleteExecutor:
     def _final(tp: TopicPartitionKey, st: _State, error: str, message: Optional[str], retriable: bool) -> DeleteOutcome:
         return DeleteOutcome(tp[0], tp[1], st.requested, st.leader, None, error, message, st.attempts, retriable)
 
-    def _reread(self, tps: set[TopicPartitionKey], states: Mapping[TopicPartitionKey, _State]) -> dict[TopicPartitionKey, DeleteOutcome]:
+    def _reread(self, tps: Mapping[TopicPartitionKey, str], states: Mapping[TopicPartitionKey, _State]) -> dict[TopicPartitionKey, DeleteOutcome]:
+        """The outcome of each partition of ``tps`` (-> the error of its first unanswered
+        attempt) that no attempt confirmed: its log start offset as Kafka reports it now."""
         try:
             starts = dict(self._transport.log_start_offsets(sorted(tps)))
             reread_error = None
@@ -290,8 +295,8 @@ class DeleteExecutor:
             else:
                 reached = "reached" if start >= st.requested else "not reached"
                 detail = f"log start offset re-read: {start} (requested {st.requested}: {reached})"
-            msg = f"{st.last_message or 'request timed out'}; {detail}"
-            out[tp] = DeleteOutcome(tp[0], tp[1], st.requested, st.leader, start, "REQUEST_TIMED_OUT", msg, st.attempts, True)
+            msg = f"{st.last_message or 'no answer'}; {detail}; {st.attempts} attempt(s)"
+            out[tp] = DeleteOutcome(tp[0], tp[1], st.requested, st.leader, start, tps[tp], msg, st.attempts, True)
         return out
 
 

@@ -208,6 +208,20 @@ def test_unreachable_leader_gives_up_at_the_deadline_with_the_last_error() -> No
     assert time.monotonic() - started < 2.0
     assert outcome.error == "LEADER_UNREACHABLE" and outcome.retriable
     assert outcome.attempts >= 2 and t.refreshes >= 1
+    assert "could not be re-read" in (outcome.error_message or "")  # the fake knows no log start
+
+
+def test_leader_lost_after_the_send_rereads_the_log_start_at_the_deadline() -> None:
+    """A leader can apply a delete and die before it answers: with no answer from any later
+    attempt, the outcome carries the log start as re-read, not a bare LEADER_UNREACHABLE."""
+    t = FakeTransport({("a", 0): 3})
+    t.raise_for_leader[3] = LeaderRequestError("DeleteRecords to leader 3 failed: KafkaConnectionError", timed_out=False)
+    t.starts = {("a", 0): 60}
+
+    (outcome,) = DeleteExecutor(t, backoff_ms=20).run({("a", 0): 60}, timeout_ms=300)
+
+    assert outcome.error == "LEADER_UNREACHABLE" and outcome.low_watermark == 60 and outcome.reached
+    assert "log start offset re-read: 60 (requested 60: reached)" in (outcome.error_message or "")
 
 
 def test_leaders_are_sent_to_in_parallel() -> None:
