@@ -3,7 +3,8 @@
 From the latest plan (a fresh snapshot, as ``spark-purge plan`` makes it) and the audit's
 outcomes for the partition: the binding constraint and the consumer behind it, how far that
 consumer lags (records, and bytes pro rata of the partition's size on the leader), since when
-the audit has seen this same reason, and the last delete. ``explain`` is pure (plan row +
+the audit has seen this same reason, the last delete, and a delete that got no answer and may
+still take effect (``unconfirmed``). ``explain`` is pure (plan row +
 audit rows -> text lines); ``parse_target`` and ``partition_history`` are the edges.
 """
 from __future__ import annotations
@@ -21,8 +22,11 @@ from spark_purge.errors import ConfigError
 
 HISTORY_COLUMNS = (
     "planned_at", "executed_at", "batch_id", "status", "binding_constraint", "blocking_group", "records_deleted",
-    "bytes_reclaimed_estimate",
+    "bytes_reclaimed_estimate", "cutoff", "error", "topic_id",
 )
+# The errors of a delete that got no answer (spark_purge.kafka.delete): it may have been
+# applied by a broker that has not led the partition since, and may yet take effect.
+UNANSWERED = ("REQUEST_TIMED_OUT", "LEADER_UNREACHABLE")
 
 
 def parse_target(target: str) -> tuple[str, Optional[int]]:
@@ -111,7 +115,27 @@ def explain(plan: Mapping[str, Any], history: Sequence[Mapping[str, Any]] = ()) 
         )
     if plan["stale_groups"]:
         lines.append(f"  stale groups: {', '.join(plan['stale_groups'])}")
+    pending = _unconfirmed(plan, history)
+    if pending is not None:
+        lines.append(
+            f"  unconfirmed:  the delete to {pending['cutoff']} of {_when(pending['executed_at'])} (batch {pending['batch_id']}) "
+            f"got no answer ({str(pending['error']).split(':')[0]}) and the log start is {log_start}: a broker that got it may "
+            f"still apply it when it leads again; do not rewind a consumer below {pending['cutoff']}"
+        )
     return lines
+
+
+def _unconfirmed(plan: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> Optional[Mapping[str, Any]]:
+    """The highest cut among the partition's ``failed`` outcomes that got no answer (``UNANSWERED``)
+    and that the log start has not reached, on the topic the plan is for (None: none)."""
+    log_start, topic_id = int(plan["log_start_offset"]), plan.get("topic_id")
+    found = [
+        h for h in history
+        if h["status"] == "failed" and h.get("cutoff") is not None and int(h["cutoff"]) > log_start
+        and str(h.get("error") or "").split(":")[0] in UNANSWERED
+        and (topic_id is None or h.get("topic_id") is None or h.get("topic_id") == topic_id)
+    ]
+    return max(found, key=lambda h: int(h["cutoff"]), default=None)
 
 
 __all__ = ["explain", "parse_target", "partition_history"]

@@ -88,3 +88,24 @@ def test_bad_targets_and_plot_files_fail_before_spark_starts(tmp_path: Path, cap
     assert "audit --plot: expected a file ending in .png, .svg, .html" in capsys.readouterr().err
     assert main(["why", "orders:x", "-c", str(config)]) == EXIT_USAGE
     assert "why: expected a partition number after ':' in 'orders:x', got 'x'" in capsys.readouterr().err
+
+
+def test_a_delete_that_got_no_answer_and_is_not_reached_is_named_as_unconfirmed() -> None:
+    """The seed-23 case: the cut to 554 timed out at a hung leader (the log start re-read 544);
+    that broker may apply it when it leads again, so ``why`` warns against rewinding below it."""
+    unanswered = outcome(
+        3, status="failed", cutoff=554, topic_id="t1",
+        error="REQUEST_TIMED_OUT: DeleteRecords to leader 3 failed: REQUEST_TIMED_OUT; log start offset re-read: 544 (requested 554: not reached); 2 attempt(s)",
+    )
+    lost_lower = outcome(2, status="failed", cutoff=550, topic_id="t1", error="LEADER_UNREACHABLE: connection lost")
+    history = [outcome(4), unanswered, lost_lower]
+    lines = explain(plan(log_start_offset=544, cutoff=None, topic_id="t1"), history)
+    assert lines[-1] == (
+        "  unconfirmed:  the delete to 554 of 2026-11-23 08:03:00 UTC (batch 3) got no answer (REQUEST_TIMED_OUT) and the log "
+        "start is 544: a broker that got it may still apply it when it leads again; do not rewind a consumer below 554"
+    )
+    # Reached since, refused by the broker (an answer), or on an earlier incarnation of the topic: nothing pending.
+    assert not any("unconfirmed" in x for x in explain(plan(log_start_offset=554, topic_id="t1"), history))
+    refused = outcome(3, status="failed", cutoff=554, error="OFFSET_OUT_OF_RANGE: DeleteRecords on orders-2 at offset 554")
+    assert not any("unconfirmed" in x for x in explain(plan(log_start_offset=544), [refused]))
+    assert not any("unconfirmed" in x for x in explain(plan(log_start_offset=0, topic_id="t2"), history))
