@@ -89,6 +89,13 @@ def holder_identity() -> str:
     return f"{user_at_host()} pid={os.getpid()}"
 
 
+def delete_window_ms(ttl_ms: int) -> int:
+    """How long after its confirmation (``PurgerLease.confirm``) a lease is still certainly this
+    job's: two thirds of ``ttl`` (it is renewed once a third has passed). DeleteRecords, resends
+    included, gets no longer than this (``PurgePipeline.delete_timeout_ms``)."""
+    return ttl_ms * 2 // 3
+
+
 @dataclass(frozen=True)
 class LeaseState:
     """One row of the lease table (``schemas.LEASES``)."""
@@ -442,6 +449,7 @@ __all__ = [
     "LeaseStore",
     "LeaseTable",
     "PurgerLease",
+    "delete_window_ms",
     "holder_identity",
     "lease_app_id",
     "lease_status",

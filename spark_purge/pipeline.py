@@ -64,7 +64,7 @@ from spark_purge.history import AppendHistory
 from spark_purge.kafka.clock import BrokerClock, ClockReading, describe_skew
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.kafka.producers import OpenTransactions
-from spark_purge.lease import FencedAudit, PurgerLease
+from spark_purge.lease import FencedAudit, PurgerLease, delete_window_ms
 from spark_purge.planner import Plan, Planner
 from spark_purge.policy import retention_floors, split_snapshot
 from spark_purge.policy.producers import annotate
@@ -180,6 +180,16 @@ class PurgePipeline:
         self.lease: PurgerLease | None = (
             PurgerLease.of(self.spark, self.config, self.run_id) if self.config.lease.enabled and not self.dry_run else None
         )
+        # DeleteRecords (every attempt: spark_purge.kafka.delete) is sent only while the lease
+        # confirmed right before it is still this job's: at least two thirds of its ttl.
+        self.delete_timeout_ms = self.config.kafka.delete_timeout
+        if self.lease is not None and self.delete_timeout_ms > delete_window_ms(self.config.lease.ttl):
+            self.delete_timeout_ms = delete_window_ms(self.config.lease.ttl)
+            log.warning(
+                "kafka.delete_timeout %d ms is longer than two thirds of lease.ttl (%d ms): DeleteRecords gets %d ms, "
+                "so that no attempt is sent once another job may have taken the lease over (raise lease.ttl to give it more)",
+                self.config.kafka.delete_timeout, self.config.lease.ttl, self.delete_timeout_ms,
+            )
 
     # The query id lives in the checkpoint's metadata file (Spark writes it when the query
     # first starts): stable across restarts, so it is the key Delta uses to make each batch's
@@ -238,7 +248,7 @@ class PurgePipeline:
         transitions = TieringTable.beside(self.spark, self.config.audit.path).in_transition
         audit: AuditWriter = self.audit if lease is None else FencedAudit(self.audit, lease)
         return BatchRunner(
-            audit, self.client, self.config.kafka.delete_timeout, fault_hook=self.fault_hook,
+            audit, self.client, self.delete_timeout_ms, fault_hook=self.fault_hook,
             before_delete=None if lease is None else lambda: lease.confirm("right before DeleteRecords"),
             retirements=tracker, transitions=transitions,
         )

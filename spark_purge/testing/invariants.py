@@ -39,7 +39,8 @@ must have an intent whose cutoff is at least its own (a replay may cut less, nev
 
 And ``overlap_job``: a second job with the same purger id (``lease.purger_id``, its own query
 id) starts while the cycle's job has written its intents (an Airflow retry overlapping a slow
-run); it waits for the first job's lease to expire (``lease.ttl`` 2 s here), takes it over
+run); it waits for the first job's lease to expire (``lease.ttl`` 23 s here: two thirds of it
+cover the 15 s ``kafka.delete_timeout``, which a lease caps), takes it over
 (generation + 1), runs the same batch and shuts down cleanly; the first job must then stop with
 ``FencedError`` right before DeleteRecords. The oracle: the fenced generation has no outcome
 in the batch, none of its rows landed in the audit after the takeover began (Delta time travel
@@ -189,6 +190,7 @@ NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle", "controller_kill")  # need 
 KILL_STEPS = ("intents_written", "lease_checked", "deletes_sent")
 DRIVER_TIMEOUT_S = 300  # driver_kill_rewind: a driver process (Spark start included) must die by then
 REQUEST_TIMEOUT_S = 10  # kafka.request_timeout of the checked job
+
 PAUSE_S = REQUEST_TIMEOUT_S + 3  # broker_pause: a node hangs longer than a request may take
 UNREACHABLE_S = (4.0, 2.5 * REQUEST_TIMEOUT_S)  # cluster_unreachable: every node hangs this long (drawn)
 SHARE_EVERY = 3  # the share consumer runs every SHARE_EVERY cycles (a JVM start costs seconds)
@@ -216,6 +218,13 @@ SAVED_ORACLE = (
 )
 SAVED_TIERING = ("state", "policy", "stopped_at", "during", "mid_cycle", "pending", "runs", "remote_cuts")
 EXPIRY_BROKER_CONFIG = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
+
+
+def _lease_ttl_s(delete_timeout: str) -> int:
+    """The shortest whole-second lease ttl whose delete window (two thirds) holds ``delete_timeout``."""
+    from spark_purge._time import parse_duration
+
+    return -(-parse_duration(delete_timeout, "kafka.delete_timeout") * 3 // 2000)
 
 
 def parse_kinds(text: str) -> tuple[str, ...]:
@@ -459,8 +468,10 @@ class InvariantWorkload:
             "audit": {"path": str(self.workdir / "audit")},
             "stream": {"checkpoint_location": str(self.workdir / "checkpoint"), "trigger_interval": "1s"},
             "external_consumers": self._external_consumers(),
-            # A short ttl: overlap_job's second job waits for the first one's lease to expire.
-            "lease": {"purger_id": "inv-purger", "ttl": "2s", "wait": "120s"},
+            # overlap_job's second job (and a restarted driver) waits for the lease to expire: as
+            # short a ttl as lets DeleteRecords keep the whole delete_timeout (two thirds of ttl:
+            # spark_purge.lease.delete_window_ms), so hung leaders' resends are still exercised.
+            "lease": {"purger_id": "inv-purger", "ttl": f"{_lease_ttl_s(delete_timeout)}s", "wait": "120s"},
             **self._retirement_config(),
         }
 

@@ -250,3 +250,26 @@ def test_a_lease_check_reads_the_table_only_when_its_delta_version_moved(spark: 
     assert table_version(spark, path) == seen
     newest = LeaseTable(spark, path).current("cache-check")
     assert newest is not None and newest.run_id == "run-c"
+
+
+def test_deletes_are_sent_only_while_the_confirmed_lease_is_certainly_this_jobs(
+    spark: SparkSession, kafka_cluster: LocalKafka, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A confirmed lease is this job's for two thirds of its ttl; DeleteRecords, resends included
+    (``spark_purge.kafka.delete``), gets no longer, or another job could take the lease over
+    while this one still sends. A longer ``kafka.delete_timeout`` is cut down, with a warning
+    naming both settings."""
+    bootstrap = kafka_cluster.bootstrap_servers
+
+    def pipeline(name: str, ttl: str) -> Any:
+        cfg = purge_config(tmp_path / name, bootstrap, "none", ["g"], kafka={"delete_timeout": "10s"}, lease={"ttl": ttl})
+        return new_pipeline(spark, cfg)
+
+    with caplog.at_level("WARNING", logger="spark_purge.pipeline"):
+        short = pipeline("short", "3s")
+    assert short.delete_timeout_ms == 2000 and short.runner.delete_timeout_ms == 2000
+    assert any(
+        "kafka.delete_timeout 10000 ms is longer than two thirds of lease.ttl (3000 ms): DeleteRecords gets 2000 ms" in r.getMessage()
+        for r in caplog.records
+    )
+    assert pipeline("long", "60s").runner.delete_timeout_ms == 10000
