@@ -98,10 +98,24 @@ def create_topics(
     *,
     in_sync: int = 1,
     timeout_s: float = 60.0,
+    assignments: Optional[Mapping[str, Mapping[int, Sequence[int]]]] = None,
 ) -> None:
     """Create each topic with its partition count (20 topics a request: thousands of partitions
-    go in slices); return once every partition has a leader and ``in_sync`` in-sync replicas."""
-    new = [NewTopic(t, n, replication, topic_configs=dict(configs or {})) for t, n in partitions.items()]
+    go in slices); return once every partition has a leader and ``in_sync`` in-sync replicas.
+
+    ``assignments`` places a topic's replicas itself (partition -> broker ids, the first one its
+    preferred leader, which leads it once created); such a topic's count and ``replication``
+    come from its assignment, which must name every partition in ``partitions``."""
+    placed = dict(assignments or {})
+    for topic, assignment in placed.items():
+        if sorted(assignment) != list(range(partitions[topic])):
+            raise ValueError(f"assignments[{topic!r}] names partitions {sorted(assignment)}, not 0..{partitions[topic] - 1}")
+    new = [
+        NewTopic(t, replica_assignments={p: list(r) for p, r in placed[t].items()}, topic_configs=dict(configs or {}))
+        if t in placed
+        else NewTopic(t, n, replication, topic_configs=dict(configs or {}))
+        for t, n in partitions.items()
+    ]
     for start in range(0, len(new), 20):
         admin.create_topics(new[start : start + 20], timeout_ms=int(timeout_s * 1000))
     wait_for_leaders(admin, partitions, in_sync=in_sync, timeout_s=timeout_s)
@@ -113,10 +127,12 @@ def create_topic(
     partitions: int = 1,
     replication: int = 1,
     configs: Optional[Mapping[str, str]] = None,
+    assignment: Optional[Mapping[int, Sequence[int]]] = None,
 ) -> str:
-    """Create ``<prefix>-<8 hex>`` (unique per call); returns its name once it has leaders."""
+    """Create ``<prefix>-<8 hex>`` (unique per call); returns its name once it has leaders.
+    ``assignment``: its replicas placed as ``create_topics``' ``assignments`` say."""
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    create_topics(admin, {name: partitions}, replication, configs)
+    create_topics(admin, {name: partitions}, replication, configs, assignments=None if assignment is None else {name: assignment})
     return name
 
 

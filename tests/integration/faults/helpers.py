@@ -3,7 +3,7 @@ min.insync.replicas 2, and a retry that waits out assertions. Producing, commits
 offsets, configs, purge cycles and the audit come from ``spark_purge.testing.workload``."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from kafka import KafkaAdminClient
@@ -20,6 +20,14 @@ def retry(fn: Callable[[], T], what: str, timeout_s: float = 60.0) -> T:
     return workload.retry(fn, what, timeout_s, also=(AssertionError,))
 
 
-def create_topic(admin: KafkaAdminClient, prefix: str, partitions: int, replication: int = REPLICATION) -> str:
+def create_topic(
+    admin: KafkaAdminClient,
+    prefix: str,
+    partitions: int,
+    replication: int = REPLICATION,
+    assignment: Mapping[int, Sequence[int]] | None = None,
+) -> str:
+    """``assignment`` (partition -> broker ids, the first its leader) places the replicas."""
+    replication = len(next(iter(assignment.values()))) if assignment else replication
     configs = {"min.insync.replicas": MIN_ISR} if replication >= 3 else {}
-    return workload.create_topic(admin, prefix, partitions, replication, configs)
+    return workload.create_topic(admin, prefix, partitions, replication, configs, assignment)

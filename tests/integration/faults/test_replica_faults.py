@@ -107,17 +107,17 @@ def test_hung_leader_the_delete_is_sent_again_to_its_new_leader_and_confirmed(
     Each attempt waits a third of ``delete_timeout``, so the resend reaches the leader the
     controller elected meanwhile: the cut is made, and audited as ``deleted``, while it is the
     one that was planned - not left to happen unannounced later."""
-    topic = create_topic(fadmin, "hl", partitions=3)
+    # A hung controller would first cost a controller election; this test is about a leader:
+    # partition 0 is placed to be led by a broker that is not the active controller.
+    controller = retry(lambda: _known(fault_cluster.active_controller()), "the active controller")
+    victim, other = [n for n in fault_cluster.node_ids if n != controller][:2]
+    assignment = {0: [victim, other, controller], 1: [other, controller, victim], 2: [controller, victim, other]}
+    topic = create_topic(fadmin, "hl", partitions=3, assignment=assignment)
     produce(fault_cluster.bootstrap_servers, topic, [100, 100, 100])
     group = f"{topic}-g"
     commit_topic(fadmin, group, topic, [60, 60, 60])
-    lead = leaders(fadmin, topic)
-    controller = fault_cluster.active_controller()
-    # A hung controller would first cost a controller election; this test is about a leader.
-    part = next((p for p, n in sorted(lead.items()) if n != controller), None)
-    if part is None:
-        pytest.skip(f"every partition of {topic} is led by the active controller {controller}")
-    victim = lead[part]
+    part = 0
+    assert leaders(fadmin, topic)[part] == victim
     cfg = purge_config(tmp_path, fault_cluster.bootstrap_servers, topic, [group], kafka={"delete_timeout": "45s"})
     paused: list[int] = []
 
@@ -140,6 +140,11 @@ def test_hung_leader_the_delete_is_sent_again_to_its_new_leader_and_confirmed(
     assert result.failed == 0 and result.deleted == 3, result
     retry(lambda: _assert_isr_full(fadmin, topic), "the hung node back in sync", timeout_s=90)
     assert log_starts(fadmin, topic, 3) == [60, 60, 60]
+
+
+def _known(node: int | None) -> int:
+    assert node is not None, "no running node knows the quorum's leader yet"
+    return node
 
 
 def _assert_moved(admin: KafkaAdminClient, topic: str, parts: list[int], dead: int) -> None:
