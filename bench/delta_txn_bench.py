@@ -1,5 +1,5 @@
 """Delta idempotent-write benchmark (issue 12): what a ``txnAppId`` costs an audit write, and
-what working the write ids out ahead (``deltalog.warm_transactions``) takes back.
+what working the write ids out ahead (``deltalog.warm_snapshot``) takes back.
 
     ./dev.sh py bench/delta_txn_bench.py [--repeat 15] [--rows 1000] [--gap 0.5]
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             sc.setLocalProperty("spark.jobGroup.id", None)
         return time.perf_counter() - start, len(sc.statusTracker().getJobIdsForGroup(group))
 
-    warm = audit_module.warm_transactions
+    warm = audit_module.warm_snapshot
     results: dict[str, list[tuple[float, int]]] = {"plain append": [], "txn, cold": [], "txn, ahead": []}
     try:
         with tempfile.TemporaryDirectory(prefix="delta-txn-bench-") as tmp:
@@ -85,10 +85,10 @@ def main(argv: list[str] | None = None) -> int:
                         df = spark.createDataFrame(batch, AUDIT)
                         took = timed(lambda: df.write.format("delta").mode("append").save(plain_path))  # noqa: B023 (called at once)
                     else:
-                        audit_module.warm_transactions = warm if kind == "txn, ahead" else (lambda *a: None)  # type: ignore[assignment]
+                        audit_module.warm_snapshot = warm if kind == "txn, ahead" else (lambda *a: None)  # type: ignore[assignment]
                         took = timed(lambda: sink.write(batch, "outcome", n))  # noqa: B023 (called at once)
                     results[kind].append(took)
-            audit_module.warm_transactions = warm
+            audit_module.warm_snapshot = warm
             deltalog.settle()
     finally:
         spark.stop()

@@ -158,7 +158,7 @@ def test_the_next_writes_txn_check_is_worked_out_ahead_and_still_dedupes(
         return [_row(query_id="job-w", batch_id=batch, partition=0), _row(query_id="job-w", batch_id=batch, partition=1)]
 
     started: list[object] = []
-    monkeypatch.setattr(audit_module, "warm_transactions", lambda *a: started.append(a))  # left cold
+    monkeypatch.setattr(audit_module, "warm_snapshot", lambda *a: started.append(a))  # left cold
     sink.write(rows(0), "outcome", batch_id=0)
     cold = _jobs_of(spark, lambda: sink.write(rows(1), "outcome", batch_id=1))
     monkeypatch.undo()
