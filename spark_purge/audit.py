@@ -36,7 +36,6 @@ from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.sql.window import Window
 
 from spark_purge._time import Backoff
-from spark_purge.deltalog import warm_snapshot
 from spark_purge.errors import AuditError
 from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, LEASE_RECORD, PROGRESS_STORE, RETIREMENT_CONSTRAINTS
 
@@ -349,8 +348,6 @@ class AuditSink:
                     .option("userMetadata", f"{kind}:{batch_id}")  # DESCRIBE HISTORY shows the order
                     .save(self.path)
                 )
-                # The next write's txn check, worked out while the batch waits on Kafka (deltalog).
-                warm_snapshot(self.spark, self.path)
                 return True
             except DELTA_CONFLICTS as exc:  # another writer appended at the same time: retry
                 if attempt >= CONFLICT_ATTEMPTS:

@@ -52,7 +52,7 @@ from pyspark.sql import functions as F
 from spark_purge._time import Backoff, Deadline
 from spark_purge.audit import AuditSink, absolute_location, retry_conflicts
 from spark_purge.config import PurgeConfig, config_fingerprint, purger_id_of
-from spark_purge.deltalog import table_state, warm_snapshot
+from spark_purge.deltalog import table_state
 from spark_purge.errors import AuditError, FencedError
 from spark_purge.fs import HadoopFiles, join
 from spark_purge.schemas import LEASES
@@ -218,7 +218,6 @@ class LeaseTable:
                 .save(self.path)
             )
             self._remember_own(state, token)
-            warm_snapshot(self.spark, self.path)  # for the next renewal's txn check (deltalog)
 
         try:
             retry_conflicts(f"lease {state.event} of {state.purger_id} generation {state.generation}", write)

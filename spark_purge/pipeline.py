@@ -56,7 +56,6 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location, lease_row
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
-from spark_purge.deltalog import settle
 from spark_purge.detach import detached, drop, held
 from spark_purge.errors import ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.external_snapshot import with_external_consumers
@@ -273,7 +272,6 @@ class PurgePipeline:
             self._client = None
         if self._clock is not None:
             self._clock.close()
-        settle()  # write ids still being worked out ahead (deltalog): none cut off by a stopping session
 
     def check_checkpoint(self) -> None:
         """Refuse a checkpoint whose location the audit knows under another query id (see

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_purge.deltalog import settle
 from spark_purge.session import DELTA_JARS_ENV, get_spark
 from spark_purge.testing.cluster import KAFKA_JARS_ENV, TIERED_STORAGE_JARS_ENV
 from spark_purge.testing.share import STREAMS_JARS_ENV
@@ -86,5 +85,4 @@ def spark() -> Iterator[SparkSession]:
         extra=spark_kafka_jars(),
     )
     yield session
-    settle()  # Delta snapshot states still being worked out ahead (spark_purge.deltalog)
     session.stop()

@@ -1,8 +1,6 @@
 """The Delta audit sink on real Spark + Delta: exactly-once per batch, and the operator queries."""
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -128,49 +126,3 @@ def test_write_that_keeps_conflicting_gives_up_with_an_audit_error(
     with pytest.raises(AuditError, match="kept conflicting"):
         sink.write([_row()], "intent", batch_id=0)
     assert len(pauses) == CONFLICT_ATTEMPTS - 1
-
-
-def _jobs_of(spark: SparkSession, action: Callable[[], object]) -> int:
-    """The Spark jobs ``action`` ran on this thread (a job group of its own)."""
-    sc = spark.sparkContext
-    group = f"jobs-of-{uuid.uuid4().hex}"
-    sc.setJobGroup(group, group)
-    try:
-        action()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    return len(sc.statusTracker().getJobIdsForGroup(group))
-
-
-def test_the_next_writes_txn_check_is_worked_out_ahead_and_still_dedupes(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After a write, the table's write ids are computed on a daemon thread (``deltalog``): the
-    next txn write then runs no state reconstruction of its own (fewer Spark jobs than the same
-    write after a commit left cold), and Delta's exactly-once check still holds."""
-    from spark_purge import audit as audit_module
-    from spark_purge import deltalog
-
-    sink = AuditSink(spark, str(tmp_path / "audit"), app_id="job-w")
-    sink.ensure_table()
-
-    def rows(batch: int) -> list[Row]:
-        return [_row(query_id="job-w", batch_id=batch, partition=0), _row(query_id="job-w", batch_id=batch, partition=1)]
-
-    started: list[object] = []
-    monkeypatch.setattr(audit_module, "warm_snapshot", lambda *a: started.append(a))  # left cold
-    sink.write(rows(0), "outcome", batch_id=0)
-    cold = _jobs_of(spark, lambda: sink.write(rows(1), "outcome", batch_id=1))
-    monkeypatch.undo()
-
-    sink.write(rows(2), "outcome", batch_id=2)  # computes the next write's ids ahead
-    assert deltalog.settle(60)
-    warm = _jobs_of(spark, lambda: sink.write(rows(3), "outcome", batch_id=3))
-    assert deltalog.settle(60)
-    replay = _jobs_of(spark, lambda: sink.write(rows(3), "outcome", batch_id=3))  # the replay after a crash
-
-    assert len(started) == 2  # the cold part did call it, and was kept from warming
-    assert warm < cold, (warm, cold)
-    assert replay < cold, (replay, cold)
-    written = sink.read().where("query_id = 'job-w'").groupBy("batch_id").count().orderBy("batch_id").collect()
-    assert [(r["batch_id"], r["count"]) for r in written] == [(0, 2), (1, 2), (2, 2), (3, 2)]
