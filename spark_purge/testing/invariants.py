@@ -383,7 +383,8 @@ class InvariantWorkload:
         self.fault_rate = fault_rate
         self.sabotage_cycle = sabotage_cycle  # test of the checker itself: one unsafe delete
         self.out = out
-        self.workdir = workdir
+        # Absolute: the config names paths in it, and a killed batch's driver runs inside it.
+        self.workdir = workdir.resolve()
         suffix = uuid.UUID(int=self.rng.getrandbits(128)).hex[:8]
         self.topic_a, self.topic_b = f"inv-a-{suffix}", f"inv-b-{suffix}"
         self.partitions = {self.topic_a: 3, self.topic_b: 3}
@@ -1418,6 +1419,16 @@ def run_invariants(
     return workload.run(cycles, resume=resume, minutes=minutes)
 
 
+def checker_workdir(given: str | None) -> Path:
+    """The run's folder, made if missing, as an absolute path: ``given`` (``--workdir``, maybe
+    relative to the current folder) or a new temporary folder. The checker's config names files
+    inside it (the audit, the Spark query's checkpoint as a ``file:`` URI), and a killed batch's
+    driver runs with it as its current folder, so a relative path would point elsewhere."""
+    workdir = Path(given).resolve() if given else Path(tempfile.mkdtemp(prefix="spark-purge-invariants-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    return workdir
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_purge.testing.invariants", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--cycles", type=int, help="cycles in all (default 200; resumed: the saved run's, or more)")
@@ -1474,8 +1485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from spark_purge.session import get_spark
 
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="spark-purge-invariants-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = checker_workdir(args.workdir)
     spark = get_spark(
         "spark-purge-invariants", master="local[2]", conf={"spark.sql.shuffle.partitions": "1"}, extra=workload.spark_kafka_jars()
     )

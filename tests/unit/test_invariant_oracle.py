@@ -90,3 +90,15 @@ def test_a_timed_out_delete_that_takes_effect_later_is_no_new_cut() -> None:
     # A failed outcome without an intent of its own proves nothing was sent.
     oracle._note_in_doubt({a0: 554}, {}, [{**failed, "cutoff": 600}])
     assert oracle.in_doubt == {}
+
+
+def test_a_relative_workdir_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The README's long run passes `--workdir var/inv17`: the config's file: URI of the Spark
+    # query's checkpoint, and a killed batch's driver (started inside the folder), need it whole.
+    monkeypatch.chdir(tmp_path)
+    workdir = invariants.checker_workdir("var/run1")
+    assert workdir == tmp_path / "var" / "run1" and workdir.is_absolute() and workdir.is_dir()
+    assert (workdir / "stream-checkpoint").as_uri().startswith("file:///")
+    made = invariants.checker_workdir(None)
+    assert made.is_absolute() and made.is_dir() and made.name.startswith("spark-purge-invariants-")
+    made.rmdir()
