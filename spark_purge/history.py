@@ -10,9 +10,13 @@ nothing older can be proven, and the floor is the log start: **a fresh job delet
 under a time floor until it has run for ``min_retention``.**
 
 Storage: a Delta table (``schemas.APPEND_HISTORY``) beside the group-progress store. Each batch
-appends one row per partition whose high watermark differs from its newest stored row (an
-unchanged high watermark adds nothing: the older row answers every later floor time the same),
-so re-running a batch with the same high watermarks changes nothing. Those rows (at most one
+appends one row per partition whose high watermark or topic id differs from its newest stored
+row (an unchanged high watermark adds nothing: the older row answers every later floor time the
+same), so re-running a batch with the same high watermarks changes nothing. Each row names the
+topic incarnation it was seen on (``topic_id``): the policy counts only a partition's rows of
+its current incarnation (``policy.incarnation``), so a topic recreated and refilled past an old
+row between two batches proves nothing until its own rows are ``min_retention`` old (rows from
+before ids were kept have none, and prove nothing about a topic whose id is known). Those rows (at most one
 per partition) come to the driver as Arrow and go back as one blind append: one query finds
 them, one write adds them, and nothing is committed when none moved. Rows no floor can need any
 more are pruned by a MERGE: per partition, every row older than the newest one at or before
@@ -66,6 +70,8 @@ class AppendHistory(CheckpointTable):
         df = self._stored()
         if df is None:
             return self.spark.createDataFrame([], APPEND_HISTORY)
+        if "topic_id" not in df.columns:  # a table written before rows named their incarnation
+            df = df.withColumn("topic_id", F.lit(None).cast("string"))
         return df.select(*APPEND_HISTORY.fieldNames())
 
     def read_if_exists(self) -> DataFrame | None:
@@ -78,6 +84,8 @@ class AppendHistory(CheckpointTable):
             return
         try:
             DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(APPEND_HISTORY).execute()
+            if "topic_id" not in self.spark.read.format("delta").load(self.path).columns:  # written before
+                self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS (topic_id STRING)")
             _READY.add(self.path)
         except Exception as exc:
             raise AuditError(f"cannot create the append history table at {self.path}: {exc}") from exc
@@ -99,12 +107,13 @@ class AppendHistory(CheckpointTable):
         self.ensure_table()
         now = as_utc(now)
         at = F.lit(now).cast("timestamp")
-        seen = partitions.groupBy(*HISTORY_KEY).agg(F.min("high_watermark").alias("high_watermark"))
-        newest = self.read().groupBy(*HISTORY_KEY).agg(F.max_by("high_watermark", "snapshot_time").alias("t_hw"))
+        seen = partitions.groupBy(*HISTORY_KEY).agg(F.min("high_watermark").alias("high_watermark"), F.max("topic_id").alias("topic_id"))
+        newest = self.read().groupBy(*HISTORY_KEY).agg(F.max_by(F.struct("high_watermark", "topic_id"), "snapshot_time").alias("t"))
         moved = (
             seen.join(newest, list(HISTORY_KEY), "left")
-            .where(F.col("t_hw").isNull() | (F.col("t_hw") != F.col("high_watermark")))
-            .select(*HISTORY_KEY, at.alias("snapshot_time"), "high_watermark")
+            # A new incarnation of the topic gets a row even at the old one's high watermark.
+            .where(F.col("t").isNull() | (F.col("t.high_watermark") != F.col("high_watermark")) | ~F.col("t.topic_id").eqNullSafe(F.col("topic_id")))
+            .select(*HISTORY_KEY, at.alias("snapshot_time"), "high_watermark", "topic_id")
         )
         found = moved.toArrow()  # at most one row per partition
         if found.num_rows:

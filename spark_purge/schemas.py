@@ -146,13 +146,16 @@ PROGRESS_STORE = StructType(
 
 # The append history (``spark_purge.history``): a partition's high watermark as a snapshot saw
 # it at snapshot_time. Every offset at or above it was appended after snapshot_time, whatever
-# the records' timestamps say.
+# the records' timestamps say. ``topic_id``: the topic incarnation it was seen on (the
+# snapshot's; null: unknown, or a table written before): a row proves nothing about a topic
+# recreated under the same name since, whose offsets name other records.
 APPEND_HISTORY = StructType(
     [
         StructField("topic", StringType(), False),
         StructField("partition", IntegerType(), False),
         StructField("snapshot_time", TimestampType(), False),
         StructField("high_watermark", LongType(), False),
+        StructField("topic_id", StringType(), True),
     ]
 )
 

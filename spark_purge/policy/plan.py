@@ -13,6 +13,7 @@ from pyspark.sql.types import LongType, StringType, StructType
 from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
 from spark_purge.policy.groups import KEYS, group_status, is_external
+from spark_purge.policy.incarnation import same_incarnation
 from spark_purge.policy.inputs import TopicRuleRow, group_rows, resolve_topics
 from spark_purge.policy.positions import Positions
 from spark_purge.policy.retirement import with_retirement, with_retirement_facts
@@ -254,16 +255,19 @@ def with_append_floor(df: DataFrame, history: DataFrame | None) -> DataFrame:
     row and not the current high watermark is below h (a lower high watermark means the offsets
     now name other records: a recreated topic, an unclean election). Without such a row
     (``no_history``) nothing older is proven and the floor is the log start: a new purge deletes
-    nothing under ``min_retention`` until its history is that old. ``history`` None: timestamp
+    nothing under ``min_retention`` until its history is that old. Only rows of the partition's
+    own topic incarnation count (``same_incarnation``): a topic recreated under the same name
+    and refilled past an old row's high watermark between two batches would otherwise have its
+    new records, appended a moment ago, taken as proven old. ``history`` None: timestamp
     index only.
     """
     needs, ts_floor = F.col("floor_time").isNotNull(), F.col("time_floor_offset")
     if history is None:
         return df.select("*", F.when(needs & ts_floor.isNotNull(), F.lit("timestamp_index")).alias("time_floor_source"))
-    keys = df.where(needs).select("topic", "partition", "floor_time").distinct()
+    keys = df.where(needs).select("topic", "partition", "floor_time", "topic_id").distinct()
     before = F.col("snapshot_time") <= F.col("floor_time")
     facts = (
-        history.join(keys, ["topic", "partition"])
+        same_incarnation(history, keys)
         .groupBy("topic", "partition")
         .agg(
             F.max(F.when(before, F.struct("snapshot_time", "high_watermark"))).alias("h_at"),

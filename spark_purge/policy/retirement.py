@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType
 
 from spark_purge._time import as_utc, format_duration
+from spark_purge.policy.incarnation import same_incarnation
 from spark_purge.schemas import READ_ONLY, RETIRED, RETIREMENT_CONSTRAINTS
 
 RETIRING, WRITES_TO_RETIRED = RETIREMENT_CONSTRAINTS
@@ -60,14 +61,16 @@ def with_retirement_facts(
     to), ``r_seen_at`` (when the current high watermark was first recorded; null: not yet) and
     ``r_quiet`` (it has not moved for ``delay_ms`` before ``now``). ``state``: the registry's current state
     (``retirement.RetirementRegistry.current``: topic, partition, status, reclaimed_to);
-    ``history``: ``APPEND_HISTORY`` (None: no history kept, so nothing is ever quiet)."""
+    ``history``: ``APPEND_HISTORY`` (None: no history kept, so nothing is ever quiet); only its
+    rows of each partition's own topic incarnation count (``policy.incarnation``)."""
     facts = state.select("topic", "partition", F.col("status").alias("r_status"), F.col("reclaimed_to").alias("r_hw"))
     df = df.join(facts, ["topic", "partition"], "left")
     if history is None:
         return df.select(
             "*", F.lit(None).cast("timestamp").alias("r_seen_at"), F.lit(False).alias("r_quiet")
         )
-    newest = history.groupBy("topic", "partition").agg(
+    mine = same_incarnation(history, df.select("topic", "partition", "topic_id"))
+    newest = mine.groupBy("topic", "partition").agg(
         F.max("snapshot_time").alias("r_newest_at"), F.max_by("high_watermark", "snapshot_time").alias("r_newest_hw")
     )
     df = df.join(newest, ["topic", "partition"], "left")

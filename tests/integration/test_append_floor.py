@@ -39,7 +39,7 @@ def test_backdated_records_appended_within_min_retention_are_kept(
     cfg = purge_config(tmp_path, bootstrap, topic, [f"{topic}-g"], defaults={"min_retention": "1h", "min_step": 1})
     pipeline = new_pipeline(spark, cfg)
     two_hours_ago = datetime.now(timezone.utc) - timedelta(hours=2)
-    pipeline.history.record(spark.createDataFrame([(topic, 1, two_hours_ago, 30)], schemas.APPEND_HISTORY), batch_id=-1)
+    pipeline.history.record(spark.createDataFrame([(topic, 1, two_hours_ago, 30, topic_id(admin, topic))], schemas.APPEND_HISTORY), batch_id=-1)
     produce(bootstrap, topic, {0: 50, 1: 20}, timestamps_ms={0: [old] * 50, 1: [old] * 20})
     commit_topic(admin, f"{topic}-g", topic, [50, 50])  # consumed everything
 

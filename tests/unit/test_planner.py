@@ -98,9 +98,10 @@ def test_no_timestamp_entries_no_lookup_and_empty_snapshot_no_plan(spark: SparkS
     assert planner.plan(spark.createDataFrame([], schemas.SNAPSHOT)) is None
 
 
-def history_row(partition: int, age: timedelta, hw: int) -> tuple[Any, ...]:
-    """An ``APPEND_HISTORY`` row of ``orders``: high watermark ``hw`` seen ``age`` before NOW."""
-    return ("orders", partition, NOW - age, hw)
+def history_row(partition: int, age: timedelta, hw: int, topic_id: str | None = "id-orders") -> tuple[Any, ...]:
+    """An ``APPEND_HISTORY`` row of ``orders``: high watermark ``hw`` seen ``age`` before NOW, on
+    the topic's current incarnation (``topic_id``: another one's, or None for a row without one)."""
+    return ("orders", partition, NOW - age, hw, topic_id)
 
 
 def floors(spark: SparkSession, history: list[tuple[Any, ...]] | None) -> dict[int, tuple[Any, ...]]:
@@ -145,6 +146,20 @@ def test_a_lower_high_watermark_since_voids_the_history(spark: SparkSession) -> 
     assert got[1] == ("time_floor", 0, "no_history")
     current_below = floors(spark, [history_row(1, timedelta(hours=2), 600)])  # current high watermark is 500
     assert current_below[1] == ("time_floor", 0, "no_history")
+
+
+def test_history_of_another_incarnation_of_the_topic_proves_nothing(spark: SparkSession) -> None:
+    # orders was recreated under the same name since these rows, and refilled past them (today's
+    # high watermark 500 is above both): its offsets name other records, appended who knows when.
+    old_topic = [history_row(1, timedelta(hours=2), 300, topic_id="id-orders-before"), history_row(0, timedelta(hours=2), 200, topic_id="id-orders-before")]
+    got = floors(spark, old_topic)
+    assert got[1] == ("time_floor", 0, "no_history")
+    assert got[0] == ("time_floor", 100, "no_history")
+    # A row written before rows named their incarnation proves nothing about a topic whose id is known.
+    assert floors(spark, [history_row(1, timedelta(hours=2), 300, topic_id=None)])[1] == ("time_floor", 0, "no_history")
+    # The current incarnation's own rows count, whatever the old one's say.
+    mixed = floors(spark, [*old_topic, history_row(1, timedelta(hours=1, minutes=30), 350)])
+    assert mixed[1] == ("time_floor", 350, "append_history")
 
 
 # ---- one snapshot with remembered progress: stale, vanished, member-held and lineage cases ----

@@ -10,8 +10,10 @@ Time floors: the timestamp lookup (``time_floor_offset``) is drawn anywhere in t
 backdated CreateTimes make it; the append history is drawn as observations of a true append
 process (the first offset appended after now - min_retention is ``young_from``, which the
 oracle knows and the policy does not), plus now and then a row left from an earlier
-incarnation of the topic (a high watermark above today's). No record at or above
-``young_from`` may ever be cut.
+incarnation of the topic: another topic id (or none: a row written before ids were kept), its
+high watermark below, at or above today's, as a topic recreated and refilled between two
+batches leaves it; on a snapshot without topic ids (an old broker), only one above today's. No
+record at or above ``young_from`` may ever be cut.
 
 Node faults (a broker killed or hung, the controller killed): a partition may have no leader
 in the snapshot (null), which moves no safe bound.
@@ -58,6 +60,7 @@ class Case:
     progress: list[tuple[Any, ...]] = field(default_factory=list)
     unreadable: frozenset[str] = frozenset()  # groups the snapshot could not read: no commits seen
     history: list[tuple[Any, ...]] = field(default_factory=list)  # APPEND_HISTORY rows
+    topic_ids: dict[str, str | None] = field(default_factory=dict)  # the snapshot's, per topic
     young_from: dict[tuple[str, int], int] = field(default_factory=dict)  # first offset appended within min_retention
     retired: dict[tuple[str, int], tuple[int, int | None]] = field(default_factory=dict)  # (status, reclaimed_to)
     transitions: frozenset[str] = frozenset()  # topics whose tiered storage is being disabled (DISABLING)
@@ -70,7 +73,19 @@ OBSERVED_AGO = (150, 90, 61, 60, 59, 30, 1)
 
 def draw_history(draw: st.DrawFn, case: Case, topic: str, p: int, hw: int) -> None:
     """Observations (time, high watermark) of a monotone append process up to ``hw``, the true
-    ``young_from`` consistent with them, and maybe an older row from a deleted incarnation."""
+    ``young_from`` consistent with them, and maybe older rows from a deleted incarnation."""
+    tid = case.topic_ids[topic]
+    if tid is not None and draw(st.integers(0, 3)) == 0:
+        # Deleted and recreated under the same name within min_retention, refilled since: every
+        # record of this incarnation is young, and only the old one's marks are old enough
+        # (another id, or none), below, at or above today's high watermark.
+        ago = sorted(draw(st.lists(st.sampled_from([59, 30, 1]), max_size=2, unique=True)), reverse=True)
+        marks = sorted(draw(st.lists(st.integers(0, hw), min_size=len(ago), max_size=len(ago))))
+        case.young_from[(topic, p)] = 0
+        case.history.extend((topic, p, NOW - timedelta(minutes=m), h, tid) for m, h in zip(ago, marks))
+        for m in draw(st.lists(st.sampled_from([200, 150, 90, 61, 60]), min_size=1, max_size=2, unique=True)):
+            case.history.append((topic, p, NOW - timedelta(minutes=m), draw(st.integers(0, hw + 50)), draw(st.sampled_from([f"old-{topic}", None]))))
+        return
     ago = sorted(draw(st.lists(st.sampled_from(OBSERVED_AGO), max_size=4, unique=True)), reverse=True)
     marks = sorted(draw(st.lists(st.integers(0, hw), min_size=len(ago), max_size=len(ago))))
     seen = [(NOW - timedelta(minutes=m), h) for m, h in zip(ago, marks)]
@@ -78,16 +93,26 @@ def draw_history(draw: st.DrawFn, case: Case, topic: str, p: int, hw: int) -> No
     lower = max([h for t, h in seen if t <= floor_time], default=0)
     upper = min([h for t, h in seen if t > floor_time], default=hw)
     case.young_from[(topic, p)] = draw(st.integers(lower, upper))
-    if draw(st.integers(0, 5)) == 0:  # the topic was recreated since: an old, higher mark
-        seen.insert(0, (NOW - timedelta(minutes=200), hw + draw(st.integers(1, 50))))
-    case.history.extend((topic, p, t, h) for t, h in seen)
+    case.history.extend((topic, p, t, h, tid) for t, h in seen)
+    if draw(st.integers(0, 5)) == 0:  # recreated long ago: a mark of the old incarnation, older than every one of this
+        at = NOW - timedelta(minutes=200)
+        if tid is None:  # no ids to tell them apart: only a higher mark shows it
+            case.history.append((topic, p, at, hw + draw(st.integers(1, 50)), None))
+        else:
+            case.history.append((topic, p, at, draw(st.integers(0, hw + 50)), draw(st.sampled_from([f"old-{topic}", None]))))
+
+
+def own_marks(case: Case, topic: str, p: int) -> list[tuple[datetime, int]]:
+    """(time, high watermark) of the history rows of the partition's current incarnation, sorted."""
+    tid = case.topic_ids[topic]
+    return sorted((t, h) for t_, p_, t, h, id_ in case.history if (t_, p_) == (topic, p) and id_ == tid)
 
 
 def expected_floor(case: Case, topic: str, p: int, log_start: int, hw: int, ts_floor: int) -> tuple[int, str]:
     """The floor the plan must use (min of the timestamp lookup and the newest old-enough
     mark, unless a later mark or today's high watermark is lower), and its source."""
     floor_time = NOW - MIN_RETENTION
-    rows = sorted((t, h) for t_, p_, t, h in case.history if (t_, p_) == (topic, p))
+    rows = own_marks(case, topic, p)
     old = [h for t, h in rows if t <= floor_time]
     later = [h for t, h in rows if t > floor_time] + [hw]
     if not old or old[-1] > min(later):
@@ -102,14 +127,14 @@ def draw_retirement(draw: st.DrawFn, case: Case, topic: str, p: int, hw: int) ->
     if status is None:
         return
     case.retired[(topic, p)] = (status, draw(st.integers(0, hw)) if status == schemas.RETIRED else None)
-    later = [h for t_, p_, t, h in case.history if (t_, p_) == (topic, p) and t > NOW - STILL_AGO]
+    later = [h for t, h in own_marks(case, topic, p) if t > NOW - STILL_AGO]
     if draw(st.booleans()) and all(h == hw for h in later):
-        case.history.append((topic, p, NOW - STILL_AGO, hw))
+        case.history.append((topic, p, NOW - STILL_AGO, hw, case.topic_ids[topic]))
 
 
 def still_for_delay(case: Case, topic: str, p: int, hw: int) -> bool:
     """The newest history mark shows today's high watermark and is at least RETIRE_DELAY old."""
-    rows = sorted((t, h) for t_, p_, t, h in case.history if (t_, p_) == (topic, p))
+    rows = own_marks(case, topic, p)
     return bool(rows) and rows[-1][1] == hw and rows[-1][0] <= NOW - RETIRE_DELAY
 
 
@@ -154,6 +179,7 @@ def cases(draw: st.DrawFn) -> Case:
     }
     attrs.update({e: (None, kind, None) for e, kind in EXTERNALS.items()})
     for topic in TOPICS + ("__internal", "prot"):
+        case.topic_ids[topic] = draw(st.sampled_from([f"id-{topic}", f"id-{topic}", None]))  # None: a broker too old to say
         for p in range(draw(st.integers(1, 8))):
             log_start = draw(st.integers(0, 100))
             hw = log_start + draw(st.integers(0, 150))
@@ -175,7 +201,7 @@ def cases(draw: st.DrawFn) -> Case:
             # and then the partition has no leader in the snapshot; it changes no safe bound.
             leader = draw(st.sampled_from([1, 1, 1, None]))
             case.parts.append(
-                (SNAP, NOW, topic, p, leader, [1], [1] if leader else [], log_start, hw, last_stable, internal, cleanup, None, remote, floor_time, floor_offset, None,
+                (SNAP, NOW, topic, p, leader, [1], [1] if leader else [], log_start, hw, last_stable, internal, cleanup, None, remote, floor_time, floor_offset, case.topic_ids[topic],
                  None, local_start, tiered)
             )
             draw_history(draw, case, topic, p, hw)
@@ -306,6 +332,8 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case, nest
         diverged = {g for g, offset in have.items() if epoch_ends.get((g, topic, p), offset) < offset}
         needs_floor = rule["min_retention"] != "0s"
         floor_ok = floor_offset is not None and floor_time <= NOW - MIN_RETENTION
+        if needs_floor and floor_ok:  # which bound sets the floor, blocked or not (its value: below)
+            assert row.time_floor_source == expected_floor(case, topic, p, log_start, hw, floor_offset)[1], row
         if row.actionable:
             # The safety invariant.
             assert row.cutoff > log_start

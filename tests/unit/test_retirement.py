@@ -30,8 +30,10 @@ RO, NONE = schemas.READ_ONLY, schemas.RETIRED
 
 def test_retiring_partitions_are_reclaimed_only_when_drained_and_quiet(spark: SparkSession) -> None:
     cfg = config(ORDERS, retirement={"enable": True, "delay": "1m"})
-    names = ["reclaim", "recent", "moved", "behind", "missing", "vanished", "empty", "retired", "again", "plain"]
+    names = ["reclaim", "recent", "moved", "behind", "missing", "vanished", "empty", "retired", "again", "plain", "recreated"]
     parts = [part("orders", i, log_start=0, hw=500) for i in range(len(names))]
+    # Recreated under the same name and refilled to 500: the history's row is the old topic's.
+    parts[names.index("recreated")] = part("orders", names.index("recreated"), log_start=0, hw=500, topic_id="id-new")
     parts[names.index("empty")] = part("orders", names.index("empty"), log_start=500, hw=500)
     parts[names.index("retired")] = part("orders", names.index("retired"), log_start=500, hw=500)
     parts[names.index("again")] = part("orders", names.index("again"), log_start=300, hw=500)
@@ -44,9 +46,10 @@ def test_retiring_partitions_are_reclaimed_only_when_drained_and_quiet(spark: Sp
         elif name != "missing":
             groups.append(grp("analytics", "orders", i, 500))
     long_ago, just_now = NOW - timedelta(minutes=2), NOW - timedelta(seconds=10)
-    history = [("orders", i, long_ago, 500) for i in range(len(names))]
-    history[names.index("recent")] = ("orders", names.index("recent"), just_now, 500)
-    history[names.index("moved")] = ("orders", names.index("moved"), long_ago, 400)  # 500 not seen yet
+    history = [("orders", i, long_ago, 500, None) for i in range(len(names))]
+    history[names.index("recent")] = ("orders", names.index("recent"), just_now, 500, None)
+    history[names.index("moved")] = ("orders", names.index("moved"), long_ago, 400, None)  # 500 not seen yet
+    history[names.index("recreated")] = ("orders", names.index("recreated"), long_ago, 500, "id-old")
     state = [("orders", i, RO, None) for i, n in enumerate(names) if n not in ("retired", "again", "plain")]
     state += [("orders", names.index("retired"), NONE, 500), ("orders", names.index("again"), NONE, 300)]
     plan = rows(run(spark, cfg, parts, groups, retirement=retirement_state(spark, *state), history=history))
@@ -62,11 +65,13 @@ def test_retiring_partitions_are_reclaimed_only_when_drained_and_quiet(spark: Sp
         "retired": ("high_watermark", 500, 0, False, None),  # None and unwritten: an ordinary partition
         "again": ("writes_to_retired_partition", 500, 200, True, None),
         "plain": ("high_watermark", 500, 500, True, None),  # ReadWrite: untouched by retirement
+        "recreated": ("retiring", None, 0, False, None),  # still since the old topic's time: not quiet
     }
     detail = {names[p]: r.detail for (_, p), r in plan.items()}
     assert detail["reclaim"] == "drained by every required consumer and no writes for over 1m: reclaimed to its high watermark 500"
     assert detail["recent"].startswith("recent_writes: drained, but the high watermark is at 500 since 2024-05-01 11:59:50")
     assert detail["moved"].startswith("recent_writes: drained, but the high watermark is not yet seen unchanged at 500")
+    assert detail["recreated"].startswith("recent_writes: drained, but the high watermark is not yet seen unchanged at 500")
     assert detail["behind"].startswith("retiring, not drained: group billing at 200")
     assert detail["missing"] == "retiring, not drained: required group analytics has no commit on this partition"
     assert detail["again"].startswith("writes_to_retired_partition: 200 record(s) written since it was reclaimed at 300; drained")
