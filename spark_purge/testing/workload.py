@@ -147,7 +147,7 @@ def recreate_topic(
     """Delete ``topic`` and create it again under the same name (a new topic id, empty logs,
     the groups' commits on it gone); returns once the new incarnation's partitions have leaders.
     Kafka deletes asynchronously: the create is retried while the old topic is still going."""
-    old = _topic_id(admin, topic)
+    old = topic_id(admin, topic)
     retry(lambda: admin.delete_topics([topic], timeout_ms=int(timeout_s * 1000)), f"delete of {topic}", timeout_s)
 
     def create() -> None:
@@ -157,14 +157,14 @@ def recreate_topic(
             )
         except TopicAlreadyExistsError:
             pass  # the old one still being deleted, or our own create already through
-        if _topic_id(admin, topic) in (None, old):
+        if topic_id(admin, topic) in (None, old):
             raise NotReadyError(f"{topic} not recreated yet")
 
     retry(create, f"re-creation of {topic}", timeout_s)
     wait_for_leaders(admin, {topic: partitions}, timeout_s=timeout_s)
 
 
-def _topic_id(admin: KafkaAdminClient, topic: str) -> Optional[str]:
+def topic_id(admin: KafkaAdminClient, topic: str) -> Optional[str]:
     """The topic's id now (None: no such topic)."""
     found = [t for t in admin.describe_topics([topic]) if t.get("name") == topic and not t.get("error_code")]
     return str(found[0].get("topic_id")) if found else None

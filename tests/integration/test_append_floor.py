@@ -21,7 +21,9 @@ from spark_purge.testing.workload import (
     new_pipeline,
     produce,
     purge_config,
+    recreate_topic,
     run_cycle,
+    topic_id,
 )
 
 TWO_DAYS_MS = 2 * 86_400_000
@@ -62,6 +64,47 @@ def test_backdated_records_appended_within_min_retention_are_kept(
     # The batch recorded what it saw: both high watermarks at 50, as of the snapshot's time.
     recorded = {(r["partition"], r["high_watermark"]) for r in pipeline.history.read().collect()}
     assert recorded == {(0, 50), (1, 30), (1, 50)}
+
+
+def test_a_topic_recreated_and_refilled_past_its_history_keeps_its_fresh_records(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """The append history proves an offset old only for the topic incarnation it saw: a topic
+    deleted and recreated between two batches, and refilled past the old one's high watermark
+    with backdated records, has nothing old enough to cut under ``min_retention``."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = new_topic("recreated-floor", partitions=1)
+    old = int(time.time() * 1000) - TWO_DAYS_MS
+    produce(bootstrap, topic, {0: 30}, timestamps_ms={0: [old] * 30})
+    cfg = purge_config(tmp_path, bootstrap, topic, [f"{topic}-g"], defaults={"min_retention": "1h", "min_step": 1})
+    pipeline = new_pipeline(spark, cfg)
+    # The first incarnation's 30 records, proven appended over 2h ago (the store's own API).
+    first_id = topic_id(admin, topic)
+    two_hours_ago = datetime.now(timezone.utc) - timedelta(hours=2)
+    pipeline.history.record(spark.createDataFrame([(topic, 0, two_hours_ago, 30, first_id)], schemas.APPEND_HISTORY), batch_id=-1)
+    # Deleted and created again under the same name, then refilled past 30 with records
+    # carrying two-day-old CreateTimes (a mirror, a replay), all read by the group.
+    recreate_topic(admin, topic, 1)
+    second_id = topic_id(admin, topic)
+    assert second_id not in (None, first_id)
+    produce(bootstrap, topic, {0: 50}, timestamps_ms={0: [old] * 50})
+    commit_topic(admin, f"{topic}-g", topic, [50])
+
+    try:
+        run_cycle(pipeline, 0)
+    finally:
+        pipeline.close()
+
+    # The timestamp index says two days old and the old row says "below 30 before 2h ago":
+    # both wrong for these records, appended seconds ago. Nothing is cut.
+    assert log_starts(admin, topic, 1) == [0]
+    [row] = audit_rows(spark, cfg)
+    assert (row["status"], row["cutoff"], row["binding_constraint"], row["time_floor_source"], row["topic_id"]) == (
+        "skipped", 0, "time_floor", "no_history", second_id
+    )
+    # The batch recorded the new incarnation's high watermark under its own id.
+    recorded = {(r["high_watermark"], r["topic_id"]) for r in pipeline.history.read().collect()}
+    assert recorded == {(30, first_id), (50, second_id)}
 
 
 def test_broker_clock_from_a_log_append_time_probe(kafka_cluster: LocalKafka, new_topic: Callable[..., str]) -> None:
