@@ -40,6 +40,7 @@ Inputs the data source must provide (the pipeline asks for them up front):
   lowered to the high watermark of the newest history row at or before the floor time, so
   records *appended* within ``min_retention`` are kept whatever their CreateTime; with no such
   row the floor is the log start (``with_append_floor``; ``time_floor_source`` says which bound).
+  Only rows of the partition's current topic incarnation count (``incarnation``: same topic id).
 - ``timestamp_lookups(config)``: the ``@timestamp`` manual entries as (topic, partition or None
   for every partition, timestamp). The pipeline answers them with ListOffsets by timestamp and
   passes a ``manual_offsets`` DataFrame of schema ``MANUAL_OFFSETS`` (topic, partition,
