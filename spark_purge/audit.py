@@ -591,6 +591,24 @@ class CheckpointTable:
         """The table as stored, or None before the first batch wrote it."""
         return self.spark.read.format("delta").load(self.path) if self.exists() else None
 
+    @staticmethod
+    def _with_strings(df: DataFrame, added: Sequence[str]) -> DataFrame:
+        """``df`` with a null string column for each of ``added`` it lacks (rows written
+        before those columns existed)."""
+        for name in added:
+            if name not in df.columns:
+                df = df.withColumn(name, F.lit(None).cast("string"))
+        return df
+
+    def _add_strings(self, added: Sequence[str]) -> list[str]:
+        """Add each of ``added`` the stored table lacks as a string column; returns the
+        table's columns as they were before."""
+        columns = self.spark.read.format("delta").load(self.path).columns
+        for name in added:
+            if name not in columns:
+                self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS ({name} STRING)")
+        return columns
+
 
 @dataclass(frozen=True)
 class ProgressStore(CheckpointTable):
@@ -618,9 +636,7 @@ class ProgressStore(CheckpointTable):
         df = self._stored()
         if df is None:
             return self.spark.createDataFrame([], PROGRESS_STORE)
-        for name in _PROGRESS_ADDED:  # a table written before these columns existed
-            if name not in df.columns:
-                df = df.withColumn(name, F.lit(None).cast("string"))
+        df = self._with_strings(df, _PROGRESS_ADDED)  # a table written before these columns existed
         if "batch_id" not in df.columns:  # a table written before it was a log: one row per key
             return df.select(*PROGRESS_STORE.fieldNames())
         values = [c for c in PROGRESS_STORE.fieldNames() if c not in PROGRESS_KEY]
@@ -641,10 +657,7 @@ class ProgressStore(CheckpointTable):
             return
         try:
             DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(PROGRESS_LOG).execute()
-            columns = self.spark.read.format("delta").load(self.path).columns
-            for name in _PROGRESS_ADDED:
-                if name not in columns:
-                    self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS ({name} STRING)")
+            columns = self._add_strings(_PROGRESS_ADDED)
             if "batch_id" not in columns:
                 self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS (batch_id BIGINT)")
             _PROGRESS_TABLES_READY.add(self.path)

@@ -47,6 +47,7 @@ from spark_purge.errors import AuditError
 from spark_purge.schemas import APPEND_HISTORY
 
 HISTORY_KEY = ("topic", "partition")
+_ADDED = ("topic_id",)  # string columns added after the table's first version (rows before: null)
 _READY: set[str] = set()  # paths whose table this process already created
 _PRUNED: dict[str, datetime] = {}  # path -> batch time of this process's last prune there
 PRUNE_INTERVAL_BOUNDS_MS = (10_000, 60_000)
@@ -70,9 +71,7 @@ class AppendHistory(CheckpointTable):
         df = self._stored()
         if df is None:
             return self.spark.createDataFrame([], APPEND_HISTORY)
-        if "topic_id" not in df.columns:  # a table written before rows named their incarnation
-            df = df.withColumn("topic_id", F.lit(None).cast("string"))
-        return df.select(*APPEND_HISTORY.fieldNames())
+        return self._with_strings(df, _ADDED).select(*APPEND_HISTORY.fieldNames())
 
     def read_if_exists(self) -> DataFrame | None:
         return self.read() if self.exists() else None
@@ -84,8 +83,7 @@ class AppendHistory(CheckpointTable):
             return
         try:
             DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(APPEND_HISTORY).execute()
-            if "topic_id" not in self.spark.read.format("delta").load(self.path).columns:  # written before
-                self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS (topic_id STRING)")
+            self._add_strings(_ADDED)
             _READY.add(self.path)
         except Exception as exc:
             raise AuditError(f"cannot create the append history table at {self.path}: {exc}") from exc
