@@ -86,13 +86,22 @@ whose product support exists, ``DEFAULT_KINDS``):
   partition whose log start passed the query's position (records it never read are gone; the
   purge's cuts are bounded by that position in every cycle, so Kafka deleted them itself, under
   ``tiering_disable``) makes the query start over, as its operator would (a note says so).
-- ``topic_recreate``: topic A is deleted and recreated under the same name (a new topic id,
-  empty logs; Kafka drops the groups' commits on it), either before the cycle's snapshot or in
-  the middle of it (after the intents, before DeleteRecords), and gets fresh records nobody has
-  read. The oracle forgets the old incarnation: its log starts from 0 again, no group has a
-  commit on it until the workload's groups commit there, so records of the new topic nobody
-  committed past are never deletable; a partition recreated mid-cycle must have its planned
-  delete skipped (outcome ``skipped``, ``topic_recreated``), never ``deleted``.
+- ``topic_recreate``: topic A or topic B (drawn) is deleted and recreated under the same name
+  (a new topic id, empty logs; Kafka drops the groups' commits on it), either before the
+  cycle's snapshot or in the middle of it (after the intents, before DeleteRecords). The oracle
+  forgets the old incarnation: its log starts from 0 again, no group has a commit on it until
+  the workload's groups commit there, so records of the new topic nobody committed past are
+  never deletable; a partition recreated mid-cycle must have its planned delete skipped
+  (outcome ``skipped``, ``topic_recreated``), never ``deleted``. A new A gets fresh records
+  nobody has read. A new B (the time-floor topic) is refilled past the old incarnation's high
+  watermark with records stamped two days ago, and B's groups commit past them all: only the
+  append-time floor stands between them and a delete, and the policy's append history still
+  holds the old incarnation's rows, whose high watermarks the new offsets now pass (the hazard
+  of ``policy.incarnation``). The share group starts over on the new B (the oracle requires it
+  there again from its next run, as from its first), and the Spark query starts over. Under
+  ``tiering_disable``, B is recreated only while no disablement is under way or left half
+  (ENABLED: recreated tiered; DISABLED with ``delete``: recreated untiered); otherwise A is.
+  Under a fixed schedule the recreated topic alternates, B first.
 
 - ``tiering_disable`` (opt-in: the cluster needs tiered storage; ``main`` starts it tiered and
   B is created tiered, so its cuts reach remote storage): spark-purge's tiering state machine
@@ -161,6 +170,7 @@ from spark_purge.pipeline import PurgePipeline
 from spark_purge.testing import batch_driver, processes, share, workload
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.errors import WorkloadError
+from spark_purge.testing.tiering_fault import ENABLED as ENABLED_TIERING
 from spark_purge.testing.tiering_fault import TIERED_TOPIC_CONFIGS, TieringDisablement
 from spark_purge.testing.workload import TopicPartitionKey
 
@@ -215,6 +225,7 @@ SAVED_ORACLE = (
     "partitions", "timestamps", "sent_at", "commits", "share_joined", "share_accepted", "share_deliveries",
     "share_limit", "share_stopped", "log_floor", "in_doubt", "expiring", "stream_read", "stream_first_seen", "stream_records_before",
     "prechecked", "kill_steps", "unreached_steps", "overlaps", "retired", "retired_reclaims",
+    "recreates",
 )
 SAVED_TIERING = ("state", "policy", "stopped_at", "during", "mid_cycle", "pending", "runs", "remote_cuts")
 EXPIRY_BROKER_CONFIG = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
@@ -419,9 +430,11 @@ class InvariantWorkload:
         self.stream_read: dict[TopicPartitionKey, int] = {}  # sink max offset + 1
         self.stream_first_seen: dict[TopicPartitionKey, int] = {}  # log start when it first saw p
         self.stream_records_before = 0  # records read by the query's earlier lives (see _reset_stream)
-        # topic_recreate: recreate topic A at the intent write of this cycle; what it recreated.
-        self._recreate_mid_cycle = False
+        # topic_recreate: the topic to recreate at the intent write of this cycle; what this cycle
+        # recreated; how often each topic was recreated (saved).
+        self._recreate_mid: Optional[str] = None
         self.recreated: set[TopicPartitionKey] = set()
+        self.recreates: Counter[str] = Counter()
         # driver_kill_rewind: the batch's driver SIGKILLed at a step; cycles whose intents were checked
         # before the rewind (against the commits they were planned on).
         self.prechecked: set[int] = set()
@@ -553,6 +566,10 @@ class InvariantWorkload:
             self._end_maintenance(None)
             self.pipeline.close()
             self._retire_note()
+            if self.recreates:
+                names = {self.topic_a: "A", self.topic_b: "B (refilled past its old high watermark, backdated)"}
+                done = ", ".join(f"{names.get(t, t)} {n}" for t, n in sorted(self.recreates.items()))
+                self.report.notes.append(f"topic_recreate: recreated {done}")
             if self.tiering is not None:
                 self.report.notes.append(self.tiering.note())
             if self.kill_steps:
@@ -665,11 +682,18 @@ class InvariantWorkload:
         elif fault == "tiering_disable" and self.tiering is not None:
             self.tiering.plan(cycle)  # now, or at the batch's intents
         elif fault == "topic_recreate":
-            # Half the time before the snapshot, half between the intents and DeleteRecords.
-            self._recreate_mid_cycle = self.rng.random() < 0.5
-            if not self._recreate_mid_cycle:
-                self._recreate_topic()
-                self._produce()  # fresh records on the new incarnation, nobody has read them
+            # A or B (drawn; a fixed schedule alternates, B first); half the time before the
+            # snapshot, half between the intents and DeleteRecords.
+            if not self._may_recreate_b():
+                topic = self.topic_a
+            elif self.schedule is not None:
+                topic = self.topic_b if sum(self.recreates.values()) % 2 == 0 else self.topic_a
+            else:
+                topic = self.rng.choice([self.topic_a, self.topic_b])
+            if self.rng.random() < 0.5:
+                self._recreate_mid = topic
+            else:
+                self._recreate_and_refill(topic)
         elif fault == "node_kill":
             victim = self.rng.choice(self.cluster.node_ids)
             self.cluster.kill_node(victim)
@@ -719,7 +743,7 @@ class InvariantWorkload:
             self.pipeline.close()  # a fresh client next cycle
         if not purged:
             self._timed("purge (failed)")
-        self._recreate_mid_cycle = False
+        self._recreate_mid = None
         self._overlap = False
         self._pause_plan = None
         self._end_pause()
@@ -1028,17 +1052,47 @@ class InvariantWorkload:
         sent = self.sent_at.get(tp, [])
         return next((i for i, ms in enumerate(sent) if ms >= snapshot_ms - FLOOR_MS + 1), len(sent))
 
-    def _recreate_topic(self) -> None:
-        """topic_recreate: delete topic A and create it again (same name, partitions, replication);
-        the oracle forgets the old incarnation's records and every group's commits on it."""
-        topic = self.topic_a
+    def _may_recreate_b(self) -> bool:
+        """Whether ``topic_recreate`` may draw B: not while its tiered storage's disablement is
+        under way or left half-way (the tiering oracle follows one incarnation through it)."""
+        return self.tiering is None or self.tiering.state in (ENABLED_TIERING, "DISABLED(delete)")
+
+    def _recreate_and_refill(self, topic: str) -> None:
+        """topic_recreate: recreate ``topic``; a new A gets fresh records (and B its own), a new B
+        is refilled past the old incarnation's high watermark with records stamped two days ago,
+        which B's groups then commit past: only the append-time floor keeps them."""
+        old_hw = {tp: self._high_watermark(tp) for tp in self._tps(topic)}
+        self._recreate_topic(topic)
+        if topic != self.topic_b:
+            self._produce()  # fresh records on the new incarnation, nobody has read them
+            return
+        sent_ms = int(time.time() * 1000)
+        counts = {p: old_hw[(topic, p)] + self.rng.randint(*BACKDATED_PER_PARTITION) for _, p in self._tps(topic)}
+        self._send(topic, counts, create_ms=sent_ms - BACKDATE_MS, sent_ms=sent_ms)
+        for group in self.committers_b:
+            self._commit(group, {tp: self._high_watermark(tp) for tp in self._tps(topic)})
+
+    def _recreate_topic(self, topic: str) -> None:
+        """Delete ``topic`` and create it again (same name, partitions, replication, and for a
+        tiered B its tiering while ENABLED); the oracle forgets the old incarnation's records,
+        every group's commits on it, the share group's progress on B and the Spark query's."""
         configs = {"min.insync.replicas": "2"} if self.replication >= 3 else {}
+        if topic == self.topic_b and self.tiering is not None and self.tiering.state == ENABLED_TIERING:
+            configs.update(TIERED_TOPIC_CONFIGS)
         workload.recreate_topic(self.admin, topic, self.partitions[topic], self.replication, configs)
+        self.recreates[topic] += 1
         for tp in self._tps(topic):
             self.timestamps[tp] = []
+            self.sent_at[tp] = []
             for commits in self.commits.values():
                 commits.pop(tp, None)
             self.recreated.add(tp)
+        if topic == self.topic_b:
+            # Kafka drops the share group's state with the old topic; on the new one the group
+            # starts at the log start when it next joins: required from that run on, as from its first.
+            self.share_joined = None
+            self.share_accepted = {tp: offs for tp, offs in self.share_accepted.items() if tp[0] != topic}
+            self.share_deliveries = Counter({k: n for k, n in self.share_deliveries.items() if k[0] != topic})
         # kafka-python's producer caches the old topic's metadata: a fresh one looks it up again.
         self.producer.close()
         self.producer = self._new_producer()
@@ -1129,9 +1183,9 @@ class InvariantWorkload:
     def _mid_cycle_hook(self, step: str, batch_id: int) -> None:
         if step == "intents_written" and self._overlap:
             self._overlap_job(batch_id)
-        if step == "intents_written" and self._recreate_mid_cycle:
-            self._recreate_topic()
-            self._produce()  # fresh unread records the planned cutoffs would reach
+        if step == "intents_written" and self._recreate_mid is not None:
+            topic, self._recreate_mid = self._recreate_mid, None
+            self._recreate_and_refill(topic)  # records the planned cutoffs would reach
         if step == "intents_written" and self._controller_mid:
             self._controller_mid = False
             self._kill_controller()

@@ -165,4 +165,4 @@ class TieringDisablement:
         return f"tiering_disable: {runs}; {self.topic} ends {self.state}; {self.remote_cuts} cut(s) reached remote storage"
 
 
-__all__ = ["TIERED_TOPIC_CONFIGS", "DisablerKilled", "TieringDisablement"]
+__all__ = ["DISABLING", "ENABLED", "TIERED_TOPIC_CONFIGS", "DisablerKilled", "TieringDisablement"]

@@ -24,14 +24,17 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
 ) -> None:
     # The Spark query and the share consumer first (each then holds its topics), then the fault
     # kinds whose product paths are the most intricate once each: a replay after the driver died
-    # (intents -> rewind -> restart), a recreated topic, the audit's maintenance racing a batch;
-    # and a quiet last cycle, which must still purge safely. The suite's 30-minute budget leaves
+    # (intents -> rewind -> restart), both topics recreated (B, the time-floor topic, refilled
+    # past its old high watermark with backdated records; then A), the audit's maintenance racing
+    # a batch; and a quiet last cycle, which must still purge safely. The suite's 30-minute budget leaves
     # the other kinds to the long run (`--cycles 200`), each also covered by its own test here:
     # node and leader kills (faults/test_replica_faults, test_cycle_faults), group rewinds and
     # added partitions (test_cycle_faults), backdated records (test_append_floor), overlapping
     # jobs (test_lease), retired partitions (test_retirement); and SLOW_FAULTS (nodes hung or
     # restarting for 10-25 s each).
-    schedule = ["spark_stream", "share_consume", "driver_kill_rewind", "topic_recreate", "audit_maintenance", None]
+    schedule = [
+        "spark_stream", "share_consume", "driver_kill_rewind", "topic_recreate", "topic_recreate", "audit_maintenance", None,
+    ]
     assert not set(schedule) & set(SLOW_FAULTS) and set(schedule) - {None} <= set(FAULTS) | {"spark_stream", "share_consume"}
     lines: list[str] = []
     report = run_invariants(
@@ -44,6 +47,8 @@ def test_every_fault_kind_then_a_quiet_cycle_has_no_violations(
     assert set(report.faults) == set(schedule) - {None}, report.summary()
     assert report.faults["share_consume"] == 1 and report.share_accepted > 0, report.summary()
     assert report.stream_runs == 1 and report.stream_records > 0, report.summary()
+    assert report.faults["topic_recreate"] == 2, report.summary()
+    assert any(n.startswith("topic_recreate: recreated A 1, B (refilled") and n.endswith(" 1") for n in report.notes), report.summary()
     assert report.records_deleted > 0 and report.audit_rows_checked >= len(schedule) * 6, report.summary()
     assert len(report.cycle_errors) <= 2, report.summary()  # a cycle may fail under a fault, not most
     # The driver process really died by SIGKILL at its step (else the cycle would have failed).
