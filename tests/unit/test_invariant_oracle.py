@@ -102,3 +102,37 @@ def test_a_relative_workdir_is_made_absolute(tmp_path: Path, monkeypatch: pytest
     made = invariants.checker_workdir(None)
     assert made.is_absolute() and made.is_dir() and made.name.startswith("spark-purge-invariants-")
     made.rmdir()
+
+
+def test_a_recreated_time_floor_topic_forgets_its_old_incarnation(monkeypatch: pytest.MonkeyPatch) -> None:
+    from collections import Counter
+
+    recreated: list[tuple[str, int, dict[str, str]]] = []
+    monkeypatch.setattr(
+        invariants.workload, "recreate_topic", lambda admin, topic, n, rf, configs: recreated.append((topic, n, configs))
+    )
+    oracle = object.__new__(InvariantWorkload)
+    oracle.topic_a, oracle.topic_b = "inv-a", "inv-b"
+    oracle.partitions = {"inv-a": 1, "inv-b": 2}
+    oracle.replication, oracle.tiering, oracle.admin, oracle.kinds = 1, None, None, ("share_consume",)
+    oracle.timestamps = {("inv-a", 0): [1, 2], TP: [1, 2, 3], ("inv-b", 1): [4]}
+    oracle.sent_at = {k: list(v) for k, v in oracle.timestamps.items()}
+    oracle.commits = {"g1": {("inv-a", 0): 2, TP: 3}, "g2": {("inv-b", 1): 1}}
+    oracle.recreated, oracle.recreates = set(), Counter()
+    oracle.share_joined = {TP: 0, ("inv-b", 1): 0}
+    oracle.share_accepted = {TP: {0, 1}, ("inv-b", 1): {0}}
+    oracle.share_deliveries = Counter({("inv-b", 0, 2): 3})
+    oracle.producer = type("P", (), {"close": lambda self: None})()
+    monkeypatch.setattr(InvariantWorkload, "_new_producer", lambda self: oracle.producer)
+
+    oracle._recreate_topic("inv-b")
+
+    assert recreated == [("inv-b", 2, {})]
+    assert oracle.recreated == {TP, ("inv-b", 1)} and oracle.recreates == Counter({"inv-b": 1})
+    # The new incarnation's offsets start at 0: no records, send times or commits carried over.
+    assert oracle._high_watermark(TP) == 0 and oracle.sent_at[TP] == [] and oracle.sent_at[("inv-b", 1)] == []
+    assert oracle.commits == {"g1": {("inv-a", 0): 2}, "g2": {}}
+    # The share group starts over on it: required again from its next run, as from its first.
+    assert oracle.share_joined is None and oracle.share_accepted == {} and not oracle.share_deliveries
+    # A's knowledge is untouched.
+    assert oracle.timestamps[("inv-a", 0)] == [1, 2] and oracle.sent_at[("inv-a", 0)] == [1, 2]
