@@ -1093,6 +1093,9 @@ class InvariantWorkload:
             self.share_joined = None
             self.share_accepted = {tp: offs for tp, offs in self.share_accepted.items() if tp[0] != topic}
             self.share_deliveries = Counter({k: n for k, n in self.share_deliveries.items() if k[0] != topic})
+            if self.share_stopped:  # stopped for an old record's deliveries: none are left
+                self.share_stopped = False
+                self.report.notes.append("share consumer runs again: the topic it had stopped on was recreated")
         # kafka-python's producer caches the old topic's metadata: a fresh one looks it up again.
         self.producer.close()
         self.producer = self._new_producer()

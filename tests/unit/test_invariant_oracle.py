@@ -122,6 +122,7 @@ def test_a_recreated_time_floor_topic_forgets_its_old_incarnation(monkeypatch: p
     oracle.share_joined = {TP: 0, ("inv-b", 1): 0}
     oracle.share_accepted = {TP: {0, 1}, ("inv-b", 1): {0}}
     oracle.share_deliveries = Counter({("inv-b", 0, 2): 3})
+    oracle.share_stopped, oracle.report = True, InvariantReport(seed=1)  # stopped for record 2's deliveries
     oracle.producer = type("P", (), {"close": lambda self: None})()
     monkeypatch.setattr(InvariantWorkload, "_new_producer", lambda self: oracle.producer)
 
@@ -134,5 +135,6 @@ def test_a_recreated_time_floor_topic_forgets_its_old_incarnation(monkeypatch: p
     assert oracle.commits == {"g1": {("inv-a", 0): 2}, "g2": {}}
     # The share group starts over on it: required again from its next run, as from its first.
     assert oracle.share_joined is None and oracle.share_accepted == {} and not oracle.share_deliveries
+    assert not oracle.share_stopped and "runs again" in oracle.report.notes[0]
     # A's knowledge is untouched.
     assert oracle.timestamps[("inv-a", 0)] == [1, 2] and oracle.sent_at[("inv-a", 0)] == [1, 2]
