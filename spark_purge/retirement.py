@@ -355,29 +355,25 @@ class RegistryTracker:
 
     def before_deletes(self, plan: Sequence[Row], ctx: BatchContext) -> None:
         """A ``reclaim_intent`` row per actionable reclaim of the batch (none in a dry run)."""
-        if ctx.dry_run:
+        reclaims = [r for r in plan if r["actionable"] and is_reclaim(r)]
+        if ctx.dry_run or not reclaims:  # the common batch: no registry read at all
             return
         current = self._current()
         now = self._now()
-        rows = [
-            _carry(r, current, "reclaim_intent", now, ctx.batch_id, status=_status_of(r, current))
-            for r in plan
-            if r["actionable"] and is_reclaim(r)
-        ]
+        rows = [_carry(r, current, "reclaim_intent", now, ctx.batch_id, status=_status_of(r, current)) for r in reclaims]
         self.registry.append(rows, (f"{ctx.query_id}:retirements:reclaim_intent", ctx.batch_id))
 
     def after_outcomes(self, plan: Sequence[Row], outcomes: Sequence[Row], ctx: BatchContext) -> None:
         """A ``reclaimed`` row (status None) per reclaim whose log start reached its cutoff:
         deleted now, or already (a job killed after the delete, before this row)."""
-        if ctx.dry_run:
+        reclaims = [r for r in plan if is_reclaim(r)]
+        if ctx.dry_run or not reclaims:  # the common batch: no registry read at all
             return
         by_key = {(o["topic"], o["partition"]): o for o in outcomes}
         current = self._current()
         now = self._now()
         rows = []
-        for r in plan:
-            if not is_reclaim(r):
-                continue
+        for r in reclaims:
             outcome = by_key.get((r["topic"], r["partition"]))
             deleted = outcome is not None and outcome["status"] == "deleted" and (outcome["low_watermark"] or -1) >= r["cutoff"]
             already = not r["actionable"] and int(r["log_start_offset"]) >= int(r["cutoff"])
