@@ -202,3 +202,30 @@ def test_partitioner_keeps_the_last_good_export(tmp_path: Any) -> None:
     assert chooser.closed("orders") == frozenset({1})
     export.unlink()  # the writer replaces it: delete, then rename
     assert chooser.closed("orders") == frozenset({1})
+
+
+def test_a_batch_without_a_reclaim_never_reads_the_registry() -> None:
+    from datetime import datetime, timezone
+
+    from pyspark.sql import Row
+
+    from spark_purge.audit import BatchContext
+    from spark_purge.retirement import RegistryTracker
+
+    class Registry:
+        reads = 0
+
+        def current(self) -> Any:
+            Registry.reads += 1
+            raise AssertionError("read the registry")
+
+    plan = [Row(topic=ORDERS, partition=0, binding_constraint="group", cutoff=5, high_watermark=9, actionable=True, log_start_offset=0)]
+    ctx = BatchContext("run", "q", 3, datetime.now(timezone.utc), False, "fp")
+    tracker = RegistryTracker(Registry())  # type: ignore[arg-type]
+    tracker.before_deletes(plan, ctx)
+    tracker.after_outcomes(plan, [], ctx)
+    assert Registry.reads == 0 and not is_reclaim(plan[0])
+    reclaim = [plan[0].asDict() | {"binding_constraint": "retiring", "cutoff": 9}]
+    assert is_reclaim(reclaim[0])
+    with pytest.raises(AssertionError, match="read the registry"):  # a reclaim still reads it
+        tracker.before_deletes([Row(**reclaim[0])], ctx)
