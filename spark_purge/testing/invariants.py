@@ -1040,11 +1040,12 @@ class InvariantWorkload:
             )
 
     # ---- backdated records ------------------------------------------------------------------
-    def _backdate(self) -> None:
-        """Append records stamped two days ago to every partition of B, then let B's groups
-        consume everything: only the time floor (in append time) may keep them."""
+    def _backdate(self, base: Optional[Mapping[int, int]] = None) -> None:
+        """Append records stamped two days ago to every partition p of B (``base[p]`` plus a
+        drawn few), then let B's groups consume everything: only the time floor (in append
+        time) may keep them."""
+        counts = {p: (base or {}).get(p, 0) + self.rng.randint(*BACKDATED_PER_PARTITION) for _, p in self._tps(self.topic_b)}
         sent_ms = int(time.time() * 1000)
-        counts = {p: self.rng.randint(*BACKDATED_PER_PARTITION) for _, p in self._tps(self.topic_b)}
         self._send(self.topic_b, counts, create_ms=sent_ms - BACKDATE_MS, sent_ms=sent_ms)
         for group in self.committers_b:
             self._commit(group, {tp: self._high_watermark(tp) for tp in self._tps(self.topic_b)})
@@ -1064,16 +1065,12 @@ class InvariantWorkload:
         """topic_recreate: recreate ``topic``; a new A gets fresh records (and B its own), a new B
         is refilled past the old incarnation's high watermark with records stamped two days ago,
         which B's groups then commit past: only the append-time floor keeps them."""
-        old_hw = {tp: self._high_watermark(tp) for tp in self._tps(topic)}
+        old_hw = {p: self._high_watermark((t, p)) for t, p in self._tps(topic)}
         self._recreate_topic(topic)
-        if topic != self.topic_b:
+        if topic == self.topic_b:
+            self._backdate(base=old_hw)  # past the old high watermark on every partition
+        else:
             self._produce()  # fresh records on the new incarnation, nobody has read them
-            return
-        sent_ms = int(time.time() * 1000)
-        counts = {p: old_hw[(topic, p)] + self.rng.randint(*BACKDATED_PER_PARTITION) for _, p in self._tps(topic)}
-        self._send(topic, counts, create_ms=sent_ms - BACKDATE_MS, sent_ms=sent_ms)
-        for group in self.committers_b:
-            self._commit(group, {tp: self._high_watermark(tp) for tp in self._tps(topic)})
 
     def _recreate_topic(self, topic: str) -> None:
         """Delete ``topic`` and create it again (same name, partitions, replication, and for a
