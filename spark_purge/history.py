@@ -22,10 +22,11 @@ them, one write adds them, and nothing is committed when none moved. Rows no flo
 more are pruned by a MERGE: per partition, every row older than the newest one at or before
 ``now - keep_ms`` (``keep_ms``: the largest ``min_retention``). Pruning is only tidying (a floor
 reads the newest row at or before its time; older rows never change an answer), so a process
-prunes at most once per ``prune_interval_ms(keep_ms)`` of batch time (a tenth of ``keep_ms``,
-within 10 s .. 1 min): the table then holds at most about 10% more rows than a floor needs, or
-10 s more of them for floors under 100 s (a prune is a MERGE, about a second here: pruning a
-3 s floor every second made the history cost as much as the rest of a small batch).
+prunes at most once per ``PRUNE_INTERVAL_MS`` (1 min) of batch time: the table then holds at
+most about a minute more rows than a floor needs. A prune is a MERGE, several Spark jobs and a
+Delta commit (about a second here): pruning a 3 s floor every second made the history cost as
+much as the rest of a small batch, and it once pruned every 10 s, which for a small floor and
+batches 10 s or more apart was every batch (the invariant checker's: 16 Spark jobs a batch).
 
     history = AppendHistory(spark, "/ckpt/append_history")
     history.update(partitions, snapshot_time, keep_ms=3_600_000, batch_id=7)
@@ -50,14 +51,7 @@ HISTORY_KEY = ("topic", "partition")
 _ADDED = ("topic_id",)  # string columns added after the table's first version (rows before: null)
 _READY: set[str] = set()  # paths whose table this process already created
 _PRUNED: dict[str, datetime] = {}  # path -> batch time of this process's last prune there
-PRUNE_INTERVAL_BOUNDS_MS = (10_000, 60_000)
-
-
-def prune_interval_ms(keep_ms: int) -> int:
-    """How much batch time a process lets pass between two prunes of the history: a tenth of
-    ``keep_ms``, at least 10 s and at most 1 min."""
-    low, high = PRUNE_INTERVAL_BOUNDS_MS
-    return min(high, max(low, keep_ms // 10))
+PRUNE_INTERVAL_MS = 60_000  # batch time a process lets pass between two prunes of the history
 
 
 @dataclass(frozen=True)
@@ -97,7 +91,7 @@ class AppendHistory(CheckpointTable):
     def update(self, partitions: DataFrame, now: datetime, keep_ms: int, batch_id: int) -> None:
         """Add a snapshot's high watermarks (``PARTITION_STATE`` rows) as of ``now`` where they
         moved, then prune what no floor within ``keep_ms`` of ``now`` can need (when this
-        process has not pruned within ``prune_interval_ms(keep_ms)`` of ``now``).
+        process has not pruned within ``PRUNE_INTERVAL_MS`` of ``now``).
 
         ``now`` must be no earlier than the moment the high watermarks were read (the pipeline
         passes the clock after the batch): a row claims every offset at or above its high
@@ -121,7 +115,7 @@ class AppendHistory(CheckpointTable):
                 lambda: rows.write.format("delta").mode("append").save(self.path),
             )
         last = _PRUNED.get(self.path)
-        if last is None or now < last or now - last >= timedelta(milliseconds=prune_interval_ms(keep_ms)):
+        if last is None or now < last or now - last >= timedelta(milliseconds=PRUNE_INTERVAL_MS):
             self.prune(now - timedelta(milliseconds=keep_ms), batch_id)
             _PRUNED[self.path] = now
 
@@ -162,4 +156,4 @@ class AppendHistory(CheckpointTable):
         retry_conflicts(f"{what} on {self.path}", action, self.sleep)
 
 
-__all__ = ["HISTORY_KEY", "AppendHistory", "prune_interval_ms"]
+__all__ = ["HISTORY_KEY", "PRUNE_INTERVAL_MS", "AppendHistory"]
