@@ -41,11 +41,15 @@ from datetime import datetime, timedelta
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType, TimestampType
 
 from spark_purge._time import as_utc
 from spark_purge.audit import CheckpointTable, retry_conflicts
 from spark_purge.errors import AuditError
 from spark_purge.schemas import APPEND_HISTORY
+
+# The rows a prune keeps from, per partition (its MERGE's source, made on the driver).
+PRUNE_FROM = StructType([APPEND_HISTORY["topic"], APPEND_HISTORY["partition"], StructField("keep_from", TimestampType(), False)])
 
 HISTORY_KEY = ("topic", "partition")
 _ADDED = ("topic_id",)  # string columns added after the table's first version (rows before: null)
@@ -98,32 +102,56 @@ class AppendHistory(CheckpointTable):
         watermark was appended after its time."""
         self.ensure_table()
         now = as_utc(now)
-        at = F.lit(now).cast("timestamp")
+        oldest_needed = now - timedelta(milliseconds=keep_ms)
+        last = _PRUNED.get(self.path)
+        prune = last is None or now < last or now - last >= timedelta(milliseconds=PRUNE_INTERVAL_MS)
         seen = partitions.groupBy(*HISTORY_KEY).agg(F.min("high_watermark").alias("high_watermark"), F.max("topic_id").alias("topic_id"))
-        newest = self.read().groupBy(*HISTORY_KEY).agg(F.max_by(F.struct("high_watermark", "topic_id"), "snapshot_time").alias("t"))
-        moved = (
-            seen.join(newest, list(HISTORY_KEY), "left")
-            # A new incarnation of the topic gets a row even at the old one's high watermark.
-            .where(F.col("t").isNull() | (F.col("t.high_watermark") != F.col("high_watermark")) | ~F.col("t.topic_id").eqNullSafe(F.col("topic_id")))
-            .select(*HISTORY_KEY, at.alias("snapshot_time"), "high_watermark", "topic_id")
+        # One read of the table answers both questions: where the high watermark moved (against
+        # each partition's newest row), and where rows older than the one a floor at
+        # ``oldest_needed`` reads are left to prune (a partition gone from the snapshot too).
+        stored = self.read().groupBy(*HISTORY_KEY).agg(
+            F.max_by(F.struct("high_watermark", "topic_id"), "snapshot_time").alias("t"),
+            F.min("snapshot_time").alias("oldest"),
+            F.max(F.when(F.col("snapshot_time") <= F.lit(oldest_needed).cast("timestamp"), F.col("snapshot_time"))).alias("keep_from"),
         )
-        found = moved.toArrow()  # at most one row per partition
-        if found.num_rows:
-            rows = self.spark.createDataFrame(found, APPEND_HISTORY)
+        moved = F.col("high_watermark").isNotNull() & (
+            F.col("t").isNull()
+            | (F.col("t.high_watermark") != F.col("high_watermark"))
+            # A new incarnation of the topic gets a row even at the old one's high watermark.
+            | ~F.col("t.topic_id").eqNullSafe(F.col("topic_id"))
+        )
+        stale = F.coalesce(F.col("oldest") < F.col("keep_from"), F.lit(False)) & F.lit(prune)
+        found = (
+            seen.join(stored, list(HISTORY_KEY), "full_outer")
+            .select(
+                *HISTORY_KEY,
+                F.lit(now).cast("timestamp").alias("snapshot_time"),
+                "high_watermark",
+                "topic_id",
+                "keep_from",
+                moved.alias("moved"),
+                stale.alias("stale"),
+            )
+            .where(F.col("moved") | F.col("stale"))
+            .toArrow()  # at most one row per partition
+        )
+        appended = found.filter(found["moved"]).select(list(APPEND_HISTORY.fieldNames()))
+        if appended.num_rows:
+            rows = self.spark.createDataFrame(appended, APPEND_HISTORY)
             self._retry(
                 f"append history append for batch {batch_id}",
                 lambda: rows.write.format("delta").mode("append").save(self.path),
             )
-        last = _PRUNED.get(self.path)
-        if last is None or now < last or now - last >= timedelta(milliseconds=PRUNE_INTERVAL_MS):
-            self.prune(now - timedelta(milliseconds=keep_ms), batch_id)
+        if prune:
+            keep_from = found.filter(found["stale"]).select(list(HISTORY_KEY) + ["keep_from"])
+            if keep_from.num_rows:
+                self._delete_before(self.spark.createDataFrame(keep_from, PRUNE_FROM), batch_id)
             _PRUNED[self.path] = now
 
     def prune(self, oldest_needed: datetime, batch_id: int) -> None:
         """Per partition, delete the rows older than its newest row at or before ``oldest_needed``
-        (that row still answers every floor time from ``oldest_needed`` on)."""
-        from delta.tables import DeltaTable
-
+        (that row still answers every floor time from ``oldest_needed`` on). ``update`` prunes
+        on its own; this is for an operator or a test."""
         keep_from = (
             self.read()
             .where(F.col("snapshot_time") <= F.lit(oldest_needed).cast("timestamp"))
@@ -131,8 +159,14 @@ class AppendHistory(CheckpointTable):
             .agg(F.max("snapshot_time").alias("keep_from"))
         )
         stale = self.read().join(keep_from, list(HISTORY_KEY)).where(F.col("snapshot_time") < F.col("keep_from"))
-        if stale.isEmpty():
-            return
+        if not stale.isEmpty():
+            self._delete_before(keep_from, batch_id)
+
+    def _delete_before(self, keep_from: DataFrame, batch_id: int) -> None:
+        """One MERGE deleting each partition's rows older than its ``keep_from`` (a row that
+        exists, which no prune deletes)."""
+        from delta.tables import DeltaTable
+
         on = " AND ".join(f"t.{k} = s.{k}" for k in HISTORY_KEY)
         self._retry(
             f"append history prune for batch {batch_id}",

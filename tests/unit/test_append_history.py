@@ -83,3 +83,20 @@ def test_a_table_written_before_topic_ids_gains_the_column(spark: SparkSession, 
     got = sorted((r["high_watermark"], r["topic_id"] or "") for r in store.read().collect())
     assert got == [(5, ""), (5, "id-1")]
     assert "topic_id" in spark.read.format("delta").load(path).columns
+
+
+def test_a_partition_gone_from_the_snapshot_is_pruned_too(spark: SparkSession, tmp_path: Path) -> None:
+    """The prune reads the stored rows of every partition, not only the snapshot's: one whose
+    topic went keeps only the row a floor at ``now - keep`` reads (and nothing is appended
+    for it)."""
+    store = AppendHistory(spark, str(tmp_path / "append_history"))
+    hour = timedelta(hours=1)
+    store.record(
+        spark.createDataFrame(
+            [("t", 2, T0 - 3 * hour, 4, None), ("t", 2, T0 - 2 * hour, 6, None), ("t", 2, T0 - 30 * timedelta(minutes=1), 9, None)],
+            schemas.APPEND_HISTORY,
+        ),
+        -1,
+    )
+    store.update(partitions(spark, T0, {0: 7}), T0, HOUR_MS, 0)
+    assert content(store) == [(0, timedelta(0), 7), (2, -2 * hour, 6), (2, -timedelta(minutes=30), 9)]
