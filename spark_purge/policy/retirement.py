@@ -35,6 +35,7 @@ from pyspark.sql.types import LongType, StringType
 
 from spark_purge._time import as_utc, format_duration
 from spark_purge.policy.incarnation import same_incarnation
+from spark_purge.policy.reuse import reused
 from spark_purge.schemas import READ_ONLY, RETIRED, RETIREMENT_CONSTRAINTS
 
 RETIRING, WRITES_TO_RETIRED = RETIREMENT_CONSTRAINTS
@@ -76,11 +77,9 @@ def with_retirement_facts(
     df = df.join(newest, ["topic", "partition"], "left")
     seen_at = F.when(F.col("r_newest_hw") == F.col("high_watermark"), F.col("r_newest_at"))
     quiet_before = F.lit(as_utc(now) - timedelta(milliseconds=delay_ms)).cast("timestamp")
-    return df.select(
-        *[c for c in df.columns if c not in ("r_newest_at", "r_newest_hw")],
-        seen_at.alias("r_seen_at"),
-        F.coalesce(seen_at <= quiet_before, F.lit(False)).alias("r_quiet"),
-    )
+    return df.withColumns(
+        {"r_seen_at": seen_at, "r_quiet": F.coalesce(seen_at <= quiet_before, F.lit(False))}
+    ).drop("r_newest_at", "r_newest_hw")
 
 
 def _retiring() -> Column:
@@ -94,7 +93,14 @@ def _retiring() -> Column:
 def with_retirement(df: DataFrame, delay_ms: int) -> DataFrame:
     """Overrides the explained plan columns of retiring partitions (see the module docstring):
     ``binding_constraint``, ``cutoff``, ``actionable``, ``records_to_delete``, ``blocking_group``,
-    ``blocking_group_type`` and ``detail``. Needs ``with_retirement_facts`` and ``with_explanation``."""
+    ``blocking_group_type`` and ``detail``, each in its place. Needs ``with_retirement_facts``
+    and ``with_explanation``."""
+    return df.withColumns(_retirement_columns(delay_ms))
+
+
+@reused
+def _retirement_columns(delay_ms: int) -> dict[str, Column]:
+    """The columns ``with_retirement`` replaces (made once per process and delay)."""
     hw, log_start = F.col("high_watermark"), F.col("log_start_offset")
     retiring = _retiring()
     drained = ~F.col("blocked") & (F.col("c_cutoff") >= hw)
@@ -138,7 +144,7 @@ def with_retirement(df: DataFrame, delay_ms: int) -> DataFrame:
         "blocking_group_type": F.when(no_group, F.lit(None).cast(StringType())).otherwise(F.col("blocking_group_type")),
         "detail": F.when(retiring, F.concat(prefix, why)).otherwise(F.col("detail")),
     }
-    return df.select(*[replaced[c].alias(c) if c in replaced else F.col(c) for c in df.columns])
+    return replaced
 
 
 __all__ = [
