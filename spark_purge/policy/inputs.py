@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from spark_purge._time import as_utc, format_duration
 from spark_purge.config import MANUAL_RULE_NAME, PurgeConfig, TopicRule
 from spark_purge.policy.groups import KEYS, NESTED_ROWS, nested_groups
+from spark_purge.policy.reuse import reused
 from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE
 
 
@@ -93,9 +94,17 @@ def nest_snapshot(partitions: DataFrame, groups: DataFrame) -> DataFrame:
 
 def group_rows(snapshot: DataFrame) -> DataFrame:
     """The ``GROUP_OFFSETS`` rows nested in rows with a ``groups`` column (``SNAPSHOT``)."""
-    keys = ("snapshot_id", "snapshot_time", "topic", "partition")
-    exploded = snapshot.select(*keys, F.explode("groups").alias("g"))
-    return exploded.select(*[F.col(name) if name in keys else F.col(f"g.{name}").alias(name) for name in GROUP_OFFSETS.fieldNames()])
+    exploded = snapshot.select(*_SNAPSHOT_KEYS, F.explode("groups").alias("g"))
+    return exploded.select(*_group_row_columns())
+
+
+_SNAPSHOT_KEYS = ("snapshot_id", "snapshot_time", "topic", "partition")
+
+
+@reused
+def _group_row_columns() -> list[Column]:
+    """``GROUP_OFFSETS``'s columns of an exploded nested row ``g`` (made once per process)."""
+    return [F.col(name) if name in _SNAPSHOT_KEYS else F.col(f"g.{name}").alias(name) for name in GROUP_OFFSETS.fieldNames()]
 
 
 class TopicRuleRow(NamedTuple):

@@ -261,10 +261,10 @@ def with_append_floor(df: DataFrame, history: DataFrame | None) -> DataFrame:
     new records, appended a moment ago, taken as proven old. ``history`` None: timestamp
     index only.
     """
-    needs, ts_floor = F.col("floor_time").isNotNull(), F.col("time_floor_offset")
     if history is None:
+        needs, ts_floor = F.col("floor_time").isNotNull(), F.col("time_floor_offset")
         return df.select("*", F.when(needs & ts_floor.isNotNull(), F.lit("timestamp_index")).alias("time_floor_source"))
-    keys = df.where(needs).select("topic", "partition", "floor_time", "topic_id").distinct()
+    keys = df.where(F.col("floor_time").isNotNull()).select("topic", "partition", "floor_time", "topic_id").distinct()
     before = F.col("snapshot_time") <= F.col("floor_time")
     facts = (
         same_incarnation(history, keys)
@@ -274,7 +274,14 @@ def with_append_floor(df: DataFrame, history: DataFrame | None) -> DataFrame:
             F.min(F.when(~before, F.col("high_watermark"))).alias("h_later_min"),
         )
     )
-    df = df.join(facts, ["topic", "partition"], "left")
+    return df.join(facts, ["topic", "partition"], "left").withColumns(_append_floor_columns()).drop("h_at", "h_later_min")
+
+
+@reused
+def _append_floor_columns() -> dict[str, Column]:
+    """``time_floor_offset`` lowered to what the history proves, and ``time_floor_source``
+    (``with_append_floor``; made once per process)."""
+    needs, ts_floor = F.col("floor_time").isNotNull(), F.col("time_floor_offset")
     h_hw, current = F.col("h_at.high_watermark"), F.col("high_watermark")
     proven = h_hw.isNotNull() & (h_hw <= F.least(current, F.coalesce(F.col("h_later_min"), current)))
     append_floor = F.when(proven, h_hw).otherwise(F.col("log_start_offset"))
@@ -286,11 +293,7 @@ def with_append_floor(df: DataFrame, history: DataFrame | None) -> DataFrame:
         .otherwise(F.lit("timestamp_index"))
     )
     floor = F.when(known, F.least(ts_floor, append_floor)).otherwise(ts_floor)
-    return df.select(
-        *[c for c in df.columns if c not in ("time_floor_offset", "h_at", "h_later_min")],
-        floor.alias("time_floor_offset"),
-        source.alias("time_floor_source"),
-    )
+    return {"time_floor_offset": floor, "time_floor_source": source}
 
 
 # ---- 1. bounds -------------------------------------------------------------------------------
