@@ -16,11 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_purge.detach import drop, held
 from spark_purge.policy.groups import is_external, no_members
+from spark_purge.policy.reuse import reused
 from spark_purge.schemas import GROUP_OFFSETS, VANISHED_STATE
 
 KEY = ["group_id", "topic", "partition"]
@@ -100,46 +101,21 @@ class Positions:
     def vanished(self, unreadable: Iterable[str] = ()) -> DataFrame:
         """``GROUP_OFFSETS`` rows, ``Vanished``, for the remembered positions the snapshot lacks
         (see ``spark_purge.vanished``)."""
-        gone = self._gone(unreadable)
-        columns = {
-            "snapshot_id": F.col("snapshot_id"),
-            "snapshot_time": F.col("snapshot_time"),
-            "group_id": F.col("group_id"),
-            "group_state": F.lit(VANISHED_STATE),
-            "group_type": F.col("s_type"),
-            "member_count": F.lit(0),
-            "topic": F.col("topic"),
-            "partition": F.col("partition"),
-            "committed_offset": F.col("s_offset"),
-            "commit_metadata": F.lit(None),
-            "committed_leader_epoch": F.lit(None),  # a remembered position carries no epoch to check
-            "epoch_end_offset": F.lit(None),
-        }
-        return gone.select(*[columns[f.name].cast(f.dataType).alias(f.name) for f in GROUP_OFFSETS.fields])
+        return self._gone(unreadable).select(*_vanished_columns())
 
     def staleness(self, unreadable: Iterable[str] = ()) -> DataFrame:
         """Per group (``group_id``, ``stale_candidate``, ``last_progress``) over the snapshot's
         positions plus ``vanished(unreadable)``: a candidate surely has no members and every
         position it has is one the store knows at that offset; ``last_progress`` is the latest
         time the store saw one of them move (see the policy package docstring)."""
-        # Kafka positions: known when the store has the same offset.
-        kafka = self.matched.where(F.col("k_offset").isNotNull()).select(
-            "group_id",
-            F.col("k_no_members").alias("no_members"),
-            F.coalesce(F.col("s_offset") == F.col("k_offset"), F.lit(False)).alias("known"),
-            F.col("s_time").alias("p_time"),
-        )
-        # External positions: never stale (and a Kafka group of the same name is not either).
-        external = self.matched.where(F.col("x_present")).select(
-            "group_id", F.lit(False).alias("no_members"), F.lit(False).alias("known"), F.lit(None).cast("timestamp").alias("p_time")
-        )
-        # Vanished rows: no members, at the remembered offset (known), since its time.
-        gone = self._gone(unreadable).select(
-            "group_id", F.lit(True).alias("no_members"), F.lit(True).alias("known"), F.col("s_time").alias("p_time")
-        )
-        return kafka.unionByName(external).unionByName(gone).groupBy("group_id").agg(
-            (F.bool_and("no_members") & F.bool_and("known")).alias("stale_candidate"),
-            F.max("p_time").alias("last_progress"),
+        kafka, external, gone, verdict = _staleness_columns()
+        return (
+            self.matched.where(F.col("k_offset").isNotNull())
+            .select(*kafka)
+            .unionByName(self.matched.where(F.col("x_present")).select(*external))
+            .unionByName(self._gone(unreadable).select(*gone))
+            .groupBy("group_id")
+            .agg(*verdict)
         )
 
     def changed(self, now: datetime) -> DataFrame:
@@ -166,6 +142,46 @@ class Positions:
             F.when(moved, F.col("k_type")).otherwise(F.coalesce(F.col("k_type"), F.col("s_type"))).alias("group_type"),
             F.coalesce(F.col("topic_id"), F.col("s_topic_id")).alias("topic_id"),
         )
+
+
+@reused
+def _vanished_columns() -> list[Column]:
+    """``GROUP_OFFSETS`` columns of a remembered position the snapshot lacks (``Vanished``;
+    made once per process)."""
+    columns = {
+        "snapshot_id": F.col("snapshot_id"),
+        "snapshot_time": F.col("snapshot_time"),
+        "group_id": F.col("group_id"),
+        "group_state": F.lit(VANISHED_STATE),
+        "group_type": F.col("s_type"),
+        "member_count": F.lit(0),
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "committed_offset": F.col("s_offset"),
+        "commit_metadata": F.lit(None),
+        "committed_leader_epoch": F.lit(None),  # a remembered position carries no epoch to check
+        "epoch_end_offset": F.lit(None),
+    }
+    return [columns[f.name].cast(f.dataType).alias(f.name) for f in GROUP_OFFSETS.fields]
+
+
+@reused
+def _staleness_columns() -> tuple[list[Column], list[Column], list[Column], list[Column]]:
+    """``staleness``'s selects (Kafka, external and vanished positions) and its per-group
+    verdict (made once per process)."""
+    # Kafka positions: known when the store has the same offset.
+    kafka = [
+        F.col("group_id"),
+        F.col("k_no_members").alias("no_members"),
+        F.coalesce(F.col("s_offset") == F.col("k_offset"), F.lit(False)).alias("known"),
+        F.col("s_time").alias("p_time"),
+    ]
+    # External positions: never stale (and a Kafka group of the same name is not either).
+    external = [F.col("group_id"), F.lit(False).alias("no_members"), F.lit(False).alias("known"), F.lit(None).cast("timestamp").alias("p_time")]
+    # Vanished rows: no members, at the remembered offset (known), since its time.
+    gone = [F.col("group_id"), F.lit(True).alias("no_members"), F.lit(True).alias("known"), F.col("s_time").alias("p_time")]
+    verdict = [(F.bool_and("no_members") & F.bool_and("known")).alias("stale_candidate"), F.max("p_time").alias("last_progress")]
+    return kafka, external, gone, verdict
 
 
 __all__ = ["Positions"]
