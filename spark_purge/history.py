@@ -148,20 +148,6 @@ class AppendHistory(CheckpointTable):
                 self._delete_before(self.spark.createDataFrame(keep_from, PRUNE_FROM), batch_id)
             _PRUNED[self.path] = now
 
-    def prune(self, oldest_needed: datetime, batch_id: int) -> None:
-        """Per partition, delete the rows older than its newest row at or before ``oldest_needed``
-        (that row still answers every floor time from ``oldest_needed`` on). ``update`` prunes
-        on its own; this is for an operator or a test."""
-        keep_from = (
-            self.read()
-            .where(F.col("snapshot_time") <= F.lit(oldest_needed).cast("timestamp"))
-            .groupBy(*HISTORY_KEY)
-            .agg(F.max("snapshot_time").alias("keep_from"))
-        )
-        stale = self.read().join(keep_from, list(HISTORY_KEY)).where(F.col("snapshot_time") < F.col("keep_from"))
-        if not stale.isEmpty():
-            self._delete_before(keep_from, batch_id)
-
     def _delete_before(self, keep_from: DataFrame, batch_id: int) -> None:
         """One MERGE deleting each partition's rows older than its ``keep_from`` (a row that
         exists, which no prune deletes)."""
