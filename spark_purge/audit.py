@@ -725,12 +725,23 @@ class ProgressStore(CheckpointTable):
         batch = F.coalesce(F.col("batch_id"), F.lit(-1))
         newest = stored.groupBy(*PROGRESS_KEY).agg(F.max(batch).alias("newest"), F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
         on = " AND ".join(f"t.{k} = s.{k}" for k in PROGRESS_KEY) + " AND coalesce(t.batch_id, -1) < s.newest"
+        metrics: list[DataFrame] = []
         self._retry(
             f"progress log pruning at batch {batch_id}",
-            lambda: DeltaTable.forPath(self.spark, self.path).alias("t").merge(newest.alias("s"), on).whenMatchedDelete().execute(),
+            lambda: metrics.append(
+                DeltaTable.forPath(self.spark, self.path).alias("t").merge(newest.alias("s"), on).whenMatchedDelete().execute()
+            ),
         )
-        pruned = self._stored()
-        keys = 0 if pruned is None else pruned.count()  # one row per key is left
+        # One row per key is left. The MERGE reports how many it deleted (a local result, no
+        # Spark job); the table is counted again only when it does not say, or the count known
+        # before is off (another writer: e.g. forget-group).
+        size = _PROGRESS_LOG_SIZE.get(self.path)
+        deleted = _merge_deleted(metrics[-1]) if metrics else None
+        if size is not None and deleted is not None and 0 <= deleted <= size.rows:
+            keys = size.rows - deleted
+        else:
+            pruned = self._stored()
+            keys = 0 if pruned is None else pruned.count()
         _PROGRESS_LOG_SIZE[self.path] = _LogSize(rows=keys, keys=keys)
 
     def compact(self) -> None:
@@ -767,6 +778,14 @@ class ProgressStore(CheckpointTable):
 
     def _retry(self, what: str, action: Callable[[], object]) -> None:
         retry_conflicts(f"{what} on {self.path}", action, self.sleep)
+
+
+def _merge_deleted(metrics: DataFrame) -> int | None:
+    """``num_deleted_rows`` of a Delta MERGE's result (its metrics), or None when absent."""
+    if "num_deleted_rows" not in metrics.columns:
+        return None
+    rows = metrics.select("num_deleted_rows").collect()
+    return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 def retry_conflicts(what: str, action: Callable[[], object], sleep: Callable[[float], None] = time.sleep) -> None:

@@ -120,6 +120,8 @@ def test_the_log_appends_changed_keys_only_and_pruning_keeps_each_keys_newest_ro
     assert raw() == [("a", 1, 0), ("a", 2, 1), ("a", 3, 2), ("b", 5, 0)]
     store.update(groups(spark, [("a", "t", 0, 4, "classic")]), T2 + timedelta(minutes=5), 3)
     assert raw() == [("a", 4, 3), ("b", 5, 0)]
+    # The size the next prune is judged by comes from the MERGE's own count of deleted rows.
+    assert audit._PROGRESS_LOG_SIZE[path] == audit._LogSize(rows=2, keys=2)
     assert content(store) == {("a", "t", 0): (4, T2 + timedelta(minutes=5), "classic"), ("b", "t", 0): (5, T0, "classic")}
 
     # forget-group removes every row of a key, superseded ones included.
