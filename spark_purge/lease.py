@@ -11,7 +11,11 @@ takes it over; the holder's next confirmation finds a newer generation and raise
 ``FencedError``: it sends no DeleteRecords.
 
 **Store.** A Delta table beside the audit (``<audit.path>_leases``, ``schemas.LEASES``),
-append-only: one row per acquisition, renewal and release. Every write is a compare-and-set
+appended to: one row per acquisition, renewal and release. Every ``TIDY_EVERY``-th commit marks
+it due for a tidy, which the holder runs at the start of its next batch (``keep``) or right after
+an acquisition: its purger's superseded rows are deleted (``superseded``: older renewals, and
+the rows of generations ``KEEP_GENERATIONS`` back) and the small files compacted, so the table
+stays small however long a job runs. Every write is a compare-and-set
 through Delta's idempotent-write ids: app id ``lease:<purger id>``, version
 ``generation * 2**32 + n`` (``txn_version``; ``n`` counts the holder's writes). Delta skips a
 write whose version is not above the table's latest for that app id, and fails one racing
@@ -60,6 +64,12 @@ from spark_purge.schemas import LEASES
 log = logging.getLogger(__name__)
 
 GENERATION_BITS = 32  # a holder's writes per generation fit below this bit
+# Every TIDY_EVERY-th commit of the lease table marks it due for a tidy, which the holder runs at
+# the start of its next batch: its purger's superseded rows deleted (``superseded``), the small
+# files compacted. The table otherwise grows by a row and a file per renewal (one every third of
+# ``lease.ttl``: 4,320 a day at the default 60 s), and every lease write's txn check reads them all.
+TIDY_EVERY = 500
+KEEP_GENERATIONS = 20  # a tidy keeps every row of the newest generations but their older renewals
 
 
 def txn_version(generation: int, n: int) -> int:
@@ -119,6 +129,19 @@ class LeaseState:
         return f"generation {self.generation} held by {self.holder} run {self.run_id} ({self.event} {self.at.isoformat()}, {until})"
 
 
+def superseded(row: LeaseState, newest: LeaseState) -> bool:
+    """Whether a tidy deletes ``row`` once ``newest`` (the holder's own, just confirmed) is the
+    purger's newest row: an older row of the same purger that is a renewal, or of a generation
+    ``KEEP_GENERATIONS`` or more before the newest one. The newest row, and any newer one (a
+    takeover racing the tidy), is never superseded; the lease's compare-and-set lives in Delta's
+    txn ids, not in the rows, so deleting old rows changes no fencing decision."""
+    return (
+        row.purger_id == newest.purger_id
+        and row.version < newest.version
+        and (row.event == "renewed" or row.generation <= newest.generation - KEEP_GENERATIONS)
+    )
+
+
 def _state(row: Row) -> LeaseState:
     values = row.asDict()
     for key in ("at", "expires_at"):
@@ -136,8 +159,13 @@ class LeaseStore(Protocol):
 
     def append(self, state: LeaseState) -> None: ...
 
+    def tidy_due(self) -> bool: ...
+
+    def tidy(self, newest: LeaseState) -> None: ...
+
 
 _LEASE_TABLES_READY: set[str] = set()  # lease tables created in this process
+_LEASE_TIDY_DUE: set[str] = set()  # lease tables one of this process's writes found due for a tidy
 # (table path, purger id) -> ((table id, table version), the newest row at that version): a lease
 # check reads the table only when its id or version moved (``deltalog.table_state``).
 _LEASE_READS: dict[tuple[str, str], tuple[tuple[str, int], LeaseState | None]] = {}
@@ -246,6 +274,31 @@ class LeaseTable:
         ours = any((a.get("commitInfo") or {}).get("userMetadata") == token for a in actions)
         if ours and any({k: (a.get("txn") or {}).get(k) for k in own} == own for a in actions):
             _LEASE_READS[(self.path, state.purger_id)] = (found, state)
+            if found[1] > 0 and found[1] % TIDY_EVERY == 0:
+                _LEASE_TIDY_DUE.add(self.path)
+
+    def tidy_due(self) -> bool:
+        """One of this process's writes landed on a multiple of ``TIDY_EVERY`` (see ``tidy``)."""
+        return self.path in _LEASE_TIDY_DUE
+
+    def tidy(self, newest: LeaseState) -> None:
+        """Delete the rows ``newest`` supersedes (``superseded``), then compact the table's small
+        files. Maintenance only: a failure (a conflicting commit retried to the end, say) is
+        logged, and the next due write tries again."""
+        from delta.tables import DeltaTable
+
+        _LEASE_TIDY_DUE.discard(self.path)
+        old = (F.col("purger_id") == newest.purger_id) & (F.col("version") < newest.version)
+        doomed = old & ((F.col("event") == "renewed") | (F.col("generation") <= newest.generation - KEEP_GENERATIONS))
+        started = time.monotonic()
+        try:
+            table = DeltaTable.forPath(self.spark, self.path)
+            retry_conflicts(f"tidying the lease table of {newest.purger_id}", lambda: table.delete(doomed))
+            table.optimize().executeCompaction()
+        except Exception as exc:  # AuditError after the retries, Py4J errors
+            log.warning("lease table %s: tidying failed (%s); the next due write tries again", self.path, exc)
+            return
+        log.info("lease table %s: superseded rows of %s deleted, files compacted (%.1fs)", self.path, newest.purger_id, time.monotonic() - started)
 
 
 def _utcnow() -> datetime:
@@ -304,6 +357,8 @@ class PurgerLease:
                     self.generation, self._writes, self._audit_writes = generation, 0, 0
                     self._renewed_at = won.at
                     self.taken_over = current if event == "takeover" else None
+                    if self.table.tidy_due():
+                        self.table.tidy(won)
                     log.log(
                         logging.WARNING if event == "takeover" else logging.INFO,
                         "lease %s: %s generation %d (%s)%s", self.purger_id, event, generation, self.holder,
@@ -343,7 +398,9 @@ class PurgerLease:
         lost lease (DeleteRecords) confirms it right before (``confirm``)."""
         generation = self._generation(why)
         if self._renewal_due():
-            return self.renew(why).generation
+            generation = self.renew(why).generation
+        if self.table.tidy_due():  # at a batch's start, never right before DeleteRecords
+            self.table.tidy(self.check(f"before tidying the lease table {why}"))
         return generation
 
     def _renewal_due(self) -> bool:

@@ -252,6 +252,51 @@ def test_a_lease_check_reads_the_table_only_when_its_delta_version_moved(spark: 
     assert newest is not None and newest.run_id == "run-c"
 
 
+def test_the_lease_table_is_tidied_every_tidy_every_commits_and_fencing_holds_after(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-running holder's renewals do not pile up: every TIDY_EVERY-th commit makes the
+    next batch start delete the superseded renewals and compact the files (real Delta). The
+    newest row stays, and a takeover after the tidy still fences the old holder."""
+    from spark_purge import lease as lease_module
+
+    monkeypatch.setattr(lease_module, "TIDY_EVERY", 5)
+    path = str(tmp_path / "leases")
+    now = [datetime.now(timezone.utc)]
+
+    def holder(run: str) -> PurgerLease:
+        return PurgerLease(LeaseTable(spark, path), "tidy", run, "fp", ttl_ms=6000, wait_ms=0, clock=lambda: now[0])
+
+    def rows() -> list[tuple[int, str, int]]:
+        found = spark.read.format("delta").load(path).collect()
+        return sorted((r["generation"], r["event"], r["version"]) for r in found)
+
+    def data_files() -> int:
+        return len(spark.read.format("delta").load(path).inputFiles())
+
+    a = holder("run-a")
+    a.acquire()  # commit 1 (0 created the table)
+    for _ in range(3):  # renewals: commits 2, 3, 4
+        now[0] += timedelta(seconds=2)
+        a.keep("batch")
+    assert len(rows()) == 4 and data_files() == 4  # nothing due yet
+    now[0] += timedelta(seconds=2)
+    a.keep("batch")  # commit 5 is due: this very batch start tidies below its renewal
+    assert rows() == [(1, "acquired", txn_version(1, 0)), (1, "renewed", txn_version(1, 4))]
+    assert data_files() == 1  # compacted
+    newest = LeaseTable(spark, path).current("tidy")  # a fresh process's read
+    assert newest is not None and (newest.run_id, newest.event, newest.version) == ("run-a", "renewed", txn_version(1, 4))
+    assert a.confirm("right before DeleteRecords").version == txn_version(1, 4)
+    # a stops renewing; b takes over after the expiry: a is fenced, and its late renewal refused.
+    now[0] += timedelta(seconds=7)
+    b = holder("run-b")
+    assert b.acquire().generation == 2
+    with pytest.raises(FencedError, match=r"generation 1 \(run run-a\) is fenced"):
+        a.keep("batch after the takeover")
+    current = LeaseTable(spark, path).current("tidy")
+    assert current is not None and (current.generation, current.run_id) == (2, "run-b")
+
+
 def test_deletes_are_sent_only_while_the_confirmed_lease_is_certainly_this_jobs(
     spark: SparkSession, kafka_cluster: LocalKafka, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -10,7 +10,16 @@ import pytest
 from pyspark.sql import Row
 
 from spark_purge.errors import FencedError
-from spark_purge.lease import FencedAudit, LeaseState, PurgerLease, lease_app_id, release_current, txn_version
+from spark_purge.lease import (
+    KEEP_GENERATIONS,
+    FencedAudit,
+    LeaseState,
+    PurgerLease,
+    lease_app_id,
+    release_current,
+    superseded,
+    txn_version,
+)
 
 T0 = datetime(2026, 11, 23, 8, 0, tzinfo=timezone.utc)
 
@@ -26,10 +35,21 @@ class MemoryStore:
         mine = [r for r in self.rows if r.purger_id == purger_id]
         return max(mine, key=lambda r: r.version) if mine else None
 
+    due: bool = False  # set by a test: the next keep or acquisition tidies
+    tidied: list[LeaseState] = field(default_factory=list)  # the newest row of each tidy
+
     def append(self, state: LeaseState) -> None:
         latest = self.current(state.purger_id)
         if latest is None or state.version > latest.version:
             self.rows.append(state)
+
+    def tidy_due(self) -> bool:
+        return self.due
+
+    def tidy(self, newest: LeaseState) -> None:
+        self.due = False
+        self.tidied.append(newest)
+        self.rows = [r for r in self.rows if not superseded(r, newest)]
 
 
 @dataclass
@@ -95,6 +115,44 @@ def test_keep_renews_only_once_a_third_of_the_ttl_has_passed() -> None:
     b.acquire()
     with pytest.raises(FencedError, match=r"this job's generation 1 .* is fenced batch 4"):
         a.keep("batch 4")  # more than ttl/3 since a's renewal: renews, refused, fenced
+
+
+def test_a_due_tidy_runs_at_a_batch_start_or_an_acquisition_never_in_confirm_and_keeps_the_newest_rows() -> None:
+    store, clock = MemoryStore(), Clock()
+    a = lease(store, clock, "a", ttl_ms=6000)
+    a.acquire()
+    for _ in range(3):
+        clock.now += timedelta(seconds=2)
+        a.keep("batch")  # a renewal each time
+    store.due = True
+    clock.now += timedelta(seconds=2)
+    a.confirm("right before DeleteRecords")  # a renewal; the tidy waits for the next batch
+    assert (store.tidied, len(store.rows)) == ([], 5)
+    a.keep("batch 5")  # within ttl/3: no renewal, but the tidy runs, below a's confirmed newest row
+    newest = store.current("p")
+    assert store.tidied == [newest]
+    assert [(r.event, r.version) for r in store.rows] == [("acquired", txn_version(1, 0)), ("renewed", txn_version(1, 4))]
+    assert a.confirm("right before DeleteRecords") == newest  # still a's, not fenced
+    # Generations come and go: a tidy at an acquisition keeps the newest KEEP_GENERATIONS
+    # generations' acquisitions and releases, and nothing newer than its own row.
+    a.release()
+    for run in range(KEEP_GENERATIONS + 3):
+        b = lease(store, clock, f"b{run}", ttl_ms=6000)
+        b.acquire()
+        clock.now += timedelta(seconds=2)
+        b.keep("batch")
+        b.release()
+    store.due = True
+    last = lease(store, clock, "last", ttl_ms=6000)
+    won = last.acquire()
+    assert store.tidied[-1] == won
+    generations = sorted({r.generation for r in store.rows})
+    assert generations == list(range(won.generation - KEEP_GENERATIONS + 1, won.generation + 1))
+    assert not any(r.event == "renewed" for r in store.rows)  # every renewal is older than the acquisition
+    assert store.current("p") == won
+    # superseded() never takes the newest row, nor a newer one written while the tidy ran.
+    newer = LeaseState("p", won.generation + 1, "x", "h", "fp", "takeover", clock.now, clock.now, txn_version(won.generation + 1, 0))
+    assert not superseded(won, won) and not superseded(newer, won)
 
 
 def test_confirm_renews_after_a_third_of_the_ttl_else_reads_and_is_fenced_by_a_takeover_either_way() -> None:
