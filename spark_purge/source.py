@@ -60,7 +60,15 @@ from pyspark.sql.types import StructType
 from spark_purge import schemas
 from spark_purge._time import parse_duration
 from spark_purge.errors import ConfigError
-from spark_purge.kafka.model import ClientConfig, ClusterSnapshot, GroupCommit, SnapshotRequest, TimeFloor
+from spark_purge.kafka.model import (
+    ClientConfig,
+    ClusterSnapshot,
+    CommitColumns,
+    GroupCommit,
+    SnapshotRequest,
+    TimeFloor,
+    TopicPartitionKey,
+)
 from spark_purge.kafka.settings import ConnectionSettings, is_secret_option
 
 if TYPE_CHECKING:
@@ -217,9 +225,19 @@ def _attribute_columns(items: Sequence[Any], names: Iterable[str]) -> dict[str, 
 
 
 def _commit_columns(commits: Sequence[GroupCommit], with_partition: bool) -> dict[str, list[Any]]:
-    """The commits' fields as columns (``GROUP_COMMIT`` names; topic/partition when asked)."""
+    """The commits' fields as columns (``GROUP_COMMIT`` names; topic/partition when asked):
+    as they are when the client returned them column by column, else read off each commit."""
     names = schemas.GROUP_COMMIT.fieldNames() + (["topic", "partition"] if with_partition else [])
+    if isinstance(commits, CommitColumns):
+        return {name: commits.column(name) for name in names}
     return _attribute_columns(commits, names)
+
+
+def _commit_partitions(commits: Sequence[GroupCommit]) -> Iterable[TopicPartitionKey]:
+    """Each commit's (topic, partition)."""
+    if isinstance(commits, CommitColumns):
+        return zip(commits.column("topic"), commits.column("partition"))
+    return ((c.topic, c.partition) for c in commits)
 
 
 def _struct(columns: Mapping[str, Any], element: pa.Field) -> pa.StructArray:
@@ -256,7 +274,7 @@ def _nested_groups(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
     commits on partitions the snapshot left out are dropped."""
     n = len(snapshot.partitions)
     index = {(p.topic, p.partition): i for i, p in enumerate(snapshot.partitions)}
-    owners = [index.get((c.topic, c.partition), n) for c in snapshot.commits]  # n: left out
+    owners = [index.get(tp, n) for tp in _commit_partitions(snapshot.commits)]  # n: left out
     counts = [0] * (n + 1)
     for i in owners:
         counts[i] += 1

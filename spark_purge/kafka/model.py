@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Optional
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Optional, Union, overload
 
 from spark_purge.errors import ConfigError
 from spark_purge.kafka.settings import ConnectionSettings
@@ -208,6 +209,69 @@ class GroupCommit:
     epoch_end_offset: Optional[int] = None
 
 
+COMMIT_FIELDS = tuple(f.name for f in fields(GroupCommit))
+
+
+class CommitColumns(Sequence[GroupCommit]):
+    """A snapshot's commits held column by column (``COMMIT_FIELDS``, one list each): what the
+    data source turns into Arrow without a Python object per commit. It is still a sequence of
+    ``GroupCommit`` (each made when asked for) and equals a tuple of the same commits, so code
+    that walks a snapshot's commits one by one (the JSON form, tests) needs no change."""
+
+    __slots__ = ("_columns", "_n")
+
+    def __init__(self, columns: Mapping[str, Sequence[Any]]) -> None:
+        missing = [name for name in COMMIT_FIELDS if name not in columns]
+        if missing:
+            raise ValueError(f"commit columns: missing {missing}")
+        lengths = {len(columns[name]) for name in COMMIT_FIELDS}
+        if len(lengths) > 1:
+            raise ValueError(f"commit columns: of different lengths {sorted(lengths)}")
+        self._columns = {name: list(columns[name]) for name in COMMIT_FIELDS}
+        self._n = lengths.pop() if lengths else 0
+
+    def column(self, name: str) -> list[Any]:
+        """One field of every commit, in order (the list itself: do not change it)."""
+        return self._columns[name]
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> GroupCommit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[GroupCommit, ...]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[GroupCommit, tuple[GroupCommit, ...]]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        return GroupCommit(*(self._columns[name][index] for name in COMMIT_FIELDS))
+
+    def __iter__(self) -> Iterator[GroupCommit]:
+        return map(GroupCommit, *(self._columns[name] for name in COMMIT_FIELDS))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CommitColumns):
+            return self._columns == other._columns
+        if isinstance(other, (tuple, list)):
+            return len(other) == self._n and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"CommitColumns({tuple(self)!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"columns": self._columns}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._columns = state["columns"]
+        self._n = len(self._columns[COMMIT_FIELDS[0]])
+
+
 @dataclass(frozen=True)
 class DroppedPartition:
     """A partition left out of the snapshot, and why (topic deleted mid-read, no leader...)."""
@@ -232,7 +296,7 @@ class ClusterSnapshot:
     snapshot_id: str
     snapshot_time_ms: int
     partitions: tuple[PartitionState, ...]
-    commits: tuple[GroupCommit, ...]
+    commits: Sequence[GroupCommit]  # a tuple, or ``CommitColumns`` (as the Kafka client returns them)
     groups: tuple[GroupInfo, ...] = ()
     missing_topics: tuple[str, ...] = ()
     dropped_partitions: tuple[DroppedPartition, ...] = ()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from spark_purge._time import Deadline
@@ -32,8 +32,8 @@ from spark_purge.kafka.members import RawCommit
 from spark_purge.kafka.model import (
     ClientConfig,
     ClusterSnapshot,
+    CommitColumns,
     DroppedPartition,
-    GroupCommit,
     GroupInfo,
     PartitionState,
     SnapshotIssue,
@@ -131,21 +131,14 @@ async def take_snapshot(
     partitions, dropped = _partition_states(tps, meta, offsets, failed, floors, floor_tps, configs, sizes, tiered)
     kept = {(p.topic, p.partition) for p in partitions}
     ends = await epochs_future
-    commits = [
-        GroupCommit(
-            info.group_id, info.group_state, info.group_type, info.member_count, tp[0], tp[1], offset, metadata, epoch,
-            None if epoch is None else ends.get((tp, epoch)),
-        )
-        for info, tp, offset, metadata, epoch in raw
-        if tp in kept
-    ]
+    commits = _commit_columns([r for r in raw if r[1] in kept], ends)
     if dropped:
         log.warning("snapshot %s dropped %d partition(s), e.g. %s", snapshot_id, len(dropped), dropped[0])
     return ClusterSnapshot(
         snapshot_id=snapshot_id,
         snapshot_time_ms=now_ms,
         partitions=tuple(partitions),
-        commits=tuple(commits),
+        commits=commits,
         groups=tuple(infos),
         missing_topics=tuple(missing),
         dropped_partitions=tuple(dropped),
@@ -153,6 +146,27 @@ async def take_snapshot(
         unreadable_groups=tuple(unreadable),
         offsets_retention_ms=offsets_retention_ms,
     )
+
+
+def _commit_columns(raw: Sequence[RawCommit], ends: EpochEnds) -> CommitColumns:
+    """The snapshot's commits, column by column: no Python object per commit (at 500,000
+    commits, building a ``GroupCommit`` each and reading their fields back for Arrow took
+    about a second)."""
+    infos = [r[0] for r in raw]
+    tps = [r[1] for r in raw]
+    epochs = [r[4] for r in raw]
+    return CommitColumns({
+        "group_id": [i.group_id for i in infos],
+        "group_state": [i.group_state for i in infos],
+        "group_type": [i.group_type for i in infos],
+        "member_count": [i.member_count for i in infos],
+        "topic": [tp[0] for tp in tps],
+        "partition": [tp[1] for tp in tps],
+        "committed_offset": [r[2] for r in raw],
+        "commit_metadata": [r[3] for r in raw],
+        "committed_leader_epoch": epochs,
+        "epoch_end_offset": [None if e is None else ends.get((tp, e)) for tp, e in zip(tps, epochs)],
+    })
 
 
 def _partition_states(

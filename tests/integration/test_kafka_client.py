@@ -20,6 +20,7 @@ from spark_purge.kafka import (
     TimeFloor,
     open_client,
 )
+from spark_purge.kafka.model import CommitColumns
 from spark_purge.testing.cluster import LocalKafka, free_port
 from spark_purge.testing.workload import commit, produce
 
@@ -53,6 +54,10 @@ def test_snapshot_reads_exact_offsets_commits_and_configs(
     assert p0.time_floor_offset is None
     commits = sorted((c.group_id, c.partition, c.committed_offset, c.commit_metadata) for c in snap.commits)
     assert commits == [(f"{prefix}-a", 0, 7, "m1"), (f"{prefix}-a", 1, 20, "m1"), (f"{prefix}-b", 1, 5, "")]
+    # Held column by column (no object per commit); the columns say the same.
+    assert isinstance(snap.commits, CommitColumns)
+    by_column = zip(*(snap.commits.column(k) for k in ("group_id", "partition", "committed_offset", "commit_metadata")))
+    assert sorted(by_column) == commits
     assert {(g.group_id, g.group_state, g.group_type, g.member_count) for g in snap.groups} == {
         (f"{prefix}-a", "Empty", "classic", 0),
         (f"{prefix}-b", "Empty", "classic", 0),

@@ -12,8 +12,10 @@ import pytest
 from spark_purge import schemas
 from spark_purge.errors import ConfigError
 from spark_purge.kafka.model import (
+    COMMIT_FIELDS,
     ClientConfig,
     ClusterSnapshot,
+    CommitColumns,
     GroupCommit,
     PartitionState,
     SnapshotRequest,
@@ -196,6 +198,38 @@ def _rows(snap: ClusterSnapshot, view: str) -> list[dict[str, Any]]:
     batch = snapshot_batch(snap, view)
     assert batch.schema.equals(arrow_schema(view))  # what PySpark's reader checks
     return batch.to_pylist()
+
+
+def _columnar(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """The same snapshot with its commits column by column, as the Kafka client returns them."""
+    columns = {name: [getattr(c, name) for c in snap.commits] for name in COMMIT_FIELDS}
+    return ClusterSnapshot(snap.snapshot_id, snap.snapshot_time_ms, snap.partitions, CommitColumns(columns))
+
+
+def test_commit_columns_are_the_same_commits_as_a_tuple() -> None:
+    snap = _snapshot()
+    cols = _columnar(snap).commits
+    assert isinstance(cols, CommitColumns) and len(cols) == 3
+    assert cols == snap.commits and snap.commits == cols and list(cols) == list(snap.commits)
+    assert (cols[1], cols[-1], cols[1:]) == (snap.commits[1], snap.commits[-1], snap.commits[1:])
+    assert hash(cols) == hash(snap.commits) and _columnar(snap) == snap  # the snapshots compare equal too
+    assert cols != snap.commits[:2] and cols != snap.commits[::-1]
+    assert pickle.loads(pickle.dumps(cols)) == cols
+    assert ClusterSnapshot.from_json(_columnar(snap).to_json()) == snap  # the replay form is unchanged
+    with pytest.raises(ValueError, match=r"missing \['epoch_end_offset'\]"):
+        CommitColumns({name: [] for name in COMMIT_FIELDS if name != "epoch_end_offset"})
+    with pytest.raises(ValueError, match="different lengths"):
+        CommitColumns({name: [1] if name == "topic" else [] for name in COMMIT_FIELDS})
+
+
+def test_columnar_commits_make_the_same_batches() -> None:
+    snap = _snapshot()
+    for view in ("groups", "snapshot"):
+        assert snapshot_batch(_columnar(snap), view).equals(snapshot_batch(snap, view))
+    # A commit on a partition the snapshot left out is dropped from the nested rows either way.
+    stray = ClusterSnapshot(snap.snapshot_id, snap.snapshot_time_ms, snap.partitions[:1], snap.commits)
+    assert snapshot_batch(_columnar(stray), "snapshot").equals(snapshot_batch(stray, "snapshot"))
+    assert [len(r["groups"]) for r in _rows(_columnar(stray), "snapshot")] == [2]
 
 
 def test_batches_follow_the_schemas_exactly() -> None:
