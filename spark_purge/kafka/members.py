@@ -191,11 +191,13 @@ def _parse_offset_fetch(groups: Sequence[str], answer: Any, v8: bool) -> dict[st
             continue
         commits: dict[TopicPartitionKey, Position] = {}
         for t in ga.topics:
-            for p in t.partitions:
-                if error_name(p.error_code) is None and p.committed_offset is not None and p.committed_offset >= 0:
-                    epoch = getattr(p, "committed_leader_epoch", None)  # OffsetFetch v5+; -1: none
-                    epoch = int(epoch) if epoch is not None and epoch >= 0 else None
-                    commits[(t.name, p.partition_index)] = (int(p.committed_offset), p.metadata, epoch)
+            name = t.name
+            for p in t.partitions:  # a large snapshot's hot loop (once per commit): no call in it
+                offset = p.committed_offset
+                if p.error_code or offset is None or offset < 0:  # a partition's error: no position
+                    continue
+                epoch = getattr(p, "committed_leader_epoch", None)  # OffsetFetch v5+; -1: none
+                commits[(name, p.partition_index)] = (int(offset), p.metadata, int(epoch) if epoch is not None and epoch >= 0 else None)
         out[g_id] = Outcome(None, "", commits)
     return out
 
@@ -246,7 +248,7 @@ def assemble_groups(
             needed |= share.without_position()
         for tp in needed - positions.keys():
             positions[tp] = (NO_POSITION, None, None)
-        rows.extend((info, tp, *pos) for tp, pos in sorted(positions.items()) if tp[0] in topic_set)
+        rows.extend((info, tp, offset, metadata, epoch) for tp, (offset, metadata, epoch) in sorted(positions.items()) if tp[0] in topic_set)
     return infos, rows, unreadable
 
 

@@ -428,3 +428,17 @@ def test_an_undecodable_subscription_of_a_member_without_assignment_is_unreadabl
     answer = NS(groups=[NS(group_id="c", error_code=0, group_state="CompletingRebalance", protocol_type="consumer", members=[member])])
     parsed = parse_classic_group_assignments(answer)["c"]
     assert parsed.error == "MALFORMED_ASSIGNMENT" and "subscription" in (parsed.error_message or "")
+
+
+def test_offset_fetch_keeps_positions_only_and_each_commit_epoch() -> None:
+    from spark_purge.kafka.members import _parse_offset_fetch
+
+    parts = [
+        NS(partition_index=0, committed_offset=5, metadata="m", error_code=0, committed_leader_epoch=3),
+        NS(partition_index=1, committed_offset=7, metadata="", error_code=0, committed_leader_epoch=-1),  # no epoch
+        NS(partition_index=2, committed_offset=-1, metadata="", error_code=0, committed_leader_epoch=-1),  # no commit
+        NS(partition_index=3, committed_offset=9, metadata="", error_code=88, committed_leader_epoch=1),  # UNSTABLE_OFFSET_COMMIT
+    ]
+    answer = NS(error_code=0, groups=[NS(group_id="g", error_code=0, topics=[NS(name="t", partitions=parts)])])
+    (outcome,) = _parse_offset_fetch(["g"], answer, True).values()
+    assert outcome.error is None and outcome.payload == {("t", 0): (5, "m", 3), ("t", 1): (7, "", None)}
