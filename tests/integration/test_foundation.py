@@ -41,6 +41,14 @@ def test_delta_round_trip(spark: SparkSession, tmp_path: Path) -> None:
     assert history[0]["operation"] == "WRITE"
 
 
+def test_a_local_session_runs_the_serial_collector(spark: SparkSession) -> None:
+    """session.GC_OPTION reaches the driver JVM (its collectors are the serial pair)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    assert sorted(str(beans.get(i).getName()) for i in range(beans.size())) == ["Copy", "MarkSweepCompact"]
+
+
 def test_local_kafka_stops_its_jvm_by_pid(tmp_path: Path) -> None:
     cluster = LocalKafka(nodes=1, workdir=tmp_path / "k")
     cluster.start()

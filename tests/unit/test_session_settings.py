@@ -41,13 +41,18 @@ def test_the_log4j2_file_ships_with_the_package() -> None:
 @pytest.mark.parametrize(
     "given,environ,expected",
     [
-        ({}, {}, OURS),
-        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {}, f"-Xss4m {OURS}"),
-        ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/mine.xml"}, {}, "-Dlog4j2.configurationFile=/etc/mine.xml"),
-        ({}, {"SPARK_SUBMIT_OPTS": "-Dlog4j2.configurationFile=/etc/mine.xml"}, None),
-        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}, "-Xss4m"),
+        ({}, {}, f"{OURS} -XX:+UseSerialGC"),
+        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {}, f"-Xss4m {OURS} -XX:+UseSerialGC"),
+        ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/mine.xml"}, {}, "-Dlog4j2.configurationFile=/etc/mine.xml -XX:+UseSerialGC"),
+        ({}, {"SPARK_SUBMIT_OPTS": "-Dlog4j2.configurationFile=/etc/mine.xml"}, "-XX:+UseSerialGC"),
+        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}, "-Xss4m -XX:+UseSerialGC"),
+        ({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, {}, f"-XX:+UseG1GC {OURS}"),
+        ({}, {"JAVA_TOOL_OPTIONS": "-XX:+UseParallelGC -Dlog4j2.configurationFile=x"}, None),
     ],
-    ids=["ours", "added to the user's options", "the user's file wins", "named in SPARK_SUBMIT_OPTS", "named in JAVA_TOOL_OPTIONS"],
+    ids=[
+        "ours", "added to the user's options", "the user's file wins", "named in SPARK_SUBMIT_OPTS",
+        "named in JAVA_TOOL_OPTIONS", "the user's collector wins", "both chosen in JAVA_TOOL_OPTIONS",
+    ],
 )
 def test_driver_java_options(given: dict[str, str], environ: dict[str, str], expected: str | None) -> None:
     assert driver_java_options(given, environ) == expected
