@@ -15,7 +15,8 @@ The first cycle warms up (JIT, Python workers, table creation) and is left out o
 
 Prints per phase min / median seconds, the Spark jobs it ran, and the Delta commits per cycle;
 the floor and the cycle / floor ratio; peak RSS of the Python driver, the Spark JVM and its
-Python workers (sampled from /proc). ``--processes`` also times ``spark-purge plan`` and a
+Python workers (sampled from /proc), and the peak PSS of the workers and of all together (the
+workers are forked from one daemon: their RSS counts the pages they share once per worker). ``--processes`` also times ``spark-purge plan`` and a
 one-shot ``spark-purge run`` as processes (each starts its own JVM).
 
 Phases: ``snapshot+source`` (the source's snapshot taken in its planning process, shipped
@@ -66,6 +67,18 @@ def _status_mb(pid: int, key: str) -> float:
     return 0.0
 
 
+def _pss_mb(pid: int) -> float:
+    """Proportional set size: pages shared between processes (Spark's Python workers are forked
+    from one daemon) counted once in all, split among their sharers."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def _children(root: int) -> list[int]:
     """Every live descendant of ``root`` (from /proc's ppid fields)."""
     parent: dict[int, int] = {}
@@ -110,11 +123,16 @@ class RssSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> None:
-        workers = sum(_status_mb(p, "VmRSS") for p in _children(self.jvm_pid))
+        children = _children(self.jvm_pid)
+        workers = sum(_status_mb(p, "VmRSS") for p in children)
         now = {"driver": _status_mb(os.getpid(), "VmHWM"), "jvm": _status_mb(self.jvm_pid, "VmHWM"), "workers": workers}
         for k, v in now.items():
             self.peak[k] = max(self.peak[k], v)
         self.peak["total"] = max(self.peak["total"], now["driver"] + _status_mb(self.jvm_pid, "VmRSS") + workers)
+        workers_pss = sum(_pss_mb(p) for p in children)
+        self.peak["workers_pss"] = max(self.peak["workers_pss"], workers_pss)
+        total_pss = _pss_mb(os.getpid()) + _pss_mb(self.jvm_pid) + workers_pss
+        self.peak["total_pss"] = max(self.peak["total_pss"], total_pss)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -439,6 +457,8 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
     rss = figures["rss"]
     print(f"peak RSS MB: driver {rss.get('driver', 0):.0f}, Spark JVM {rss.get('jvm', 0):.0f}, "
           f"Python workers {rss.get('workers', 0):.0f}; together (sampled) {rss.get('total', 0):.0f}")
+    print(f"peak PSS MB (shared pages split among their processes, sampled): Python workers "
+          f"{rss.get('workers_pss', 0):.0f}; together {rss.get('total_pss', 0):.0f}")
 
 
 def time_processes(config_file: Path) -> None:
