@@ -19,7 +19,7 @@ of its own, and a streaming query's micro-batches run without it anyway), and ro
 ``CODEGEN_CACHE_ENTRIES`` generated classes in Spark's code cache (100 by default: fewer than a
 batch compiles, so each batch compiled them all again).
 
-The local driver JVM runs the serial garbage collector (``GC_OPTION``: about 400 MB less
+The local driver JVM runs the serial garbage collector (``GC_OPTION``: about 300 MB less
 resident than G1 for the default 1 GB heap, no slower here) unless the options name a collector.
 
 Logging in local mode: the driver JVM reads the package's ``log4j2.properties`` (Spark at WARN,
@@ -53,7 +53,7 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 LOG4J2_OPTION = "-Dlog4j2.configurationFile"
 # A local driver's collector. The default (G1) kept 1.6 GB resident for a 1 GB heap in a 1k x 1k
-# cycle; the serial collector 1.2 GB, with no slower cycle (``cycle_bench.py``, README).
+# cycle; the serial collector 1.3 GB, with less CPU and no slower cycle (``cycle_bench.py``, README).
 GC_OPTION = "-XX:+UseSerialGC"
 GC_CHOSEN = re.compile(r"-XX:\+Use\w*GC\b")
 # Spark's cache of compiled generated classes in a local session
