@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")  # what a retried Delta write returns
 
 # Delta's Python concurrency exceptions share no base class (DESIGN.md pitfalls): catch a tuple.
 try:  # pragma: no cover - import shape depends on delta-spark version
@@ -725,18 +726,15 @@ class ProgressStore(CheckpointTable):
         batch = F.coalesce(F.col("batch_id"), F.lit(-1))
         newest = stored.groupBy(*PROGRESS_KEY).agg(F.max(batch).alias("newest"), F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
         on = " AND ".join(f"t.{k} = s.{k}" for k in PROGRESS_KEY) + " AND coalesce(t.batch_id, -1) < s.newest"
-        metrics: list[DataFrame] = []
-        self._retry(
+        metrics = self._retry(
             f"progress log pruning at batch {batch_id}",
-            lambda: metrics.append(
-                DeltaTable.forPath(self.spark, self.path).alias("t").merge(newest.alias("s"), on).whenMatchedDelete().execute()
-            ),
+            lambda: DeltaTable.forPath(self.spark, self.path).alias("t").merge(newest.alias("s"), on).whenMatchedDelete().execute(),
         )
         # One row per key is left. The MERGE reports how many it deleted (a local result, no
         # Spark job); the table is counted again only when it does not say, or the count known
         # before is off (another writer: e.g. forget-group).
         size = _PROGRESS_LOG_SIZE.get(self.path)
-        deleted = _merge_deleted(metrics[-1]) if metrics else None
+        deleted = _merge_deleted(metrics)
         if size is not None and deleted is not None and 0 <= deleted <= size.rows:
             keys = size.rows - deleted
         else:
@@ -776,8 +774,8 @@ class ProgressStore(CheckpointTable):
             lambda: DeltaTable.forPath(self.spark, self.path).alias("t").merge(keys.alias("s"), on).whenMatchedDelete().execute(),
         )
 
-    def _retry(self, what: str, action: Callable[[], object]) -> None:
-        retry_conflicts(f"{what} on {self.path}", action, self.sleep)
+    def _retry(self, what: str, action: Callable[[], _T]) -> _T:
+        return retry_conflicts(f"{what} on {self.path}", action, self.sleep)
 
 
 def _merge_deleted(metrics: DataFrame) -> int | None:
@@ -788,17 +786,19 @@ def _merge_deleted(metrics: DataFrame) -> int | None:
     return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
-def retry_conflicts(what: str, action: Callable[[], object], sleep: Callable[[float], None] = time.sleep) -> None:
-    """Run a Delta write, retrying a conflicting commit (another writer, e.g. forget-group next
-    to the stream) up to ``CONFLICT_ATTEMPTS`` times with a pause; then ``AuditError``."""
+def retry_conflicts(what: str, action: Callable[[], _T], sleep: Callable[[float], None] = time.sleep) -> _T:
+    """Run a Delta write and return what it returns (a MERGE: its metrics), retrying a
+    conflicting commit (another writer, e.g. forget-group next to the stream) up to
+    ``CONFLICT_ATTEMPTS`` times with a pause; then ``AuditError``."""
     backoff = Backoff(first=0.2, cap=2.0)
-    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+    attempt = 1
+    while True:
         try:
-            action()
-            return
+            return action()
         except DELTA_CONFLICTS as exc:
             if attempt >= CONFLICT_ATTEMPTS:
                 raise AuditError(f"{what} kept conflicting: {exc}") from exc
             pause = backoff.next()
             log.warning("%s conflicted (%s); retrying in %.1fs", what, exc, pause)
             sleep(pause)
+            attempt += 1
