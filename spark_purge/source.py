@@ -67,7 +67,6 @@ from spark_purge.kafka.model import (
     GroupCommit,
     SnapshotRequest,
     TimeFloor,
-    TopicPartitionKey,
 )
 from spark_purge.kafka.settings import ConnectionSettings, is_secret_option
 
@@ -224,20 +223,17 @@ def _attribute_columns(items: Sequence[Any], names: Iterable[str]) -> dict[str, 
     return {name: list(map(attrgetter(name), items)) for name in names}
 
 
-def _commit_columns(commits: Sequence[GroupCommit], with_partition: bool) -> dict[str, list[Any]]:
-    """The commits' fields as columns (``GROUP_COMMIT`` names; topic/partition when asked):
-    as they are when the client returned them column by column, else read off each commit."""
-    names = schemas.GROUP_COMMIT.fieldNames() + (["topic", "partition"] if with_partition else [])
+def _commit_fields(commits: Sequence[GroupCommit], names: Iterable[str]) -> dict[str, list[Any]]:
+    """Those fields of the commits as columns: as they are when the client returned them column
+    by column, else read off each commit."""
     if isinstance(commits, CommitColumns):
         return {name: commits.column(name) for name in names}
     return _attribute_columns(commits, names)
 
 
-def _commit_partitions(commits: Sequence[GroupCommit]) -> Iterable[TopicPartitionKey]:
-    """Each commit's (topic, partition)."""
-    if isinstance(commits, CommitColumns):
-        return zip(commits.column("topic"), commits.column("partition"))
-    return ((c.topic, c.partition) for c in commits)
+def _commit_columns(commits: Sequence[GroupCommit], with_partition: bool) -> dict[str, list[Any]]:
+    """The commits' fields as columns (``GROUP_COMMIT`` names; topic/partition when asked)."""
+    return _commit_fields(commits, schemas.GROUP_COMMIT.fieldNames() + (["topic", "partition"] if with_partition else []))
 
 
 def _struct(columns: Mapping[str, Any], element: pa.Field) -> pa.StructArray:
@@ -274,7 +270,8 @@ def _nested_groups(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
     commits on partitions the snapshot left out are dropped."""
     n = len(snapshot.partitions)
     index = {(p.topic, p.partition): i for i, p in enumerate(snapshot.partitions)}
-    owners = [index.get(tp, n) for tp in _commit_partitions(snapshot.commits)]  # n: left out
+    at = _commit_fields(snapshot.commits, ("topic", "partition"))
+    owners = [index.get(tp, n) for tp in zip(at["topic"], at["partition"])]  # n: left out
     counts = [0] * (n + 1)
     for i in owners:
         counts[i] += 1
