@@ -16,8 +16,9 @@ The first cycle warms up (JIT, Python workers, table creation) and is left out o
 Prints per phase min / median seconds, the Spark jobs it ran, and the Delta commits per cycle;
 the floor and the cycle / floor ratio; peak RSS of the Python driver, the Spark JVM and its
 Python workers (sampled from /proc), and the peak PSS of the workers and of all together (the
-workers are forked from one daemon: their RSS counts the pages they share once per worker). ``--processes`` also times ``spark-purge plan`` and a
-one-shot ``spark-purge run`` as processes (each starts its own JVM).
+workers are forked from one daemon: their RSS counts the pages they share once per worker).
+``--processes`` also times ``spark-purge plan`` and a one-shot ``spark-purge run`` as processes
+(each starts its own JVM).
 
 Phases: ``snapshot+source`` (the source's snapshot taken in its planning process, shipped
 to Spark and cached), ``plan`` (``Planner.plan`` and the plan rows to the driver, plus the
@@ -57,9 +58,10 @@ PHASES = ("snapshot+source", "lease", "plan", "plan: rules", "plan: rows", "inte
 # ---- /proc ----------------------------------------------------------------------------------
 
 
-def _status_mb(pid: int, key: str) -> float:
+def _proc_mb(pid: int, file: str, key: str) -> float:
+    """``key``'s value (kB) in ``/proc/<pid>/<file>``, in MB; 0 when the process is gone."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
             if line.startswith(key + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
@@ -67,16 +69,14 @@ def _status_mb(pid: int, key: str) -> float:
     return 0.0
 
 
+def _status_mb(pid: int, key: str) -> float:
+    return _proc_mb(pid, "status", key)
+
+
 def _pss_mb(pid: int) -> float:
     """Proportional set size: pages shared between processes (Spark's Python workers are forked
     from one daemon) counted once in all, split among their sharers."""
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return _proc_mb(pid, "smaps_rollup", "Pss")
 
 
 def _children(root: int) -> list[int]:
