@@ -66,9 +66,16 @@ whose product support exists, ``DEFAULT_KINDS``):
   partition's start offset up to the log start), that none of its runs ACCEPTed;
   it is required on B from its first run on. (Kafka persists the share-partition start offset one
   acknowledgement round late: the purge sees less than the checker knows, the safe direction.)
-  Kafka archives a record delivered ``share.delivery.count.limit`` times, which would move the
-  start offset past records nobody accepted: the checker counts deliveries and stops running the
-  share consumer before any unaccepted record reaches the limit.
+  Kafka archives a record delivered ``share.delivery.count.limit`` times, which moves the start
+  offset past a record nobody accepted: the group never gets it again. The checker counts the
+  deliveries its consumer printed and stops running it before any unaccepted record reaches the
+  limit, but Kafka counts more: records acquired for the consumer and never handed to it (released
+  at its close) count too. Seen in the seed-35 run: a record the checker counted 3 deliveries of
+  was archived at 10 (``__share_group_state``). So right before each purge the checker also reads
+  the start offset Kafka persisted (Kafka's own Admin client, ``listShareGroupOffsets``, not the
+  product's reader), and the share group's records begin at the latest of the three. Before the
+  purge, only the share consumer's acknowledgements, Kafka's archiving and earlier (checked) log
+  start moves can have moved it.
 - ``group_expiry`` (opt-in): a new group commits low on B once and never again; the next cycle
   waits (polling, bounded) until Kafka expired its offsets (the cluster needs
   ``offsets.retention.minutes=1``, ``offsets.retention.check.interval.ms=1000``; the other
@@ -424,6 +431,9 @@ class InvariantWorkload:
         self.in_doubt: dict[TopicPartitionKey, int] = {}
         self.share_accepted: dict[TopicPartitionKey, set[int]] = {}
         self.share_deliveries: Counter[tuple[str, int, int]] = Counter()
+        # Per partition of B, the share-partition start offset Kafka persisted, read right before
+        # this cycle's purge (``_read_share_starts``): the records under it are done for the group.
+        self.share_kafka_start: dict[TopicPartitionKey, int] = {}
         self.share_limit = 5  # Kafka's default share.delivery.count.limit until the group config says more
         self.share_stopped = False
         # Expiring groups: the one committed last cycle, waiting for Kafka to forget it.
@@ -714,6 +724,7 @@ class InvariantWorkload:
         if fault:
             self.report.faults[fault] += 1
         self._timed(f"fault: {fault}" if fault else "no fault")
+        self._read_share_starts()
         before = self._log_starts()
         self.log_floor = dict(before)
         self.recreated = set()
@@ -817,7 +828,19 @@ class InvariantWorkload:
         (a purge's own unsafe cut is a violation of that cycle; Kafka's own delete of remote data
         under ``tiering_disable`` is allowed by that kind's oracle)."""
         assert self.share_joined is not None
-        return max(self.share_joined.get(tp, 0), self.log_floor.get(tp, 0))
+        return max(self.share_joined.get(tp, 0), self.log_floor.get(tp, 0), self.share_kafka_start.get(tp, 0))
+
+    def _read_share_starts(self) -> None:
+        """Right before the purge: the share-partition start offsets Kafka persisted for the share
+        group on B (see the module docstring); none when it has not joined yet, or when the read
+        fails (then the checker's own count alone, the stricter oracle)."""
+        self.share_kafka_start = {}
+        if self.share_joined is None:
+            return
+        try:
+            self.share_kafka_start = share.share_start_offsets(self.cluster.bootstrap_servers, self.share_group, self.topic_b)
+        except (AssertionError, subprocess.TimeoutExpired) as err:
+            self.report.notes.append(f"share start offsets not read ({str(err).splitlines()[0][:120]}): the checker's own count alone")
 
     def _share_position(self, tp: TopicPartitionKey) -> int:
         """The first offset at or after the share group's start on p (``_share_start``) that no
@@ -1091,6 +1114,7 @@ class InvariantWorkload:
             # Kafka drops the share group's state with the old topic; on the new one the group
             # starts at the log start when it next joins: required from that run on, as from its first.
             self.share_joined = None
+            self.share_kafka_start = {}
             self.share_accepted = {tp: offs for tp, offs in self.share_accepted.items() if tp[0] != topic}
             self.share_deliveries = Counter({k: n for k, n in self.share_deliveries.items() if k[0] != topic})
             if self.share_stopped:  # stopped for an old record's deliveries: none are left

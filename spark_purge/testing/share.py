@@ -149,6 +149,34 @@ def share_run(
     return ShareRun(accepted, delivered, proc.returncode)
 
 
+def share_start_offsets(bootstrap: str, group: str, topic: str, timeout_s: float = 60.0) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the share-partition start offset (SPSO) Kafka has persisted for
+    ``group``, read with Kafka's own Admin client (``listShareGroupOffsets``), for every partition
+    of ``topic`` the group has one. Every record below it is done for the group in Kafka's own
+    words: acknowledged, or archived once delivered ``share.delivery.count.limit`` times."""
+    proc = subprocess.Popen(
+        _java_cmd("share-offsets", bootstrap, group, topic),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=_die_with_parent,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    finally:
+        _stop(proc)
+    if proc.returncode != 0 or "DONE" not in out:
+        raise AssertionError(f"share-offsets exited {proc.returncode}:\n{out}\n{err[-2000:]}")
+    starts: dict[tuple[str, int], int] = {}
+    for line in out.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "START":
+            t, p, o = rest.split()
+            starts[(t, int(p))] = int(o)
+    return starts
+
+
 def share_consume(
     bootstrap: str, group: str, topic: str, accept: int, settle: bool = False, timeout_s: float = 90.0
 ) -> list[tuple[str, int, int]]:

@@ -11,6 +11,7 @@ from spark_purge.testing.share import (
     set_group_config,
     share_consume,
     share_run,
+    share_start_offsets,
     streams_member,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "set_group_config",
     "share_consume",
     "share_run",
+    "share_start_offsets",
     "streams_member",
 ]

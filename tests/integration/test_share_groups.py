@@ -21,7 +21,14 @@ from spark_purge.kafka.messages import (
 )
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.workload import create_topics, new_admin, produce
-from tests.integration.share_helpers import idle_share_member, kip848_consumer, set_group_config, share_consume
+from tests.integration.share_helpers import (
+    idle_share_member,
+    kip848_consumer,
+    set_group_config,
+    share_consume,
+    share_run,
+    share_start_offsets,
+)
 
 
 def _snapshot_until(
@@ -122,6 +129,41 @@ def test_share_group_start_offset_never_runs_ahead(
     row = _rows(snap, group)[(topic, 0)]
     print("share group SPSO without the settle round:", row.committed_offset)
     assert row.group_type == "share" and 0 <= row.committed_offset <= 10
+
+
+def test_records_archived_at_the_delivery_limit_are_behind_the_start_offset(
+    kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str]
+) -> None:
+    """Kafka archives a record once delivered ``share.delivery.count.limit`` times, and the
+    share-partition start offset passes records nobody accepted (the invariant checker's oracle
+    gap of the seed-35 run). Kafka's own Admin client (the checker's reader) and the snapshot
+    agree on that start offset."""
+    topic = new_topic("poison")
+    bootstrap = kafka_cluster.bootstrap_servers
+    produce(bootstrap, topic, {0: 5})
+    group = f"sqarch-{uuid.uuid4().hex[:8]}"
+    set_group_config(admin, group, {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "2"})
+    # Two runs each accept one record and release the rest delivered with it: 2-4 are released
+    # at their second delivery, the limit, so Kafka archives them.
+    first, second = (share_run(bootstrap, group, topic, accept=1) for _ in range(2))
+    assert first.accepted == [(topic, 0, 0)] and second.accepted == [(topic, 0, 1)]
+    assert [o for _, _, o in second.delivered] == [1, 2, 3, 4]
+    produce(bootstrap, topic, {0: 2})
+    third = share_run(bootstrap, group, topic, accept=1, settle=True)  # the settle round persists the start
+    assert third.accepted == [(topic, 0, 5)]
+    assert min(o for _, _, o in third.delivered) == 5  # 2-4 are never delivered again
+    seen: list[dict[tuple[str, int], int]] = []
+    deadline = time.monotonic() + 60
+    while not seen or seen[-1].get((topic, 0), 0) < 6:
+        assert time.monotonic() < deadline, f"start offsets read: {seen}"
+        seen.append(share_start_offsets(bootstrap, group, topic))
+    print("start offsets read by Kafka's Admin client:", seen)
+    start = seen[-1][(topic, 0)]
+    assert 6 <= start <= 7 and all(s.get((topic, 0), 0) <= start for s in seen)
+    snap, _, _ = _snapshot_until(
+        kafka_cluster, topic, re.escape(group), lambda s: getattr(_rows(s, group).get((topic, 0)), "committed_offset", None) == start
+    )
+    assert _rows(snap, group)[(topic, 0)].committed_offset == start
 
 
 def test_live_share_member_without_a_start_offset_is_minus_one(

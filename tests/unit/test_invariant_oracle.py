@@ -12,11 +12,12 @@ from spark_purge.testing.invariants import InvariantReport, InvariantWorkload
 TP = ("inv-b", 0)
 
 
-def _oracle(joined: int, accepted: set[int], floor: int | None) -> InvariantWorkload:
+def _oracle(joined: int, accepted: set[int], floor: int | None, kafka_start: int | None = None) -> InvariantWorkload:
     oracle = object.__new__(InvariantWorkload)  # only the share group's knowledge is read
     oracle.share_joined = {TP: joined}
     oracle.share_accepted = {TP: accepted}
     oracle.log_floor = {} if floor is None else {TP: floor}
+    oracle.share_kafka_start = {} if kafka_start is None else {TP: kafka_start}
     return oracle
 
 
@@ -32,6 +33,18 @@ def test_records_gone_from_the_log_no_longer_hold_the_share_group() -> None:
     assert _oracle(0, accepted, floor=295)._share_position(TP) == 699
     # A log start under the first unaccepted record changes nothing.
     assert _oracle(0, accepted, floor=100)._share_position(TP) == 111
+
+
+def test_a_record_kafka_archived_no_longer_holds_the_share_group() -> None:
+    # The seed-35 run, cycle 938: the consumer accepted 0-269 and 271-285, never 270; Kafka
+    # archived 270 at its delivery limit (the checker had counted 3 of its 10 deliveries) and
+    # persisted the start offset 271 before the purge.
+    accepted = set(range(0, 270)) | set(range(271, 286))
+    assert _oracle(0, accepted, floor=270)._share_position(TP) == 270  # the checker's count alone
+    assert _oracle(0, accepted, floor=270, kafka_start=271)._share_position(TP) == 286
+    # A start offset Kafka persisted under the first unaccepted record changes nothing (it trails
+    # the acknowledgements by a round).
+    assert _oracle(0, accepted, floor=270, kafka_start=200)._share_position(TP) == 270
 
 
 def test_a_spark_query_whose_unread_records_are_gone_starts_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,6 +135,7 @@ def test_a_recreated_time_floor_topic_forgets_its_old_incarnation(monkeypatch: p
     oracle.share_joined = {TP: 0, ("inv-b", 1): 0}
     oracle.share_accepted = {TP: {0, 1}, ("inv-b", 1): {0}}
     oracle.share_deliveries = Counter({("inv-b", 0, 2): 3})
+    oracle.share_kafka_start = {TP: 2}
     oracle.share_stopped, oracle.report = True, InvariantReport(seed=1)  # stopped for record 2's deliveries
     oracle.producer = type("P", (), {"close": lambda self: None})()
     monkeypatch.setattr(InvariantWorkload, "_new_producer", lambda self: oracle.producer)
@@ -135,6 +149,7 @@ def test_a_recreated_time_floor_topic_forgets_its_old_incarnation(monkeypatch: p
     assert oracle.commits == {"g1": {("inv-a", 0): 2}, "g2": {}}
     # The share group starts over on it: required again from its next run, as from its first.
     assert oracle.share_joined is None and oracle.share_accepted == {} and not oracle.share_deliveries
+    assert oracle.share_kafka_start == {}  # the old incarnation's start offsets say nothing of the new
     assert not oracle.share_stopped and "runs again" in oracle.report.notes[0]
     # A's knowledge is untouched.
     assert oracle.timestamps[("inv-a", 0)] == [1, 2] and oracle.sent_at[("inv-a", 0)] == [1, 2]

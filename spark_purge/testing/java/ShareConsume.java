@@ -16,6 +16,12 @@
 //       RELEASEd), printing "JOINED" after its first poll, until stdin reaches EOF: a live share
 //       member with an assignment, for ShareGroupDescribe.
 //
+//   java ShareConsume share-offsets BOOTSTRAP GROUP TOPIC
+//       Kafka's own Admin client (listShareGroupOffsets): prints "START <topic> <partition>
+//       <offset>" per partition of TOPIC that share group GROUP has a start offset (SPSO) for,
+//       then "DONE <k>". Every record below a partition's SPSO is done for the group, in Kafka's
+//       own words: acknowledged, or archived at the delivery count limit.
+//
 //   java ShareConsume consumer BOOTSTRAP GROUP TOPIC [STOP_FILE]
 //       Joins GROUP with the KIP-848 protocol (KafkaConsumer, group.protocol=consumer,
 //       enable.auto.commit=false), polls without ever committing, prints
@@ -31,10 +37,15 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicBoolean;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -50,7 +61,7 @@ public final class ShareConsume {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 4) {
-            System.err.println("usage: ShareConsume share|consumer BOOTSTRAP GROUP TOPIC [N [TIMEOUT_MS]] | [STOP_FILE]");
+            System.err.println("usage: ShareConsume share|share-offsets|share-idle|consumer BOOTSTRAP GROUP TOPIC [N [TIMEOUT_MS]] | [STOP_FILE]");
             System.exit(2);
         }
         String mode = args[0];
@@ -58,6 +69,8 @@ public final class ShareConsume {
             long timeoutMs = args.length >= 6 ? Long.parseLong(args[5]) : 60_000L;
             boolean settle = args.length >= 7 && args[6].equals("1");
             System.exit(share(args[1], args[2], args[3], Integer.parseInt(args[4]), timeoutMs, settle));
+        } else if (mode.equals("share-offsets")) {
+            System.exit(shareOffsets(args[1], args[2], args[3]));
         } else if (mode.equals("share-idle")) {
             System.exit(shareIdle(args[1], args[2], args[3]));
         } else if (mode.equals("consumer")) {
@@ -123,6 +136,32 @@ public final class ShareConsume {
         System.out.println("DONE " + accepted);
         System.out.flush();
         return accepted == n ? 0 : 3;
+    }
+
+    static int shareOffsets(String bootstrap, String group, String topic) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        try (Admin admin = Admin.create(p)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions()
+                    .forEach(info -> tps.add(new TopicPartition(topic, info.partition())));
+            Map<TopicPartition, SharePartitionOffsetInfo> offsets = admin
+                    .listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec().topicPartitions(tps)))
+                    .partitionsToOffsetInfo(group).get();
+            int printed = 0;
+            for (TopicPartition tp : tps) {
+                SharePartitionOffsetInfo info = offsets.get(tp);
+                if (info != null && info.startOffset() >= 0) {
+                    System.out.println("START " + tp.topic() + " " + tp.partition() + " " + info.startOffset());
+                    printed++;
+                }
+            }
+            System.out.println("DONE " + printed);
+        }
+        System.out.flush();
+        return 0;
     }
 
     static AtomicBoolean stopOnStdinEof() {
