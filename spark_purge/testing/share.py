@@ -112,6 +112,24 @@ class ShareRun:
     returncode: int = 0
 
 
+def _run_helper(timeout_s: float, *args: str) -> tuple[int, str, str]:
+    """Run the ShareConsume helper to its end (stopped by its PID after ``timeout_s``): its exit
+    code, stdout and stderr."""
+    proc = subprocess.Popen(
+        _java_cmd(*args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=_die_with_parent,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    finally:
+        _stop(proc)
+    return proc.returncode, out, err
+
+
 def share_run(
     bootstrap: str, group: str, topic: str, accept: int, settle: bool = False, timeout_s: float = 90.0, check: bool = True
 ) -> ShareRun:
@@ -122,20 +140,11 @@ def share_run(
     ``settle``: one more round that only RELEASEs what it is given, so the broker persists the
     share-partition start offset the accepted records moved (see ShareConsume.java).
     """
-    proc = subprocess.Popen(
-        _java_cmd("share", bootstrap, group, topic, str(accept), str(int(timeout_s * 1000) - 5000), "1" if settle else "0"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        preexec_fn=_die_with_parent,
+    code, out, err = _run_helper(
+        timeout_s, "share", bootstrap, group, topic, str(accept), str(int(timeout_s * 1000) - 5000), "1" if settle else "0"
     )
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    finally:
-        _stop(proc)
-    if proc.returncode != 0 and check:
-        raise AssertionError(f"share consumer exited {proc.returncode}:\n{out}\n{err[-4000:]}")
+    if code != 0 and check:
+        raise AssertionError(f"share consumer exited {code}:\n{out}\n{err[-4000:]}")
     accepted: list[tuple[str, int, int]] = []
     delivered: list[tuple[str, int, int]] = []
     for line in out.splitlines():
@@ -146,7 +155,7 @@ def share_run(
             delivered.append(record)
             if kind == "ACCEPTED":
                 accepted.append(record)
-    return ShareRun(accepted, delivered, proc.returncode)
+    return ShareRun(accepted, delivered, code)
 
 
 def share_start_offsets(bootstrap: str, group: str, topic: str, timeout_s: float = 60.0) -> dict[tuple[str, int], int]:
@@ -154,20 +163,9 @@ def share_start_offsets(bootstrap: str, group: str, topic: str, timeout_s: float
     ``group``, read with Kafka's own Admin client (``listShareGroupOffsets``), for every partition
     of ``topic`` the group has one. Every record below it is done for the group in Kafka's own
     words: acknowledged, or archived once delivered ``share.delivery.count.limit`` times."""
-    proc = subprocess.Popen(
-        _java_cmd("share-offsets", bootstrap, group, topic),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        preexec_fn=_die_with_parent,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    finally:
-        _stop(proc)
-    if proc.returncode != 0 or "DONE" not in out:
-        raise AssertionError(f"share-offsets exited {proc.returncode}:\n{out}\n{err[-2000:]}")
+    code, out, err = _run_helper(timeout_s, "share-offsets", bootstrap, group, topic)
+    if code != 0 or "DONE" not in out:
+        raise AssertionError(f"share-offsets exited {code}:\n{out}\n{err[-2000:]}")
     starts: dict[tuple[str, int], int] = {}
     for line in out.splitlines():
         kind, _, rest = line.partition(" ")
