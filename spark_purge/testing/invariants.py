@@ -821,8 +821,9 @@ class InvariantWorkload:
 
     # ---- the share consumer (KIP-932) on topic B ----------------------------------------------
     def _share_start(self, tp: TopicPartitionKey) -> int:
-        """Where the share group's records on p begin: the later of p's log start when it first
-        joined and p's log start before this cycle. Records under the log start are gone, and
+        """Where the share group's records on p begin: the latest of p's log start when it first
+        joined, p's log start before this cycle, and the start offset Kafka persisted right before
+        this cycle's purge (``_read_share_starts``). Records under the log start are gone, and
         Kafka moves a share partition's start offset up to the log start (KIP-932), so the group
         never gets them again; every earlier move of the log start was checked when it happened
         (a purge's own unsafe cut is a violation of that cycle; Kafka's own delete of remote data

@@ -130,6 +130,15 @@ def _run_helper(timeout_s: float, *args: str) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
+def _printed(out: str, *kinds: str) -> Iterator[tuple[str, tuple[str, int, int]]]:
+    """The helper's ``<KIND> <topic> <partition> <offset>`` lines of ``kinds``, in order."""
+    for line in out.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind in kinds:
+            t, p, o = rest.split()
+            yield kind, (t, int(p), int(o))
+
+
 def share_run(
     bootstrap: str, group: str, topic: str, accept: int, settle: bool = False, timeout_s: float = 90.0, check: bool = True
 ) -> ShareRun:
@@ -147,14 +156,10 @@ def share_run(
         raise AssertionError(f"share consumer exited {code}:\n{out}\n{err[-4000:]}")
     accepted: list[tuple[str, int, int]] = []
     delivered: list[tuple[str, int, int]] = []
-    for line in out.splitlines():
-        kind, _, rest = line.partition(" ")
-        if kind in ("ACCEPTED", "RELEASED"):
-            t, p, o = rest.split()
-            record = (t, int(p), int(o))
-            delivered.append(record)
-            if kind == "ACCEPTED":
-                accepted.append(record)
+    for kind, record in _printed(out, "ACCEPTED", "RELEASED"):
+        delivered.append(record)
+        if kind == "ACCEPTED":
+            accepted.append(record)
     return ShareRun(accepted, delivered, code)
 
 
@@ -166,13 +171,7 @@ def share_start_offsets(bootstrap: str, group: str, topic: str, timeout_s: float
     code, out, err = _run_helper(timeout_s, "share-offsets", bootstrap, group, topic)
     if code != 0 or "DONE" not in out:
         raise AssertionError(f"share-offsets exited {code}:\n{out}\n{err[-2000:]}")
-    starts: dict[tuple[str, int], int] = {}
-    for line in out.splitlines():
-        kind, _, rest = line.partition(" ")
-        if kind == "START":
-            t, p, o = rest.split()
-            starts[(t, int(p))] = int(o)
-    return starts
+    return {(t, p): o for _, (t, p, o) in _printed(out, "START")}
 
 
 def share_consume(
