@@ -15,15 +15,19 @@ streams     OffsetFetch (commits) + StreamsGroupDescribe (KIP-1071 state, topolo
 ``assemble_groups`` turns what was read into the snapshot contract:
 
 - a commit (or a share group's SPSO) on a snapshot topic is a row with that offset;
-- a partition a group's members hold (assigned or target-assigned; for a classic group in a
-  rebalance, every partition of the topics its members subscribe to) without a commit / start
-  offset, and a share-partition the broker lists with start offset -1, is a row with
-  ``committed_offset = -1`` (the group needs the partition but has no position: a missing commit);
+- a partition a group's members hold (assigned or target-assigned) or subscribe to (every
+  partition of a topic they subscribe to by name or by a KIP-848 regular expression; a streams
+  group's source topics) without a commit / start offset, and a share-partition the broker lists
+  with start offset -1, is a row with ``committed_offset = -1`` (the group needs the partition but
+  has no position: a missing commit);
 - a group any of whose reads failed or was refused is unreadable (no rows; a ``SnapshotIssue``
-  names the error), never "no position".
+  names the error), never "no position"; so is a group whose members' topics are unknown (a
+  classic group rebalancing, whose subscriptions DescribeGroups does not show; a streams group
+  with members and no topology yet).
 """
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +37,7 @@ from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 
 from spark_purge.kafka.messages import (
+    REBALANCING,
     GroupDescription,
     ShareGroupOffsets,
     build_consumer_group_describe,
@@ -57,9 +62,6 @@ SHARE_DESCRIBE = "ShareGroupDescribe"
 STREAMS_DESCRIBE = "StreamsGroupDescribe"
 
 NO_POSITION = -1  # committed_offset of a partition a group needs but has no position on
-# Classic group states in which members may have no assignment yet (the coordinator clears them
-# while a rebalance runs): their subscribed topics' partitions are held instead.
-REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
 
 # (committed offset, metadata, committed leader epoch or None): one group's position on a partition
 Position = tuple[int, Optional[str], Optional[int]]
@@ -239,8 +241,8 @@ def assemble_groups(
             continue
         positions: dict[TopicPartitionKey, Position] = dict(reads.commits.get(g, {}))
         needed: set[TopicPartitionKey] = set(desc.held) if desc is not None else set()
-        if desc is not None and desc.group_type == "classic" and desc.state in REBALANCING:
-            for t in desc.subscribed_topics & topic_set:
+        if desc is not None:
+            for t in _subscribed(desc, topic_set):
                 needed.update((t, p) for p in (partitions or {}).get(t, ()))
         share = reads.share_offsets.get(g)
         if share is not None:
@@ -250,6 +252,19 @@ def assemble_groups(
             positions[tp] = (NO_POSITION, None, None)
         rows.extend((info, tp, offset, metadata, epoch) for tp, (offset, metadata, epoch) in sorted(positions.items()) if tp[0] in topic_set)
     return infos, rows, unreadable
+
+
+def _subscribed(desc: GroupDescription, topics: Collection[str]) -> set[str]:
+    """The snapshot topics ``desc``'s members subscribe to, by name or by a KIP-848 regular
+    expression (matched whole, as Kafka does). A member subscribed to a topic gets all of its
+    partitions: before its first assignment (KIP-848 and share groups assign at intervals, a
+    streams group's first tasks wait for its initial rebalance delay), and when partitions are
+    added, it holds none of them yet, and a missing commit must hold them all the same."""
+    out = set(desc.subscribed_topics) & set(topics)
+    for pattern in desc.subscribed_patterns:
+        compiled = re.compile(pattern)  # a pattern Python cannot compile made the group unreadable (messages)
+        out.update(t for t in topics if compiled.fullmatch(t))
+    return out
 
 
 def _share_partition_error(

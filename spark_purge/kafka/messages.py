@@ -25,6 +25,7 @@ The parse functions return plain frozen dataclasses; nothing here does I/O.
 """
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ from spark_purge.kafka.wire import error_name
 SCHEMA_PACKAGE = "spark_purge.kafka.message_schemas"
 
 ZERO_UUID = uuid.UUID(int=0)
+# Classic group states in which a rebalance runs: members may hold nothing yet, and DescribeGroups
+# shows their subscriptions only in Stable.
+REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
 
 
 class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=SCHEMA_PACKAGE):  # type: ignore[misc,call-arg]
@@ -148,7 +152,10 @@ class GroupDescription:
     # Partitions members hold now, and (consumer groups) the ones they are about to get.
     assigned: frozenset[TopicPartitionKey] = frozenset()
     target_assigned: frozenset[TopicPartitionKey] = frozenset()
+    # Topics members subscribe to (by name; a streams group: its topology's source topics), and
+    # the regular expressions KIP-848 members subscribe with (``SubscribedTopicRegex``).
     subscribed_topics: frozenset[str] = frozenset()
+    subscribed_patterns: frozenset[str] = frozenset()
     group_epoch: int = -1
     assignment_epoch: int = -1
     # Topic ids in an assignment that neither the mapping nor the broker could name.
@@ -335,7 +342,8 @@ def parse_streams_group_describe(response: Any) -> dict[str, GroupDescription]:
     ``TargetAssignment``). Standby and warm-up tasks restore state stores from changelogs and read
     no source topic. An active task whose subtopology the group's topology does not list (the
     topology is null while the group is not initialised) makes the group's ``error``
-    ``UNKNOWN_SUBTOPOLOGY``: the caller must not read that as "holds nothing".
+    ``UNKNOWN_SUBTOPOLOGY``, and members with no topology at all ``UNKNOWN_TOPOLOGY``: the caller
+    must not read either as "holds nothing".
     """
     out: dict[str, GroupDescription] = {}
     for g in response.groups:
@@ -353,6 +361,9 @@ def parse_streams_group_describe(response: Any) -> dict[str, GroupDescription]:
             assigned |= _active_task_partitions(m.assignment, sources, unknown)
             target |= _active_task_partitions(m.target_assignment, sources, unknown)
         problem = f"active tasks of subtopologies {sorted(unknown)} the group's topology does not list" if unknown else None
+        if problem is None and g.topology is None and g.members:
+            # Not initialised yet: its members hold no task, and what they will read is unknown.
+            problem = f"{len(g.members)} member(s) and no topology yet (the group is {g.group_state or 'not ready'})"
         out[g.group_id] = GroupDescription(
             group_id=g.group_id,
             group_type="streams",
@@ -363,7 +374,7 @@ def parse_streams_group_describe(response: Any) -> dict[str, GroupDescription]:
             subscribed_topics=frozenset(t for ts in sources.values() for t in ts),
             group_epoch=int(g.group_epoch),
             assignment_epoch=int(g.assignment_epoch),
-            error="UNKNOWN_SUBTOPOLOGY" if problem else None,
+            error=("UNKNOWN_SUBTOPOLOGY" if unknown else "UNKNOWN_TOPOLOGY") if problem else None,
             error_message=problem,
         )
     return out
@@ -417,6 +428,12 @@ def parse_classic_group_assignments(response: Any) -> dict[str, GroupDescription
     that does not decode, or the subscription of a member without one, makes the group's
     ``error`` ``MALFORMED_ASSIGNMENT``: the caller must not read that as "holds nothing". Groups
     of other protocol types (Connect, ...) assign no topic partitions.
+
+    A broker sends member metadata only while the group is Stable (DescribeGroups: "only
+    provided if the group is in the Stable state"). While a ``consumer`` group rebalances
+    (``REBALANCING``), a member that just joined holds nothing yet and its subscription is not
+    shown, so what the group is about to read is unknown: its ``error`` is then
+    ``REBALANCE_IN_PROGRESS`` (unreadable for this snapshot, never "holds nothing").
     """
     from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
@@ -431,6 +448,7 @@ def parse_classic_group_assignments(response: Any) -> dict[str, GroupDescription
         assigned: set[TopicPartitionKey] = set()
         subscribed: set[str] = set()
         malformed: Optional[str] = None
+        rebalancing: Optional[str] = None
         if (g.protocol_type or "") == "consumer":
             for m in members:
                 raw = m.member_assignment
@@ -449,6 +467,13 @@ def parse_classic_group_assignments(response: Any) -> dict[str, GroupDescription
                     except Exception as exc:  # only needed while the member has no assignment
                         if not raw:
                             malformed = f"member {m.member_id}: subscription {type(exc).__name__}"
+            unknown = sorted(m.member_id for m in members if not getattr(m, "member_metadata", None))
+            if state in REBALANCING and unknown and malformed is None:
+                shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+                rebalancing = (
+                    f"the group is {state}: DescribeGroups shows members' subscriptions only when it is Stable, "
+                    f"so the topics of {len(unknown)} member(s) ({shown}) are unknown"
+                )
         out[g.group_id] = GroupDescription(
             group_id=g.group_id,
             group_type="classic",
@@ -456,8 +481,8 @@ def parse_classic_group_assignments(response: Any) -> dict[str, GroupDescription
             member_count=len(members),
             assigned=frozenset(assigned),
             subscribed_topics=frozenset(subscribed),
-            error="MALFORMED_ASSIGNMENT" if malformed else None,
-            error_message=malformed,
+            error="MALFORMED_ASSIGNMENT" if malformed else "REBALANCE_IN_PROGRESS" if rebalancing else None,
+            error_message=malformed or rebalancing,
         )
     return out
 
@@ -475,8 +500,17 @@ def _parse_describe(response: Any, group_type: str, topic_names: Mapping[uuid.UU
         assigned: set[TopicPartitionKey] = set()
         target: set[TopicPartitionKey] = set()
         subscribed: set[str] = set()
+        patterns: set[str] = set()
+        bad_regex: Optional[str] = None
         for m in g.members or ():
             subscribed.update(m.subscribed_topic_names or ())
+            regex = getattr(m, "subscribed_topic_regex", None)
+            if regex:
+                try:
+                    re.compile(regex)
+                except re.error as exc:  # Kafka's RE2/J accepted it; unknown which topics it means here
+                    bad_regex = f"member {m.member_id}: subscription regex {regex!r} does not compile in Python ({exc})"
+                patterns.add(regex)
             assigned |= _assignment(m.assignment, topic_names, unresolved)
             if group_type == "consumer":
                 target |= _assignment(m.target_assignment, topic_names, unresolved)
@@ -488,9 +522,12 @@ def _parse_describe(response: Any, group_type: str, topic_names: Mapping[uuid.UU
             assigned=frozenset(assigned),
             target_assigned=frozenset(target),
             subscribed_topics=frozenset(subscribed),
+            subscribed_patterns=frozenset(patterns),
             group_epoch=int(g.group_epoch),
             assignment_epoch=int(g.assignment_epoch),
             unresolved_topic_ids=frozenset(unresolved),
+            error="INVALID_REGULAR_EXPRESSION" if bad_regex else None,
+            error_message=bad_regex,
         )
     return out
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace as NS
 from typing import Any, Optional
 
 import kafka.errors as Errors
+import pytest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from spark_purge._time import Deadline
@@ -21,6 +22,9 @@ from spark_purge.kafka.messages import (
     ShareGroupOffsets,
     SharePartitionOffset,
     parse_classic_group_assignments,
+    parse_consumer_group_describe,
+    parse_share_group_describe,
+    parse_streams_group_describe,
 )
 from spark_purge.kafka.model import ClusterSnapshot, GroupCommit, GroupInfo, SnapshotIssue
 from spark_purge.kafka.offsets import OffsetReader
@@ -395,12 +399,7 @@ def test_minus_one_rows_survive_the_json_round_trip() -> None:
     assert ClusterSnapshot.from_json(snap.to_json()) == snap
 
 
-def test_a_rebalancing_classic_group_holds_its_subscription() -> None:
-    """The classic coordinator clears assignments while a rebalance runs: a group without
-    commits must not vanish then; its members' subscribed topics are held instead."""
-    subscription = ConsumerProtocolSubscription(version=0, topics=["orders", "other"], user_data=None).encode()
-    member = NS(member_id="m-1", member_assignment=b"", member_metadata=subscription)
-    answer = NS(groups=[NS(group_id="c", error_code=0, group_state="PreparingRebalance", protocol_type="consumer", members=[member])])
+def _classic_reads(answer: Any) -> tuple[GroupReads, dict[str, SnapshotIssue]]:
     manager = FakeManager(
         {
             ("FindCoordinatorRequest", None): [find(c=1)],
@@ -410,17 +409,99 @@ def test_a_rebalancing_classic_group_holds_its_subscription() -> None:
     )
     admin = NS(_manager=manager, _net=NS(sleep=asyncio.sleep), close=lambda: None)
     wire = Wire(ConnectionSettings("h:1"), admin_factory=lambda **kw: admin)
-    reads, unread = asyncio.run(GroupReader(wire, OffsetReader(wire)).fetch_group_state(["c"], LISTED, Deadline(5), {}))
+    return asyncio.run(GroupReader(wire, OffsetReader(wire)).fetch_group_state(["c"], LISTED, Deadline(5), {}))
+
+
+@pytest.mark.parametrize("state", ["PreparingRebalance", "CompletingRebalance"])
+def test_a_rebalancing_classic_group_is_unreadable(state: str) -> None:
+    """A broker shows members' subscriptions only while a group is Stable; in a rebalance a member
+    that just joined holds nothing and its topics are unknown. Such a group is unreadable, never a
+    group that needs nothing (it had been: a new group with no commit vanished from the snapshot
+    for its first rebalance)."""
+    held = ConsumerProtocolAssignment(
+        version=0, assigned_partitions=[ConsumerProtocolAssignment.TopicPartition(topic="orders", partitions=[1])], user_data=None
+    ).encode()
+    old = NS(member_id="m-1", member_assignment=held, member_metadata=b"")  # what the broker sends
+    new = NS(member_id="m-2", member_assignment=b"", member_metadata=b"")
+    answer = NS(groups=[NS(group_id="c", error_code=0, group_state=state, protocol_type="consumer", members=[old, new])])
+    reads, unread = _classic_reads(answer)
     issues: list[SnapshotIssue] = []
-    partitions = {"orders": [0, 1, 2]}
-    _, rows, unreadable = assemble_groups(["c"], LISTED, reads, unread, ["orders"], issues, partitions)
+    _, rows, unreadable = assemble_groups(["c"], LISTED, reads, unread, ["orders"], issues, {"orders": [0, 1, 2]})
+    assert unreadable == ["c"] and rows == []
+    assert [(i.resource, i.error) for i in issues] == [("c", "REBALANCE_IN_PROGRESS")]
+    assert f"the group is {state}" in issues[0].message and "m-1, m-2" in issues[0].message
+
+
+def test_a_classic_group_holds_every_partition_it_subscribes_to() -> None:
+    """Stable, with one member given only orders-1: its subscription to orders still holds
+    orders-0 and orders-2 (a partition added since the assignment is read from the reset
+    position at the next rebalance); a topic the snapshot does not select adds nothing."""
+    subscription = ConsumerProtocolSubscription(version=0, topics=["orders", "other"], user_data=None).encode()
+    held = ConsumerProtocolAssignment(
+        version=0, assigned_partitions=[ConsumerProtocolAssignment.TopicPartition(topic="orders", partitions=[1])], user_data=None
+    ).encode()
+    member = NS(member_id="m-1", member_assignment=held, member_metadata=subscription)
+    answer = NS(groups=[NS(group_id="c", error_code=0, group_state="Stable", protocol_type="consumer", members=[member])])
+    reads, unread = _classic_reads(answer)
+    issues: list[SnapshotIssue] = []
+    _, rows, unreadable = assemble_groups(["c"], LISTED, reads, unread, ["orders"], issues, {"orders": [0, 1, 2]})
     assert unreadable == [] and issues == []
     assert rows_of(rows) == {("c", "orders", 0, -1), ("c", "orders", 1, 4), ("c", "orders", 2, -1)}
-    # Once Stable, only what the members were given counts (an idle extra member holds nothing).
-    stable = GroupDescription("c", "classic", "Stable", 1, subscribed_topics=frozenset({"orders"}))
-    reads.descriptions["c"] = stable
-    _, rows, _ = assemble_groups(["c"], LISTED, reads, {}, ["orders"], [], partitions)
-    assert rows_of(rows) == {("c", "orders", 1, 4)}
+
+
+def _member(subscribed: list[str], regex: Optional[str] = None) -> NS:
+    empty = NS(topic_partitions=[])
+    return NS(member_id="m-1", subscribed_topic_names=subscribed, subscribed_topic_regex=regex, assignment=empty, target_assignment=empty)
+
+
+def _group(kind: str, *members: NS) -> NS:
+    g = NS(group_id="k", error_code=0, error_message=None, group_state="Assigning", group_epoch=2, assignment_epoch=1, members=list(members))
+    return NS(groups=[g])
+
+
+@pytest.mark.parametrize("kind", ["consumer", "share"])
+def test_members_not_assigned_yet_hold_every_partition_they_subscribe_to(kind: str) -> None:
+    """KIP-848 and share groups assign at intervals: until then a new group's members hold
+    nothing, and a group without a commit would have vanished from the snapshot."""
+    parse = parse_consumer_group_describe if kind == "consumer" else parse_share_group_describe
+    reads = GroupReads()
+    reads.descriptions["k"] = parse(_group(kind, _member(["orders", "elsewhere"])), {})["k"]
+    assert reads.descriptions["k"].held == frozenset()
+    issues: list[SnapshotIssue] = []
+    _, rows, unreadable = assemble_groups(["k"], {"k": ("Assigning", kind, kind)}, reads, {}, ["orders", "audit"], issues,
+                                          {"orders": [0, 1], "audit": [0]})
+    assert rows_of(rows) == {("k", "orders", 0, -1), ("k", "orders", 1, -1)}
+    assert unreadable == [] and issues == []
+
+
+def test_a_regex_subscription_holds_every_topic_it_matches_whole() -> None:
+    reads = GroupReads()
+    reads.descriptions["k"] = parse_consumer_group_describe(_group("consumer", _member([], regex="orders-.*")), {})["k"]
+    _, rows, _ = assemble_groups(["k"], {"k": ("Assigning", "consumer", "consumer")}, reads, {}, ["orders-eu", "x-orders-us"], [],
+                                 {"orders-eu": [0], "x-orders-us": [0]})
+    assert rows_of(rows) == {("k", "orders-eu", 0, -1)}
+
+
+def test_a_regex_python_cannot_compile_makes_the_group_unreadable() -> None:
+    parsed = parse_consumer_group_describe(_group("consumer", _member([], regex="orders-(?<eu>x)")), {})["k"]
+    assert parsed.error == "INVALID_REGULAR_EXPRESSION" and "orders-(?<eu>x)" in (parsed.error_message or "")
+
+
+def test_a_streams_group_with_members_and_no_topology_yet_is_unreadable() -> None:
+    answer = streams_described("s", [], {})
+    answer.groups[0].topology = None
+    answer.groups[0].group_state = "NotReady"
+    parsed = parse_streams_group_describe(answer)["s"]
+    assert parsed.error == "UNKNOWN_TOPOLOGY" and "no topology yet" in (parsed.error_message or "")
+    answer.groups[0].members = []  # nobody to read anything: nothing to hold, and readable
+    assert parse_streams_group_describe(answer)["s"].error is None
+
+
+def test_a_streams_group_holds_every_partition_of_its_sources_before_its_first_tasks() -> None:
+    reads = GroupReads()
+    reads.descriptions["s"] = parse_streams_group_describe(streams_described("s", [], {"0": ["orders"]}))["s"]
+    _, rows, unreadable = assemble_groups(["s"], {"s": ("Assigning", "streams", "streams")}, reads, {}, ["orders"], [], {"orders": [0, 1]})
+    assert rows_of(rows) == {("s", "orders", 0, -1), ("s", "orders", 1, -1)} and unreadable == []
 
 
 def test_an_undecodable_subscription_of_a_member_without_assignment_is_unreadable() -> None:
