@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Optional
 
 from spark_purge._time import Deadline
@@ -28,7 +28,7 @@ from spark_purge.kafka.configs import TopicConfigs, bool_or_none, int_or_none, s
 from spark_purge.kafka.groups import GroupReader
 from spark_purge.kafka.lineage import EpochEnds, epoch_end_offsets
 from spark_purge.kafka.log_dirs import Sizes, partition_sizes
-from spark_purge.kafka.members import RawCommit
+from spark_purge.kafka.members import NO_POSITION, RawCommit
 from spark_purge.kafka.model import (
     ClientConfig,
     ClusterSnapshot,
@@ -131,9 +131,18 @@ async def take_snapshot(
     partitions, dropped = _partition_states(tps, meta, offsets, failed, floors, floor_tps, configs, sizes, tiered)
     kept = {(p.topic, p.partition) for p in partitions}
     ends = await epochs_future
-    commits = _commit_columns([r for r in raw if r[1] in kept], ends)
+    rows = [r for r in raw if r[1] in kept]
     if dropped:
         log.warning("snapshot %s dropped %d partition(s), e.g. %s", snapshot_id, len(dropped), dropped[0])
+        held = held_beside_dropped(raw, kept)
+        if held:
+            log.warning(
+                "snapshot %s: %d group(s) have rows only on dropped partitions of a topic, held on its other "
+                "partitions as missing commits, e.g. %s on %s", snapshot_id,
+                len({(r[0].group_id, r[1][0]) for r in held}), held[0][0].group_id, held[0][1][0],
+            )
+            rows = sorted(rows + held, key=lambda r: (r[0].group_id, r[1]))
+    commits = _commit_columns(rows, ends)
     return ClusterSnapshot(
         snapshot_id=snapshot_id,
         snapshot_time_ms=now_ms,
@@ -146,6 +155,32 @@ async def take_snapshot(
         unreadable_groups=tuple(unreadable),
         offsets_retention_ms=offsets_retention_ms,
     )
+
+
+def held_beside_dropped(raw: Sequence[RawCommit], kept: Collection[TopicPartitionKey]) -> list[RawCommit]:
+    """-1 rows (no position) on every kept partition of a topic for each group whose rows on that
+    topic are all on partitions the snapshot dropped (no leader, a failed read).
+
+    A group's rows are what makes a discovering rule require it on a topic: with its only rows
+    gone with their partitions, the group would not be required on the topic's other partitions,
+    and a cut there could pass records it will read (a group stopped before a partition was
+    added has no commit on it, and reads it from its reset position). A -1 row on each kept
+    partition where the group has none makes it required there, as a missing commit, exactly as
+    being discovered on the topic would."""
+    kept_by_topic: dict[str, list[int]] = {}
+    for t, p in kept:
+        kept_by_topic.setdefault(t, []).append(p)
+    seen = {(r[0].group_id, r[1][0]) for r in raw if r[1] in kept}
+    infos: dict[tuple[str, str], GroupInfo] = {}
+    for r in raw:
+        key = (r[0].group_id, r[1][0])
+        if r[1] not in kept and key not in seen:
+            infos.setdefault(key, r[0])
+    return [
+        (info, (topic, p), NO_POSITION, None, None)
+        for (_, topic), info in sorted(infos.items())
+        for p in sorted(kept_by_topic.get(topic, ()))
+    ]
 
 
 def _commit_columns(raw: Sequence[RawCommit], ends: EpochEnds) -> CommitColumns:

@@ -29,6 +29,7 @@ from spark_purge.kafka.messages import (
 from spark_purge.kafka.model import ClusterSnapshot, GroupCommit, GroupInfo, SnapshotIssue
 from spark_purge.kafka.offsets import OffsetReader
 from spark_purge.kafka.settings import ConnectionSettings
+from spark_purge.kafka.snapshot import held_beside_dropped
 from spark_purge.kafka.wire import Wire
 
 T1 = uuid.UUID(int=1)
@@ -523,3 +524,26 @@ def test_offset_fetch_keeps_positions_only_and_each_commit_epoch() -> None:
     answer = NS(error_code=0, groups=[NS(group_id="g", error_code=0, topics=[NS(name="t", partitions=parts)])])
     (outcome,) = _parse_offset_fetch(["g"], answer, True).values()
     assert outcome.error is None and outcome.payload == {("t", 0): (5, "m", 3), ("t", 1): (7, "", None)}
+
+
+def test_a_group_seen_only_on_a_dropped_partition_is_held_on_the_topics_other_partitions() -> None:
+    """Discovery counts a group on a topic from its rows: with its only rows on a partition the
+    snapshot dropped (no leader), it must still be required on the topic's kept partitions."""
+    billing, analytics = GroupInfo("billing", "Empty", "classic", 0), GroupInfo("analytics", "Stable", "classic", 1)
+    raw = [
+        (analytics, ("orders", 0), 900, None, None),
+        (analytics, ("orders", 1), 900, None, None),
+        (billing, ("orders", 0), 50, "m", 2),  # orders-0 is dropped: billing's only row on orders
+        (billing, ("audit", 0), 7, None, None),  # audit-0 is dropped too, and audit has no kept partition
+        (GroupInfo("idle", "Stable", "classic", 1), ("orders", 0), -1, None, None),  # members hold orders-0 only
+    ]
+    kept = {("orders", 1), ("orders", 2)}
+    held = held_beside_dropped(raw, kept)
+    assert [(i.group_id, tp, off, meta, epoch) for i, tp, off, meta, epoch in held] == [
+        ("billing", ("orders", 1), -1, None, None),
+        ("billing", ("orders", 2), -1, None, None),
+        ("idle", ("orders", 1), -1, None, None),
+        ("idle", ("orders", 2), -1, None, None),
+    ]
+    assert held[0][0] is billing  # its state, type and members travel with the row
+    assert held_beside_dropped(raw, {("orders", 0), ("orders", 1), ("orders", 2), ("audit", 0)}) == []

@@ -15,6 +15,8 @@ from spark_purge.testing.cluster import LocalKafka, free_port
 from spark_purge.testing.workload import (
     audit_rows,
     commit_topic,
+    leaders,
+    log_start_offsets,
     log_starts,
     new_pipeline,
     produce,
@@ -95,6 +97,36 @@ def test_topic_deleted_between_snapshot_and_delete(
             ("failed", "UNKNOWN_TOPIC_ID"),
         }, gone_row
     assert (result.deleted, result.failed) == (2, sum(rows[(gone, p)]["status"] == "failed" for p in (0, 1)))
+
+
+def test_a_group_seen_only_on_a_leaderless_partition_still_holds_the_topic(
+    spark: SparkSession, fault_cluster: LocalKafka, fadmin: KafkaAdminClient, tmp_path: Path
+) -> None:
+    """billing stopped with a commit on orders-0 only (orders-1 came later); orders-0's one
+    replica dies, so the snapshot drops it, and billing's only row with it. A discovering rule
+    must still require billing on orders-1 (a missing commit there), not cut it to analytics'
+    position: billing reads orders-1 from its reset position when it comes back."""
+    victim, other = fault_cluster.node_ids[-1], fault_cluster.node_ids[0]
+    topic = create_topic(fadmin, "ll", partitions=2, assignment={0: [victim], 1: [other]})
+    produce(fault_cluster.bootstrap_servers, topic, [100, 100])
+    commit_topic(fadmin, f"{topic}-billing", topic, [50, None])
+    commit_topic(fadmin, f"{topic}-analytics", topic, [100, 100])
+    fault_cluster.kill_node(victim)
+    retry(lambda: _assert_leader(fadmin, topic, 0, -1), f"{topic}-0 without a leader", timeout_s=90)
+    cfg = purge_config(tmp_path, fault_cluster.bootstrap_servers, topic, None)  # groups discovered
+    pipeline = new_pipeline(spark, cfg)
+    try:
+        result = run_cycle(pipeline, 0)
+    finally:
+        pipeline.close()
+    assert result.deleted == 0
+    assert log_start_offsets(fadmin, [(topic, 1)]) == {(topic, 1): 0}  # orders-0 has no leader to ask
+    (row,) = [r for r in audit_rows(spark, cfg) if r["partition"] == 1]
+    assert (row["status"], row["binding_constraint"], row["blocking_group"]) == ("skipped", "missing_commit", f"{topic}-billing"), row
+
+
+def _assert_leader(admin: KafkaAdminClient, topic: str, partition: int, leader: int) -> None:
+    assert leaders(admin, topic)[partition] == leader
 
 
 def _assert_gone(admin: KafkaAdminClient, topic: str) -> None:
