@@ -157,6 +157,8 @@ class LeaseStore(Protocol):
 
     def current(self, purger_id: str) -> LeaseState | None: ...
 
+    def newest_of(self, purger_id: str, generation: int) -> LeaseState | None: ...
+
     def append(self, state: LeaseState) -> None: ...
 
     def tidy_due(self) -> bool: ...
@@ -222,6 +224,20 @@ class LeaseTable:
         if state is not None:
             _LEASE_READS[key] = (state, newest)
         return newest
+
+    def newest_of(self, purger_id: str, generation: int) -> LeaseState | None:
+        """The newest row of ``purger_id``'s ``generation`` at the table's newest version (one
+        read; only after a takeover)."""
+        if not self.exists():
+            return None
+        rows = (
+            self.spark.read.format("delta").load(self.path)
+            .where((F.col("purger_id") == purger_id) & (F.col("generation") == generation))
+            .orderBy(F.col("version").desc())
+            .limit(1)
+            .collect()
+        )
+        return _state(rows[0]) if rows else None
 
     def append(self, state: LeaseState) -> None:
         """Write ``state`` under txn (``lease:<purger id>``, ``state.version``): Delta skips it
@@ -323,6 +339,7 @@ class PurgerLease:
     _writes: int = 0
     _audit_writes: int = 0
     _renewed_at: datetime | None = None  # this holder's last acquisition or renewal (its clock)
+    waited_s: float = 0.0  # how long the last ``acquire`` slept (for a live lease, a lost race, ``_outlast``)
 
     @classmethod
     def of(cls, spark: SparkSession, config: PurgeConfig, run_id: str) -> PurgerLease:
@@ -345,6 +362,15 @@ class PurgerLease:
         up to ``wait_ms`` for that); ``FencedError`` when another holder keeps it longer."""
         deadline = Deadline(self.wait_ms / 1000, clock=lambda: self.clock().timestamp())  # the lease's own clock
         backoff = Backoff(first=0.2, cap=2.0)
+        self.waited_s = 0.0
+        return self._acquire(deadline, backoff)
+
+    def _nap(self, seconds: float) -> None:
+        """``sleep``, counted in ``waited_s``."""
+        self.waited_s += seconds
+        self.sleep(seconds)
+
+    def _acquire(self, deadline: Deadline, backoff: Backoff) -> LeaseState:
         while True:
             current = self.table.current(self.purger_id)
             now = self.clock()
@@ -357,15 +383,17 @@ class PurgerLease:
                     self.generation, self._writes, self._audit_writes = generation, 0, 0
                     self._renewed_at = won.at
                     self.taken_over = current if event == "takeover" else None
-                    if self.table.tidy_due():
-                        self.table.tidy(won)
                     log.log(
                         logging.WARNING if event == "takeover" else logging.INFO,
                         "lease %s: %s generation %d (%s)%s", self.purger_id, event, generation, self.holder,
                         f"; took over from the expired {current.describe()}" if event == "takeover" and current else "",
                     )
+                    if event == "takeover" and current is not None:
+                        won = self._outlast(current, won)  # before a tidy deletes that generation's rows
+                    if self.table.tidy_due():
+                        self.table.tidy(won)
                     return won
-                self.sleep(backoff.next())  # another job won this generation: look again
+                self._nap(backoff.next())  # another job won this generation: look again
                 continue
             if deadline.expired():
                 raise FencedError(
@@ -374,7 +402,25 @@ class PurgerLease:
                 )
             pause = min((current.expires_at - now).total_seconds() + 0.05, deadline.remaining())
             log.info("lease %s: %s; waiting %.1fs", self.purger_id, current.describe(), pause)
-            self.sleep(max(pause, 0.01))
+            self._nap(max(pause, 0.01))
+
+    def _outlast(self, seen: LeaseState, won: LeaseState) -> LeaseState:
+        """After taking over ``seen`` (read expired): when its holder's renewal landed between
+        that read and this job's write, the holder's checks passed on it, and it may act until
+        that renewal expires; wait until then (renewing this lease meanwhile). A renewal landing
+        after this job's write is refused (a lower txn version), and its holder is fenced."""
+        newest = self.table.newest_of(self.purger_id, seen.generation)
+        if newest is None or newest.version <= seen.version:
+            return won
+        log.warning(
+            "lease %s: generation %d was renewed after this job read it expired (%s); waiting until that renewal expires at %s",
+            self.purger_id, seen.generation, newest.describe(), newest.expires_at.isoformat(),
+        )
+        state = won
+        while (left := (newest.expires_at - self.clock()).total_seconds()) > 0:
+            self._nap(min(left, self.ttl_ms / 3000))
+            state = self.renew("while the generation taken over may still act")
+        return state
 
     def _generation(self, why: str) -> int:
         if self.generation is None:

@@ -175,6 +175,7 @@ class PurgePipeline:
         self._query_id: str | None = self.query_id_override
         self._registered = False
         self._last_batch: int | None = None
+        self._lease_waited_s = 0.0  # how long this batch's lease acquisition waited (0: none, or kept)
         self._clock: BrokerClock | None = broker_clock(self.config)
         # A dry run deletes nothing and never fences the real job: no lease.
         self.lease: PurgerLease | None = (
@@ -297,11 +298,13 @@ class PurgePipeline:
         """Acquire the lease before the first batch (and write its audit fence row), keep it
         renewed at later ones (``PurgerLease.keep``); the generation held (None: no lease). ``FencedError`` when fenced."""
         lease = self.lease
+        self._lease_waited_s = 0.0
         if lease is None:
             return None
         if lease.held:
             return lease.keep(f"at the start of batch {batch_id}")
         state = lease.acquire()
+        self._lease_waited_s = lease.waited_s
         before = lease.taken_over
         detail = f"took over from the expired {before.describe()}" if before is not None else None
         row = lease_row(
@@ -319,6 +322,12 @@ class PurgePipeline:
         try:
             self._register()
             generation = self._hold_lease(batch_id)
+            if self._lease_waited_s > 0:
+                # The snapshot was taken before this job waited for the lease (another job held
+                # it): consumers may have moved back meanwhile. Plan from a fresh one.
+                log.warning("batch %d: waited %.1fs for the lease; planning from a fresh snapshot", batch_id, self._lease_waited_s)
+                drop(base)
+                base = kept(read_snapshot(self.spark, self.config))
             snapshot = with_external(self.spark, self.config, base)
             # Only the first batch a process sees (or one it saw already) can be a replay.
             maybe_replay = self._last_batch is None or batch_id <= self._last_batch

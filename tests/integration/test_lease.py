@@ -7,6 +7,7 @@ import re
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -110,6 +111,48 @@ def test_overlapping_jobs_the_fenced_one_sends_no_delete_and_its_late_audit_writ
     ]
     # B took over only once A's lease had expired.
     assert _takeover_at(spark, old, 2) >= _last_expiry(spark, old, 1)
+
+
+def test_a_job_that_waited_for_the_lease_plans_from_a_fresh_snapshot(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """B's snapshot is taken before its batch waits for A's lease; the group rewinds from 60 to
+    10 during that wait. B must plan from a snapshot taken after the wait (cut 10), not from
+    the one before it (cut 60: records 10..59 the group reads again)."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = new_topic("leasewait")
+    produce(bootstrap, topic, [100])
+    group = f"{topic}-g"
+    commit(admin, group, {(topic, 0): 60})
+    cfg = purge_config(tmp_path, bootstrap, re.escape(topic), [group], lease={"purger_id": f"w-{topic}", "ttl": "20s", "wait": "60s"})
+    a, b = new_pipeline(spark, cfg), new_pipeline(spark, cfg)
+    try:
+        assert a.lease is not None and b.lease is not None
+        a_lease, b_lease = a.lease, b.lease
+        b_acquire = b_lease.acquire
+
+        def acquire() -> LeaseState:
+            a_lease.acquire()  # A holds the lease when B's batch asks for it, and does nothing more
+            return b_acquire()
+
+        b_lease.acquire = acquire  # type: ignore[method-assign]
+        rewound: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            if not rewound:
+                commit(admin, group, {(topic, 0): 10})  # the group moves back while B waits
+                rewound.append(seconds)
+            time.sleep(seconds)
+
+        b_lease.sleep = sleep
+        result = run_cycle(b, 0)
+        assert rewound and b_lease.waited_s > 0
+        assert (result.deleted, log_starts(admin, topic, 1)) == (1, [10])
+        (outcome,) = audit_rows(spark, cfg)
+        assert (outcome["status"], outcome["cutoff"]) == ("deleted", 10)
+    finally:
+        b.close()
+        a.close()
 
 
 @pytest.mark.sigkill  # out of the default command (the suite's 30-minute budget): ./dev.sh test -m sigkill

@@ -35,6 +35,10 @@ class MemoryStore:
         mine = [r for r in self.rows if r.purger_id == purger_id]
         return max(mine, key=lambda r: r.version) if mine else None
 
+    def newest_of(self, purger_id: str, generation: int) -> LeaseState | None:
+        mine = [r for r in self.rows if r.purger_id == purger_id and r.generation == generation]
+        return max(mine, key=lambda r: r.version) if mine else None
+
     due: bool = False  # set by a test: the next keep or acquisition tidies
     tidied: list[LeaseState] = field(default_factory=list)  # the newest row of each tidy
 
@@ -115,6 +119,43 @@ def test_keep_renews_only_once_a_third_of_the_ttl_has_passed() -> None:
     b.acquire()
     with pytest.raises(FencedError, match=r"this job's generation 1 .* is fenced batch 4"):
         a.keep("batch 4")  # more than ttl/3 since a's renewal: renews, refused, fenced
+
+
+@dataclass
+class RacingStore(MemoryStore):
+    """A renewal of the holder's that lands between a taker's read and its write."""
+
+    in_flight: LeaseState | None = None
+
+    def append(self, state: LeaseState) -> None:
+        if state.event == "takeover" and self.in_flight is not None:
+            super().append(self.in_flight)
+            self.in_flight = None
+        super().append(state)
+
+
+def test_a_takeover_outlasts_a_renewal_that_landed_after_it_read_the_lease_expired() -> None:
+    store, clock = RacingStore(), Clock()
+    a = lease(store, clock, "a")
+    a.acquire()
+    clock.now += timedelta(seconds=5.1)  # a expired at T0+5; b reads it so ...
+    b = lease(store, clock, "b")
+    store.in_flight = a._row(1, "renewed", 1)  # ... while a's late renewal (until T0+10.1) lands first
+    taken = b.acquire()
+    renewal = store.newest_of("p", 1)
+    assert renewal is not None and renewal.event == "renewed" and renewal.expires_at == T0 + timedelta(seconds=10.1)
+    assert clock.now >= renewal.expires_at and b.waited_s == pytest.approx(5.0)  # b acts only after it
+    assert taken.generation == 2 and store.current("p").run_id == "b"  # type: ignore[union-attr]
+    with pytest.raises(FencedError, match="is fenced"):
+        a.check("right before DeleteRecords")  # and a, reading the table again, is fenced
+
+
+def test_a_takeover_with_no_renewal_in_between_does_not_wait_more() -> None:
+    store, clock = MemoryStore(), Clock()
+    lease(store, clock, "a").acquire()
+    clock.now += timedelta(seconds=6)
+    b = lease(store, clock, "b")
+    assert (b.acquire().event, b.waited_s, clock.slept) == ("takeover", 0.0, [])
 
 
 def test_a_due_tidy_runs_at_a_batch_start_or_an_acquisition_never_in_confirm_and_keeps_the_newest_rows() -> None:
