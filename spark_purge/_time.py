@@ -55,6 +55,11 @@ def parse_duration(value: object, path: str) -> int:
                 f"{path}: expected {DURATION_HINT}, got {value!r} "
                 f"(unknown unit {unit!r}; units: ms, s, m, h, d, w)"
             )
+        if match.group(2) == "M":  # "1M" reads as a month as often as a minute: say which
+            raise ConfigError(
+                f"{path}: expected {DURATION_HINT}, got {value!r} (unit 'M' is ambiguous: write 'm' for minutes; "
+                "there is no month unit, write days, e.g. '30d')"
+            )
         total += float(match.group(1)) * _UNIT_MS[match.group(2).lower()]
         pos = match.end()
     return round(total)

@@ -90,6 +90,7 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any]], None]], str, list[str]]] 
     ("dry_run not bool", [with_("dry_run", "yes")], "dry_run:", ["expected true or false"]),
     ("name not str", [with_("rules[0].name", 5)], "rules[0].name:", ["expected a non-empty string"]),
     ("bad duration unit", [with_("rules[1].min_retention", "3 dayz")], "rules[1].min_retention:", ["expected a duration", "'3 dayz'", "unknown unit 'dayz'"]),
+    ("month-or-minute unit", [with_("rules[1].min_retention", "1M")], "rules[1].min_retention:", ["'1M'", "unit 'M' is ambiguous", "'30d'"]),
     ("bad duration type", [with_("defaults.stale_after", [1])], "defaults.stale_after:", ["expected a duration"]),
     ("negative duration", [with_("rules[0].stale_after", -5)], "rules[0].stale_after:", ["non-negative duration"]),
     ("zero trigger", [with_("stream", {"checkpoint_location": "cp", "trigger_interval": 0})], "stream.trigger_interval:", ["positive duration"]),
