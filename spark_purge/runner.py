@@ -16,6 +16,7 @@ The rows themselves come from the pure mapping in ``audit`` (``intent_rows``/``o
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -135,14 +136,19 @@ class BatchRunner:
             cutoffs = {(r["topic"], r["partition"]): int(r["cutoff"]) for r in actionable}
             # The topic ids the plan was made for: a topic recreated since is never cut by name.
             topic_ids = {r["topic"]: r["topic_id"] for r in actionable if r["topic_id"] is not None}
-            if self.before_delete is not None:
-                self.before_delete()
-            self._fault("lease_checked", ctx.batch_id)
+            # What may take a while comes before the lease check (its Delta read, the client):
+            # DeleteRecords' window (at most two thirds of lease.ttl) starts at the check.
             outcomes.update(self._held_by_transitions(cutoffs))
             cutoffs = {tp: c for tp, c in cutoffs.items() if tp not in outcomes}
-            if cutoffs:
+            client = self.client() if cutoffs else None
+            if self.before_delete is not None:
+                self.before_delete()
+            checked = time.monotonic()
+            self._fault("lease_checked", ctx.batch_id)
+            if client is not None:
                 log.info("batch %d: DeleteRecords for %d partitions", ctx.batch_id, len(cutoffs))
-                for outcome in self.client().delete_records(cutoffs, timeout_ms=self.delete_timeout_ms, topic_ids=topic_ids):
+                timeout_ms = max(1, self.delete_timeout_ms - round((time.monotonic() - checked) * 1000))
+                for outcome in client.delete_records(cutoffs, timeout_ms=timeout_ms, topic_ids=topic_ids):
                     outcomes[(outcome.topic, outcome.partition)] = outcome
         self._fault("deletes_sent", ctx.batch_id)
 

@@ -132,8 +132,10 @@ def test_the_checkers_unreached_steps_are_the_steps_a_batch_skips() -> None:
 
 def test_a_disablement_started_since_the_plan_keeps_its_topic_uncut() -> None:
     """Tiered storage began to be disabled on ``orders`` after the plan: read again right before
-    DeleteRecords (after the lease), its cuts are never sent and their outcomes say why; the
-    other topic's cut goes on. With nothing left to send, the client is not even opened."""
+    DeleteRecords, its cuts are never sent and their outcomes say why; the other topic's cut goes
+    on. The read and the client's opening come before the lease check, so DeleteRecords' window
+    (two thirds of lease.ttl) starts at the check. With nothing left to send, the client is not
+    even opened."""
     log = Recorder()
     plan = [*PLAN_ROWS[:2], plan_row(0, 70, True, topic="events", topic_id=None)]
     answers = {("events", 0): DeleteOutcome("events", 0, 70, 1, 70)}
@@ -146,7 +148,7 @@ def test_a_disablement_started_since_the_plan_keeps_its_topic_uncut() -> None:
 
     run.transitions = transitions
     result = run.run(plan, ctx())
-    assert log.events[2:6] == [("lease", None), ("transitions", None), ("connect", None), ("delete_records", {("events", 0): 70})]
+    assert log.events[2:6] == [("transitions", None), ("connect", None), ("lease", None), ("delete_records", {("events", 0): 70})]
     assert [(r.topic, r.partition, r.status) for r in log.written["outcome"]] == [
         ("orders", 0, "skipped"), ("orders", 1, "skipped"), ("events", 0, "deleted")
     ]
