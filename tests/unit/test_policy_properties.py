@@ -38,6 +38,8 @@ from pyspark.sql import SparkSession
 
 from spark_purge import policy, schemas
 from spark_purge.config import from_dict
+from spark_purge.kafka.model import GroupInfo
+from spark_purge.kafka.snapshot import held_beside_dropped
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 SNAP = "snap"
@@ -64,6 +66,7 @@ class Case:
     young_from: dict[tuple[str, int], int] = field(default_factory=dict)  # first offset appended within min_retention
     retired: dict[tuple[str, int], tuple[int, int | None]] = field(default_factory=dict)  # (status, reclaimed_to)
     transitions: frozenset[str] = frozenset()  # topics whose tiered storage is being disabled (DISABLING)
+    dropped: frozenset[tuple[str, int]] = frozenset()  # partitions the snapshot left out (no leader, a failed read)
 
 
 # Minutes before NOW at which the append history may have observed a partition (60: exactly
@@ -228,7 +231,29 @@ def cases(draw: st.DrawFn) -> Case:
                     seen = offset if draw(st.integers(0, 4)) else offset + 1
                     age = draw(st.sampled_from([timedelta(hours=1), timedelta(days=10)]))
                     case.progress.append((g, topic, p, seen, NOW - age))
+    # The snapshot drops a partition it could not read whole (no leader, a failed read): it is not
+    # planned, and its rows go with it; Kafka groups with rows only there are held on the topic's
+    # other partitions (``snapshot.held_beside_dropped``). The oracle still sees every row.
+    case.dropped = draw(st.frozensets(st.sampled_from([(r[2], r[3]) for r in case.parts if r[2] in TOPICS]), max_size=2))
     return case
+
+
+def snapshot_rows(case: Case) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(partitions, group rows, the held rows among them) as the snapshot gives them after dropping
+    ``case.dropped``: a dropped partition's rows go (Kafka's commits, the store's remembered
+    positions, the external consumers' rows are all joined to the snapshot's partitions), and
+    the snapshot holds Kafka groups seen only there on the topic's other partitions."""
+    kept = {(r[2], r[3]) for r in case.parts} - case.dropped
+    kafka = [
+        (GroupInfo(g[2], g[3], g[4], g[5]), (g[6], g[7]), g[8], g[9], g[10])
+        for g in case.groups if g[2] in GROUPS and g[3] != "Vanished"
+    ]
+    held = [
+        (SNAP, NOW, i.group_id, i.group_state, i.group_type, i.member_count, t, p, offset, meta, epoch, None)
+        for i, (t, p), offset, meta, epoch in held_beside_dropped(kafka, kept)
+    ]
+    parts = [r for r in case.parts if (r[2], r[3]) in kept]
+    return parts, [g for g in case.groups if (g[6], g[7]) in kept] + held, held
 
 
 def stale_groups(case: Case) -> set[str]:
@@ -254,12 +279,13 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case, nest
     cfg = from_dict(
         {"kafka": {"bootstrap_servers": ["k:9092"]}, "audit": {"path": "a"}, "defaults": {"min_retention": "0s"}, "rules": case.rules, "protected_topics": ["prot"], "manual": case.manual}
     )
-    parts = spark.createDataFrame(case.parts, schemas.PARTITION_STATE)
+    kept_parts, kept_groups, held = snapshot_rows(case)
+    parts = spark.createDataFrame(kept_parts, schemas.PARTITION_STATE)
     if nested:  # as the planner plans: group rows nested in their partition's row, vanished ones beside
-        own = spark.createDataFrame([g for g in case.groups if g[3] != "Vanished"], schemas.GROUP_OFFSETS)
-        plan_input = (policy.nest_snapshot(parts, own), spark.createDataFrame([g for g in case.groups if g[3] == "Vanished"], schemas.GROUP_OFFSETS))
+        own = spark.createDataFrame([g for g in kept_groups if g[3] != "Vanished"], schemas.GROUP_OFFSETS)
+        plan_input = (policy.nest_snapshot(parts, own), spark.createDataFrame([g for g in kept_groups if g[3] == "Vanished"], schemas.GROUP_OFFSETS))
     else:  # every group row flat
-        plan_input = (parts, spark.createDataFrame(case.groups, schemas.GROUP_OFFSETS))
+        plan_input = (parts, spark.createDataFrame(kept_groups, schemas.GROUP_OFFSETS))
     plan = policy.compute_plan(
         *plan_input,
         cfg,
@@ -275,7 +301,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case, nest
         ),
         tiering_transitions=case.transitions,
     ).collect()
-    assert len(plan) == len(case.parts)  # every partition has exactly one rule here
+    assert len(plan) == len(kept_parts)  # every partition the snapshot kept has exactly one rule here
     assert len({(r.topic, r.partition) for r in plan}) == len(plan)
     stale = stale_groups(case)
     commits = {(r[2], r[6], r[7]): r[8] for r in case.groups if r[8] >= 0}
@@ -283,7 +309,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case, nest
     rows_on = {(r[2], r[6]) for r in case.groups}  # (group, topic) with any row, -1 included
     rows_at = {(r[2], r[6], r[7]) for r in case.groups}  # (group, topic, partition), -1 included
     state_of = {r[2]: r[3] for r in case.groups}
-    kind_at = {(r[2], r[6], r[7]): r[4] for r in case.groups}
+    kind_at = {(r[2], r[6], r[7]): r[4] for r in case.groups + held}  # a held row carries its group's type
     parts = {(r[2], r[3]): r for r in case.parts}
     rules = {r["topics"]: r for r in case.rules}
     manual = {m["topic"]: m["offset"] for m in case.manual}
@@ -314,7 +340,9 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case, nest
         rule = rules[topic]
         listed = rule.get("required_groups")
         on_topic = {g for (g, t) in rows_on if t == topic and g in GROUPS}
-        outside = {e for e in EXTERNALS if (e, topic) in rows_on}
+        # An external consumer's rows say which partitions it covers: one whose rows are all on
+        # dropped partitions covers none the plan has.
+        outside = {e for e in EXTERNALS if any((e, topic, q) in rows_at for (t, q) in ((r[2], r[3]) for r in kept_parts) if t == topic)}
         # External consumers count in every rule, on exactly the partitions they have a row on.
         here = {e for e in outside if (e, topic, p) in rows_at}
         required = (set(listed) if listed else {g for g in on_topic if not g.startswith("adhoc-")}) | here
