@@ -109,8 +109,17 @@ class Positions:
         position it has is one the store knows at that offset; ``last_progress`` is the latest
         time the store saw one of them move (see the policy package docstring)."""
         kafka, external, gone, verdict = _staleness_columns()
+        seen = self.matched.where(F.col("k_offset").isNotNull())
+        if self.partitions is not None:
+            # A position on another incarnation of the topic (another topic id) is not the one the
+            # store knows, whatever its number: it is new, as ``changed`` records it.
+            ids = self.partitions.select("topic", "partition", F.col("topic_id").alias("p_topic_id"))
+            other = F.col("p_topic_id").isNotNull() & F.col("s_topic_id").isNotNull() & (F.col("p_topic_id") != F.col("s_topic_id"))
+            seen = seen.join(F.broadcast(ids), list(KEY[1:]), "left").withColumn(
+                "s_offset", F.when(other, F.lit(None).cast("long")).otherwise(F.col("s_offset"))
+            )
         return (
-            self.matched.where(F.col("k_offset").isNotNull())
+            seen
             .select(*kafka)
             .unionByName(self.matched.where(F.col("x_present")).select(*external))
             .unionByName(self._gone(unreadable).select(*gone))

@@ -75,7 +75,10 @@ def run(
         spark.createDataFrame(vanished, schemas.GROUP_OFFSETS) if vanished else None,
         cfg,
         NOW,
-        progress=None if progress is None else spark.createDataFrame(progress, schemas.GROUP_PROGRESS),
+        # (group, topic, partition, offset, time), or the store's own rows with (type, topic id)
+        progress=None if progress is None else spark.createDataFrame(
+            progress, schemas.PROGRESS_STORE if progress and len(progress[0]) == 7 else schemas.GROUP_PROGRESS
+        ),
         manual_offsets=None if manual_offsets is None else spark.createDataFrame(manual_offsets, schemas.MANUAL_OFFSETS),
         unreadable_groups=unreadable,
         append_history=None if history is None else spark.createDataFrame(history, schemas.APPEND_HISTORY),
@@ -302,6 +305,21 @@ def test_stale_group_blocks_by_default_and_can_be_ignored(spark: SparkSession) -
     assert brief(ignored) == ("group", 400, 400, True, "billing")
     assert ignored.stale_groups == ["analytics"]  # named either way
     assert ignored.detail.endswith("; ignoring stale group(s) analytics")
+
+
+def test_a_position_on_a_recreated_topic_is_new_progress_whatever_its_number(spark: SparkSession) -> None:
+    """analytics (no members) sits at 100 on orders, recreated since the store saw it at 100 on
+    the old topic ten days ago: the same number on another topic id is not the known position,
+    so it is not stale and is not ignored."""
+    parts = [part("orders", 0, hw=500, topic_id="id-new")]
+    groups = [grp("billing", "orders", 0, 400), grp("analytics", "orders", 0, 100, state="Empty", members=0)]
+    cfg = config({**ORDERS, "on_stale_group": "ignore"})
+    old = [("analytics", "orders", 0, 100, NOW - timedelta(days=10), "classic", "id-old")]
+    got = rows(run(spark, cfg, parts, groups, old))[("orders", 0)]
+    assert (got.stale_groups, got.cutoff, got.blocking_group) == ([], 100, "analytics"), got
+    same = [("analytics", "orders", 0, 100, NOW - timedelta(days=10), "classic", "id-new")]
+    got = rows(run(spark, cfg, parts, groups, same))[("orders", 0)]
+    assert (got.stale_groups, got.cutoff) == (["analytics"], 400), got  # the same incarnation: stale, ignored
 
 
 def test_stale_group_at_log_start_stays_named(spark: SparkSession) -> None:
