@@ -50,7 +50,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from spark_purge._time import Backoff, Deadline
@@ -208,19 +208,12 @@ class LeaseTable:
         if state is not None:
             reader = reader.option("versionAsOf", state[1])
         try:
-            rows = (
-                reader.load(self.path)
-                .where(F.col("purger_id") == purger_id)
-                .orderBy(F.col("version").desc())
-                .limit(1)
-                .collect()
-            )
+            newest = _newest_row(reader.load(self.path), F.col("purger_id") == purger_id)
         except AnalysisException as exc:
             # Another job is creating the table: its _delta_log exists, its first commit not yet.
             if "DELTA_TABLE_NOT_FOUND" in str(exc) or "DELTA_EMPTY_DIRECTORY" in str(exc):
                 return None
             raise
-        newest = _state(rows[0]) if rows else None
         if state is not None:
             _LEASE_READS[key] = (state, newest)
         return newest
@@ -230,14 +223,8 @@ class LeaseTable:
         read; only after a takeover)."""
         if not self.exists():
             return None
-        rows = (
-            self.spark.read.format("delta").load(self.path)
-            .where((F.col("purger_id") == purger_id) & (F.col("generation") == generation))
-            .orderBy(F.col("version").desc())
-            .limit(1)
-            .collect()
-        )
-        return _state(rows[0]) if rows else None
+        lease_rows = self.spark.read.format("delta").load(self.path)
+        return _newest_row(lease_rows, (F.col("purger_id") == purger_id) & (F.col("generation") == generation))
 
     def append(self, state: LeaseState) -> None:
         """Write ``state`` under txn (``lease:<purger id>``, ``state.version``): Delta skips it
@@ -315,6 +302,12 @@ class LeaseTable:
             log.warning("lease table %s: tidying failed (%s); the next due write tries again", self.path, exc)
             return
         log.info("lease table %s: superseded rows of %s deleted, files compacted (%.1fs)", self.path, newest.purger_id, time.monotonic() - started)
+
+
+def _newest_row(lease_rows: DataFrame, which: Column) -> LeaseState | None:
+    """The row of ``lease_rows`` matching ``which`` with the highest version (None: none)."""
+    rows = lease_rows.where(which).orderBy(F.col("version").desc()).limit(1).collect()
+    return _state(rows[0]) if rows else None
 
 
 def _utcnow() -> datetime:

@@ -175,7 +175,6 @@ class PurgePipeline:
         self._query_id: str | None = self.query_id_override
         self._registered = False
         self._last_batch: int | None = None
-        self._lease_waited_s = 0.0  # how long this batch's lease acquisition waited (0: none, or kept)
         self._clock: BrokerClock | None = broker_clock(self.config)
         # A dry run deletes nothing and never fences the real job: no lease.
         self.lease: PurgerLease | None = (
@@ -294,17 +293,16 @@ class PurgePipeline:
             self.registry.register(location, self.query_id, name, self.clock())
         self._registered = True
 
-    def _hold_lease(self, batch_id: int) -> int | None:
+    def _hold_lease(self, batch_id: int) -> tuple[int | None, float]:
         """Acquire the lease before the first batch (and write its audit fence row), keep it
-        renewed at later ones (``PurgerLease.keep``); the generation held (None: no lease). ``FencedError`` when fenced."""
+        renewed at later ones (``PurgerLease.keep``); (the generation held, None: no lease; the
+        seconds this acquisition waited, 0 when none was needed). ``FencedError`` when fenced."""
         lease = self.lease
-        self._lease_waited_s = 0.0
         if lease is None:
-            return None
+            return None, 0.0
         if lease.held:
-            return lease.keep(f"at the start of batch {batch_id}")
+            return lease.keep(f"at the start of batch {batch_id}"), 0.0
         state = lease.acquire()
-        self._lease_waited_s = lease.waited_s
         before = lease.taken_over
         detail = f"took over from the expired {before.describe()}" if before is not None else None
         row = lease_row(
@@ -314,18 +312,18 @@ class PurgePipeline:
         sink.ensure_table()
         sink.write([row], "lease", -1, txn=lease.fence_txn())
         lease.check(f"after writing its generation's audit fence ({state.event})")
-        return state.generation
+        return state.generation, lease.waited_s
 
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
         base = kept(snapshot)
         plan: Plan | None = None
         try:
             self._register()
-            generation = self._hold_lease(batch_id)
-            if self._lease_waited_s > 0:
+            generation, waited_s = self._hold_lease(batch_id)
+            if waited_s > 0:
                 # The snapshot was taken before this job waited for the lease (another job held
                 # it): consumers may have moved back meanwhile. Plan from a fresh one.
-                log.warning("batch %d: waited %.1fs for the lease; planning from a fresh snapshot", batch_id, self._lease_waited_s)
+                log.warning("batch %d: waited %.1fs for the lease; planning from a fresh snapshot", batch_id, waited_s)
                 drop(base)
                 base = kept(read_snapshot(self.spark, self.config))
             snapshot = with_external(self.spark, self.config, base)

@@ -449,6 +449,7 @@ def parse_classic_group_assignments(response: Any) -> dict[str, GroupDescription
         subscribed: set[str] = set()
         malformed: Optional[str] = None
         rebalancing: Optional[str] = None
+        unknown: list[str] = []  # members whose subscription the broker did not show
         if (g.protocol_type or "") == "consumer":
             for m in members:
                 raw = m.member_assignment
@@ -461,14 +462,16 @@ def parse_classic_group_assignments(response: Any) -> dict[str, GroupDescription
                     except Exception as exc:  # a foreign or corrupt assignment: say so, do not guess
                         malformed = f"member {m.member_id}: assignment {type(exc).__name__}"
                 metadata = getattr(m, "member_metadata", None)
-                if metadata:
+                if not metadata:
+                    unknown.append(m.member_id)
+                else:
                     try:
                         subscribed.update(ConsumerProtocolSubscription.decode(bytes(metadata)).topics or ())
                     except Exception as exc:  # only needed while the member has no assignment
                         if not raw:
                             malformed = f"member {m.member_id}: subscription {type(exc).__name__}"
-            unknown = sorted(m.member_id for m in members if not getattr(m, "member_metadata", None))
             if state in REBALANCING and unknown and malformed is None:
+                unknown.sort()
                 shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
                 rebalancing = (
                     f"the group is {state}: DescribeGroups shows members' subscriptions only when it is Stable, "
