@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 import statistics
 import subprocess
@@ -409,10 +408,9 @@ def cycles(
             for c in range(n):
                 phases.cycle = c
                 commit_all(cluster.bootstrap_servers, assignments, 2 + c)  # every group advances (untimed)
-                with gc_paused():  # the floor is Kafka's and the decoder's, not the collector's
-                    t0 = time.perf_counter()
-                    snap = client.snapshot(SnapshotRequest())
-                    floor["snapshot"].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()  # the client pauses the cyclic collector itself (``spark_purge._gc``)
+                snap = client.snapshot(SnapshotRequest())
+                floor["snapshot"].append(time.perf_counter() - t0)
                 before = sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir())
                 cpu0, t0 = cpu_seconds(jvm_pid), time.perf_counter()
                 with phases.phase("snapshot+source"):
@@ -435,21 +433,6 @@ def cycles(
             pipeline.close()
     spark.stop()
     return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "rss": dict(rss.peak), "sites": sites}
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic collector off for the block. The snapshot's decode builds several small
-    objects per commit (500,000 commits at 10k x 10k), and each full collection on the way walks
-    all of them: with the collector on, the same snapshot took 5.0-5.7 s against 2.7-4.0 s
-    without it (stop 41, four alternating pairs in one process, beside other work)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) -> None:

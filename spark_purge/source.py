@@ -58,6 +58,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from spark_purge import schemas
+from spark_purge._gc import gc_paused
 from spark_purge._time import parse_duration
 from spark_purge.errors import ConfigError
 from spark_purge.kafka.model import (
@@ -332,7 +333,8 @@ class SnapshotChunk(InputPartition):
 
 
 def plan_chunks(snapshot: ClusterSnapshot, view: str, rows_per_partition: int) -> list[SnapshotChunk]:
-    batch = snapshot_batch(snapshot, view)
+    with gc_paused():  # column lists of O(commits) objects (``spark_purge._gc``)
+        batch = snapshot_batch(snapshot, view)
     if batch.num_rows == 0:
         return [SnapshotChunk(snapshot.snapshot_id, 0, 0, b"")]
     return [

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Optional, Protocol
 
 from kafka import KafkaAdminClient
 
+from spark_purge._gc import gc_paused
 from spark_purge._time import Deadline
 from spark_purge.kafka.configs import snapshot_configs
 from spark_purge.kafka.delete import delete_records
@@ -124,8 +125,10 @@ class KafkaPythonClient:
 
     # ---- the API -----------------------------------------------------------------------------
     def snapshot(self, request: Optional[SnapshotRequest] = None) -> ClusterSnapshot:
-        """One consistent read of partition state and group commits for the selected topics."""
-        return self.wire.run(take_snapshot, self.config, self._offsets, self._groups, request or SnapshotRequest())
+        """One consistent read of partition state and group commits for the selected topics
+        (decoded with the cyclic collector paused: ``spark_purge._gc``)."""
+        with gc_paused():
+            return self.wire.run(take_snapshot, self.config, self._offsets, self._groups, request or SnapshotRequest())
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
         """Offset of the first record at/after each timestamp (ms); the high watermark when every
