@@ -599,6 +599,16 @@ class PurgeConfig:
         _unique("tiering", "topic", [t.topic for t in self.tiering], "topic", "; expected one entry per topic")
         _unique("external_consumers", "name", [c.name for c in self.external_consumers], "external consumer name")
         _unique("rules", "name", [r.name for r in self.rules], "rule name")
+        externals = {c.name: k for k, c in enumerate(self.external_consumers)}
+        for i, rule in enumerate(self.rules):
+            for j, group in enumerate(rule.required_groups or ()):
+                if group in externals:
+                    raise _FieldError(
+                        f"rules[{i}].required_groups[{j}]",
+                        f"{group!r} is the name of external_consumers[{externals[group]}]; external consumers are required "
+                        "in every rule without being listed, and the plan would take a Kafka group of that name for it: "
+                        "expected Kafka group ids only",
+                    )
         for i, pattern in enumerate(self.protected_topics):
             _check_regex(pattern, f"protected_topics[{i}]")
         for i, pattern in enumerate(self.group_exclude):

@@ -18,19 +18,28 @@ replayed batch plans exactly what it planned the first time.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from spark_purge._time import as_utc
 from spark_purge.config import PurgeConfig
 from spark_purge.detach import drop
+from spark_purge.external_snapshot import CHECKPOINT_UNREADABLE
 from spark_purge.kafka.clock import ClockReading
 from spark_purge.kafka.model import TopicPartitionKey
-from spark_purge.policy import RetirementInput, compute_plan, split_snapshot, timestamp_lookups, unreadable_groups_of
+from spark_purge.policy import (
+    RetirementInput,
+    compute_plan,
+    refuse_name_clashes,
+    split_snapshot,
+    timestamp_lookups,
+    unreadable_groups_of,
+)
+from spark_purge.policy.groups import is_external
 from spark_purge.policy.positions import Positions
 from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS, PARTITION_STATE
 
@@ -91,6 +100,7 @@ class Planner:
         partitions, groups = split_snapshot(snapshot)
         progress = self.progress()
         unreadable = unreadable_groups_of(first[0])  # unknown commits block, never vanish
+        self.refuse_name_clashes(first[0]["unreadable_groups"], progress)
         # The commits matched with the store once (vanished groups, staleness, the store's update).
         positions = None if progress is None else Positions.match(partitions, groups, progress)
         rows = compute_plan(
@@ -110,6 +120,23 @@ class Planner:
         pending = partitions.where(F.col("last_stable_offset") < F.col("high_watermark"))
         lsos = {(r["topic"], r["partition"]): int(r["last_stable_offset"]) for r in pending.select("topic", "partition", "last_stable_offset").collect()}
         return Plan(rows, now, open_transactions=lsos, positions=positions)
+
+    def refuse_name_clashes(self, unreadable: Sequence[Row], progress: DataFrame | None) -> None:
+        """``ConfigError`` when an external consumer's name is a Kafka group's that the snapshot
+        could not read, or one the progress store remembers (it keeps Kafka positions only).
+        (A Kafka group with rows in the snapshot is refused in ``compute_plan``.)"""
+        names = [c.name for c in self.config.external_consumers]
+        if not names:
+            return
+        refuse_name_clashes(
+            self.config,
+            (g["group_id"] for g in unreadable if not str(g["error"]).startswith(CHECKPOINT_UNREADABLE)),
+            "Kafka could not read its commits",
+        )
+        if progress is not None:
+            kafka = ~is_external(F.col("group_type")) if "group_type" in progress.columns else F.lit(True)
+            remembered = progress.where(F.col("group_id").isin(names) & kafka).select("group_id").limit(1).collect()
+            refuse_name_clashes(self.config, (r["group_id"] for r in remembered), "the progress store remembers its positions")
 
     def retirement(self) -> RetirementInput | None:
         """The retirement state to plan with (None: retirement off, or no registry reader)."""

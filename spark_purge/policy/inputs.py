@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from spark_purge._time import as_utc, format_duration
 from spark_purge.config import MANUAL_RULE_NAME, PurgeConfig, TopicRule
+from spark_purge.errors import ConfigError
 from spark_purge.policy.groups import KEYS, NESTED_ROWS, nested_groups
 from spark_purge.policy.reuse import reused
 from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE
@@ -71,6 +72,25 @@ def timestamp_lookups(config: PurgeConfig) -> list[TimestampLookup]:
     return [
         TimestampLookup(e.topic, e.partition, e.timestamp) for e in config.manual if e.timestamp is not None
     ]
+
+
+def refuse_name_clashes(config: PurgeConfig, kafka_groups: Iterable[str], seen_as: str) -> None:
+    """``ConfigError`` when a configured external consumer's name is also a Kafka group's id.
+
+    The plan tells consumers apart by name: a Kafka group and an external consumer sharing one
+    would be taken for one consumer, and the one could hide the other's missing commit,
+    unreadable state or remembered position (and so let a cut through). ``kafka_groups`` are
+    Kafka group ids found somewhere (``seen_as`` says where, for the message)."""
+    if not config.external_consumers:
+        return
+    found = set(kafka_groups)
+    for i, consumer in enumerate(config.external_consumers):
+        if consumer.name in found:
+            raise ConfigError(
+                f"external_consumers[{i}].name: {consumer.name!r} is also the id of a Kafka consumer group ({seen_as}); "
+                "the plan tells consumers apart by name, so the two would be taken for one and either could hide the "
+                "other's position: give the external consumer a name no Kafka group uses (nothing was purged)"
+            )
 
 
 def unreadable_groups_of(snapshot_row: Row) -> dict[str, str]:

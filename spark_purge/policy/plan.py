@@ -14,7 +14,7 @@ from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
 from spark_purge.policy.groups import KEYS, group_status, is_external
 from spark_purge.policy.incarnation import same_incarnation
-from spark_purge.policy.inputs import TopicRuleRow, group_rows, resolve_topics
+from spark_purge.policy.inputs import TopicRuleRow, group_rows, refuse_name_clashes, resolve_topics
 from spark_purge.policy.positions import Positions
 from spark_purge.policy.retirement import with_retirement, with_retirement_facts
 from spark_purge.policy.reuse import reused
@@ -202,6 +202,7 @@ def _selected_topic_rules(
         .collect()
     )
     topics = {row.topic for row in pairs if row.group_id is None}
+    refuse_name_clashes(config, (row.group_id for row in pairs if row.group_id is not None and not row.external), "it has rows in the snapshot")
     discovered: dict[str, list[str]] = {}
     external: dict[str, list[str]] = {}
     for row in pairs:

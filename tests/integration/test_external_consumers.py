@@ -13,6 +13,7 @@ from kafka import KafkaAdminClient
 from pyspark.sql import SparkSession
 
 from spark_purge.config import PurgeConfig
+from spark_purge.errors import ConfigError
 from spark_purge.external import read_checkpoint_position
 from spark_purge.external_snapshot import CHECKPOINT_UNREADABLE
 from spark_purge.fs import HadoopFiles
@@ -151,3 +152,23 @@ def test_external_consumers_count_even_when_a_rule_lists_its_groups(
 
     assert log_starts(admin, topic, 1) == [30]
     assert outcomes[0]["blocking_group"] == "flink-job"
+
+
+def test_a_kafka_group_named_like_an_external_consumer_stops_the_purge(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    # The Kafka group "<topic>-twin" read 10 records of partition 0 and has no commit on
+    # partition 1: a rule that discovers groups must not cut partition 1 (it would read it from
+    # the start). An external consumer of the same name holding partition 1 at 90 used to be
+    # taken for the group there: partition 1 was cut to 90. Now the purge stops, naming the key.
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = new_topic("twin", partitions=2)
+    produce(bootstrap, topic, [100, 100])
+    commit_topic(admin, f"{topic}-fast", topic, [100, 100])
+    commit_topic(admin, f"{topic}-twin", topic, [10, None])
+    cfg = external_config(tmp_path, bootstrap, topic, [{"name": f"{topic}-twin", "hold": {"topic": topic, "partition": 1, "offset": 90}}])
+
+    with pytest.raises(ConfigError, match=rf"external_consumers\[0\]\.name: '{topic}-twin' is also the id of a Kafka consumer group"):
+        purge_once(spark, cfg)
+
+    assert log_starts(admin, topic, 2) == [0, 0]

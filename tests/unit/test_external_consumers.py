@@ -167,3 +167,83 @@ def test_snapshot_gains_the_rows_and_the_unreadable_consumer(spark: SparkSession
     assert all(unreadable_groups_of(r) == {"lost": f"{CHECKPOINT_UNREADABLE}: nowhere: checkpoint not found"} for r in rows)
     # Nothing configured (or nothing covering the snapshot): the very same DataFrame.
     assert with_external_consumers(snapshot, [], MemoryFiles({})) is snapshot
+
+
+# ---- an external consumer named like a Kafka group ---------------------------------------------
+
+
+def _clash_config(**extra: Any) -> c.PurgeConfig:
+    return c.from_dict(
+        {
+            "kafka": {"bootstrap_servers": ["k:9092"]},
+            "audit": {"path": "a"},
+            "rules": [{"name": "all", "topics": "orders|clicks", "min_retention": "0s"}],  # discovers groups
+            "external_consumers": [{"name": "q", "spark_checkpoint": "ck", "topics": "orders"}],
+            **extra,
+        }
+    )
+
+
+def test_an_external_consumer_listed_as_a_required_group_is_refused_at_load() -> None:
+    data = {
+        "kafka": {"bootstrap_servers": ["k:9092"]},
+        "audit": {"path": "a"},
+        "rules": [{"name": "orders", "topics": "orders", "required_groups": ["billing", "q"], "min_retention": "0s"}],
+        "external_consumers": [{"name": "q", "spark_checkpoint": "ck", "topics": "orders"}],
+    }
+    with pytest.raises(ConfigError, match=r"rules\[0\]\.required_groups\[1\]: 'q' is the name of external_consumers\[0\]"):
+        c.from_dict(data)
+
+
+def _clash_snapshot(spark: SparkSession, groups_on_clicks: list[Any], unreadable: list[Any]) -> Any:
+    from spark_purge import schemas
+    from spark_purge.external_snapshot import with_external_consumers
+    from tests.unit.test_planner import commit as group_commit
+    from tests.unit.test_planner import snapshot_row
+
+    def row(topic: str, partition: int, groups: list[Any]) -> tuple[Any, ...]:
+        return (*snapshot_row(topic, partition, 0, 100, 100, groups)[:-1], unreadable)
+
+    snapshot = spark.createDataFrame(
+        [row("orders", 0, [group_commit("fast", 100)]), row("orders", 1, []), row("clicks", 0, groups_on_clicks)],
+        schemas.SNAPSHOT,
+    )
+    return with_external_consumers(snapshot, _clash_config().external_consumers, MemoryFiles(dict(CK)))
+
+
+def test_a_kafka_group_named_like_an_external_consumer_stops_the_plan(spark: SparkSession) -> None:
+    # Before: it planned, taking the Kafka group q and the external consumer q for one consumer.
+    from spark_purge.planner import Planner
+    from tests.unit.test_planner import commit as group_commit
+
+    snapshot = _clash_snapshot(spark, [group_commit("q", 10)], [])
+    with pytest.raises(ConfigError, match=r"external_consumers\[0\]\.name: 'q' is also the id of a Kafka consumer group \(it has rows"):
+        Planner(_clash_config(), lambda _: {}).plan(snapshot)
+
+
+def test_an_unreadable_kafka_group_named_like_an_external_consumer_stops_the_plan(spark: SparkSession) -> None:
+    # Before: it planned; an unreadable Kafka group q was taken for the external q, which blocks
+    # only the topics it covers, not every topic the Kafka group may have commits on.
+    from spark_purge.planner import Planner
+    from tests.unit.test_planner import commit as group_commit
+
+    snapshot = _clash_snapshot(spark, [group_commit("fast", 100)], [("q", "COORDINATOR_NOT_AVAILABLE")])
+    with pytest.raises(ConfigError, match=r"'q' is also the id of a Kafka consumer group \(Kafka could not read its commits\)"):
+        Planner(_clash_config(), lambda _: {}).plan(snapshot)
+
+
+def test_a_remembered_kafka_group_named_like_an_external_consumer_stops_the_plan(spark: SparkSession) -> None:
+    # Before: it planned; the external q's rows made the Kafka group q's remembered positions look
+    # seen, so they never came back as a vanished group's.
+    from spark_purge import schemas
+    from spark_purge.planner import Planner
+    from tests.unit.test_planner import NOW
+    from tests.unit.test_planner import commit as group_commit
+
+    snapshot = _clash_snapshot(spark, [group_commit("fast", 100)], [])
+    remembered = [("q", "orders", 1, 5, NOW, "classic", "id-orders")]
+    progress = spark.createDataFrame(remembered, schemas.PROGRESS_STORE)
+    with pytest.raises(ConfigError, match=r"'q' is also the id of a Kafka consumer group \(the progress store remembers"):
+        Planner(_clash_config(), lambda _: {}, lambda: progress).plan(snapshot)
+    # The external consumer's own name never clashes with itself: without the Kafka rows, it plans.
+    assert Planner(_clash_config(), lambda _: {}).plan(snapshot) is not None
