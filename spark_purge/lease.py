@@ -44,7 +44,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
@@ -57,7 +57,7 @@ from spark_purge._time import Backoff, Deadline
 from spark_purge.audit import AuditSink, absolute_location, retry_conflicts
 from spark_purge.config import PurgeConfig, config_fingerprint, purger_id_of
 from spark_purge.deltalog import table_state
-from spark_purge.errors import AuditError, FencedError
+from spark_purge.errors import AuditError, ConfigError, FencedError
 from spark_purge.fs import HadoopFiles, join
 from spark_purge.schemas import LEASES
 
@@ -76,6 +76,40 @@ def txn_version(generation: int, n: int) -> int:
     """The Delta txnVersion of a holder's ``n``-th write in ``generation``: every write of a
     newer generation sorts above every write of an older one."""
     return (generation << GENERATION_BITS) + n
+
+
+S3_SCHEMES = ("s3", "s3a", "s3n")
+# Delta's log store for S3 that serializes commits across drivers (through a DynamoDB table).
+SERIALIZING_S3_LOG_STORE = "io.delta.storage.S3DynamoDBLogStore"
+
+
+def _spark_conf(spark: SparkSession) -> Callable[[str], str | None]:
+    return lambda key: spark.conf.get(key, None)
+
+
+def check_log_store(
+    path: str, conf: Callable[[str], str | None], key: str = "lease.path", environ: Mapping[str, str] = os.environ
+) -> None:
+    """``ConfigError`` when the lease table ``path`` is on S3 with a Delta log store that
+    serializes commits within one driver only (Delta's default there).
+
+    The lease is a compare-and-set on Delta's commit protocol: two jobs writing the same next
+    version must not both succeed. On S3 that holds across drivers only with
+    ``S3DynamoDBLogStore`` (``spark.delta.logStore.<scheme>.impl``, or
+    ``spark.delta.logStore.class``); Databricks serializes S3 commits itself (within a
+    workspace). ``conf`` reads a Spark setting (None: unset); ``key`` names the setting at fault."""
+    scheme = path.split("://", 1)[0].lower() if "://" in path else ""
+    if scheme not in S3_SCHEMES or environ.get("DATABRICKS_RUNTIME_VERSION"):
+        return
+    chosen = [conf(f"spark.delta.logStore.{scheme}.impl"), conf("spark.delta.logStore.class")]
+    if any(v is not None and v.strip() == SERIALIZING_S3_LOG_STORE for v in chosen):
+        return
+    raise ConfigError(
+        f"{key}: the lease table {path} is on S3, where Delta's log store serializes commits within one "
+        "driver only: two purge jobs on different drivers could both take the lease. Set "
+        f"spark.delta.logStore.{scheme}.impl={SERIALIZING_S3_LOG_STORE} (Delta's multi-cluster S3 setup, with its "
+        "DynamoDB table), or set lease.enabled: false if only one purge job ever runs for this purger id"
+    )
 
 
 def lease_app_id(purger_id: str) -> str:
@@ -336,8 +370,12 @@ class PurgerLease:
 
     @classmethod
     def of(cls, spark: SparkSession, config: PurgeConfig, run_id: str) -> PurgerLease:
+        """The lease of ``config``'s purger id, in its table; ``ConfigError`` when the table is
+        where Delta cannot make its compare-and-set hold across drivers (``check_log_store``)."""
         lease = config.lease
-        return cls(LeaseTable.of(spark, config), purger_id_of(config), run_id, config_fingerprint(config), lease.ttl, lease.wait)
+        table = LeaseTable.of(spark, config)
+        check_log_store(table.path, _spark_conf(spark), "lease.path" if lease.path else "audit.path (the lease table beside it)")
+        return cls(table, purger_id_of(config), run_id, config_fingerprint(config), lease.ttl, lease.wait)
 
     @property
     def held(self) -> bool:
@@ -545,6 +583,7 @@ __all__ = [
     "LeaseStore",
     "LeaseTable",
     "PurgerLease",
+    "check_log_store",
     "delete_window_ms",
     "holder_identity",
     "lease_app_id",
