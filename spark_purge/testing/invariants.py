@@ -55,6 +55,29 @@ it is never purged whole while a record was sent to it within the delay before t
 record sent at s was appended at s or later; the checker's own send times, not the policy's
 history). The summary notes how often it was purged whole.
 
+Three hazards of what a snapshot shows of a consumer (their oracles, like every other, read only
+what the checker itself did, never the product's policy):
+
+- ``classic_rebalance``: a new classic-protocol group (real kafka-python ``KafkaConsumer``
+  members, ``auto_offset_reset`` earliest, no commit) joins B right before the snapshot. Its
+  first member, subscribed to A, is assigned A; a second, subscribed to A and B, joins, and its
+  JoinGroup starts a rebalance that waits for the first to rejoin, which it does only in a poll,
+  after the cycle: the group is PreparingRebalance through the purge, and DescribeGroups shows
+  no subscription then (what a member held before says nothing of B). From that JoinGroup the
+  oracle requires the group on every partition of B (``members``), with no commit: nothing of B
+  past the log start before the cycle. After the checks its members leave without a commit and
+  the checker deletes the group and forgets it, before a snapshot could see it again.
+- ``leaderless_group`` (3 nodes): a topic of a third, discovering rule (``l``) with two
+  one-replica partitions on two drawn nodes; ``inv-gm<cycle>`` commits on both,
+  ``inv-gl<cycle>`` only on partition 0, whose node is then SIGKILLed (the checker waits until
+  the partition has no leader). A group with a commit on any partition of a discovering topic is
+  required on all of them, so partition 1, where ``inv-gl`` has none, may not be cut. After the
+  cycle the node restarts, partition 0's log start is checked, the topic and the groups go.
+- ``lease_wait_rewind``: the checker's job restarts (same query id); right when its batch asks
+  for the lease, after its snapshot was read, another holder with the same purger id takes it, so
+  the batch waits for that lease's expiry (``lease.ttl``); during the wait a required group of A
+  rewinds. The oracle's commits are the rewound ones: no intent and no log start past them.
+
 Consumer kinds beyond committing groups (``--faults`` chooses the kinds; default: every kind
 whose product support exists, ``DEFAULT_KINDS``):
 
@@ -127,6 +150,9 @@ whose product support exists, ``DEFAULT_KINDS``):
     ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults overlap_job,group_rewind --fault-rate 0.6
     ./dev.sh py -m spark_purge.testing.invariants --cycles 8 --seed 3 --nodes 1 --faults retire --fault-rate 1
     ./dev.sh py -m spark_purge.testing.invariants --cycles 6 --seed 3 --nodes 1 --faults tiering_disable --fault-rate 1
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 4 --seed 3 --nodes 1 --faults classic_rebalance --fault-rate 1
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 3 --seed 3 --nodes 1 --faults lease_wait_rewind --fault-rate 1
+    ./dev.sh py -m spark_purge.testing.invariants --cycles 2 --seed 3 --nodes 3 --faults leaderless_group --fault-rate 1
 
 A run goes in parts when it must (``--workdir`` keeps the cluster's data and, after every whole
 cycle, the checker's state; ``--minutes`` or SIGTERM stops it between cycles; ``--resume`` goes
@@ -148,6 +174,7 @@ import logging
 import os
 import pickle
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -166,7 +193,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewPartitions
 from kafka.structs import TopicPartition
 from pyspark.sql import SparkSession
@@ -176,7 +203,7 @@ from spark_purge.errors import FencedError, from_spark_exception
 from spark_purge.pipeline import PurgePipeline
 from spark_purge.testing import batch_driver, processes, share, workload
 from spark_purge.testing.cluster import LocalKafka
-from spark_purge.testing.errors import WorkloadError
+from spark_purge.testing.errors import NotReadyError, WorkloadError
 from spark_purge.testing.tiering_fault import ENABLED as ENABLED_TIERING
 from spark_purge.testing.tiering_fault import TIERED_TOPIC_CONFIGS, TieringDisablement
 from spark_purge.testing.workload import TopicPartitionKey
@@ -191,7 +218,7 @@ GROUP_SPEEDS = {"g0": 40, "g1": 20, "g2": 8}
 FAULTS = (
     "node_kill", "leader_kill_mid_cycle", "group_rewind", "partitions_added", "backdated_records", "topic_recreate",
     "driver_kill_rewind", "overlap_job", "retire", "broker_pause", "controller_kill", "cluster_unreachable",
-    "audit_maintenance",
+    "audit_maintenance", "classic_rebalance", "leaderless_group", "lease_wait_rewind",
 )
 CONSUMER_KINDS = ("share_consume", "group_expiry", "spark_stream")
 # Opt-in faults that need a cluster started for them (main() does): tiering_disable a tiered one.
@@ -202,7 +229,7 @@ DEFAULT_KINDS = FAULTS + ("share_consume", "spark_stream")
 # Faults that hang or kill nodes for 10-25 s a time: the long run draws them; the suite's short
 # run (tests/integration/faults/test_invariants.py) leaves them out for its 30-minute budget.
 SLOW_FAULTS = ("broker_pause", "controller_kill", "cluster_unreachable")
-NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle", "controller_kill")  # need 3 nodes
+NODE_FAULTS = ("node_kill", "leader_kill_mid_cycle", "controller_kill", "leaderless_group")  # need 3 nodes
 # driver_kill_rewind: the steps of a batch the driver may die at (the runner's fault-hook steps).
 KILL_STEPS = ("intents_written", "lease_checked", "deletes_sent")
 # driver_kill_rewind: a driver process (Spark start included) must die by then. It takes 1-2 min
@@ -225,6 +252,17 @@ BACKDATE_MS = 2 * 86_400_000  # backdated_records: CreateTime two days before th
 BACKDATED_PER_PARTITION = (1, 25)
 RETIRE_DELAY_MS = 2_000  # retirement.delay under the retire kind
 RETIRED_WRITE_RATE = 0.2  # chance per cycle that the producer still writes to the retired partition
+# classic_rebalance: how long the checker waits for its group's first assignment, then for the
+# rebalance its second member starts; the first member's max.poll.interval.ms, which is the
+# classic group's rebalance timeout: the group stays in PreparingRebalance that long unless the
+# first member polls (it does only after the cycle).
+CLASSIC_JOIN_TIMEOUT_S = 120.0
+CLASSIC_REBALANCE_TIMEOUT_MS = 300_000
+REBALANCING_STATES = ("PreparingRebalance", "CompletingRebalance")
+# leaderless_group: records per partition of its topic; how long the checker waits for the killed
+# node's partition to lose its leader (a broker's session must time out at the controller).
+LEADERLESS_RECORDS = (5, 40)
+LEADERLESS_TIMEOUT_S = 90.0
 # A run's saved state (``InvariantWorkload.run``): written after every whole cycle; the marker
 # names the cycle in progress (left behind by a run stopped in a cycle's middle, which cannot resume).
 STATE_FILE = "checker-state.pickle"
@@ -235,7 +273,7 @@ SAVED_ORACLE = (
     "partitions", "timestamps", "sent_at", "commits", "share_joined", "share_accepted", "share_deliveries",
     "share_limit", "share_stopped", "log_floor", "in_doubt", "expiring", "stream_read", "stream_first_seen", "stream_records_before",
     "prechecked", "kill_steps", "unreached_steps", "overlaps", "retired", "retired_reclaims",
-    "recreates",
+    "recreates", "hazards",
 )
 SAVED_TIERING = ("state", "policy", "stopped_at", "during", "mid_cycle", "pending", "runs", "remote_cuts")
 EXPIRY_BROKER_CONFIG = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
@@ -408,6 +446,8 @@ class InvariantWorkload:
         self.workdir = workdir.resolve()
         suffix = uuid.UUID(int=self.rng.getrandbits(128)).hex[:8]
         self.topic_a, self.topic_b = f"inv-a-{suffix}", f"inv-b-{suffix}"
+        # leaderless_group: the topics it creates for one cycle each (a discovering rule of their own).
+        self.leaderless_prefix = f"inv-l-{suffix}-"
         self.partitions = {self.topic_a: 3, self.topic_b: 3}
         self.replication = min(3, len(cluster.node_ids))
         self.admin = workload.new_admin(cluster.bootstrap_servers, **cluster.client_kwargs())
@@ -471,6 +511,18 @@ class InvariantWorkload:
         self.retired: Optional[TopicPartitionKey] = None
         self.retired_reclaims = 0
         # tiering_disable: B is tiered; its disablement's state across cycles (tiering_fault).
+        # classic_rebalance: groups with live classic members the checker started, and the topics
+        # they subscribe to (required there, at their commits or, with none, at nothing past the
+        # log start, for as long as they are members); the members themselves (closed after the cycle).
+        self.members: dict[str, frozenset[str]] = {}
+        self._classic: list[KafkaConsumer] = []
+        self._classic_groups: list[str] = []  # this cycle's, deleted after it
+        # leaderless_group: this cycle's topic and its partitions without a leader (not read by
+        # the checker until their node is back), and the groups made for it.
+        self._leaderless: Optional[tuple[str, list[str], dict[TopicPartitionKey, int]]] = None
+        self.leaderless_tps: set[TopicPartitionKey] = set()
+        # What the three hazard kinds saw, for the report's notes (saved).
+        self.hazards: Counter[str] = Counter()
         self.tiering: Optional[TieringDisablement] = None
         if "tiering_disable" in self.kinds:
             self.tiering = TieringDisablement(self.spark, self.config, self.admin, self.topic_b, self.rng)
@@ -491,6 +543,7 @@ class InvariantWorkload:
             "rules": [
                 {"name": "a", "topics": self.topic_a, "required_groups": list(self.required_a)},
                 {"name": "b", "topics": self.topic_b, "min_retention": f"{FLOOR_MS}ms"},
+                *self._leaderless_rules(),
             ],
             "audit": {"path": str(self.workdir / "audit")},
             "stream": {"checkpoint_location": str(self.workdir / "checkpoint"), "trigger_interval": "1s"},
@@ -501,6 +554,12 @@ class InvariantWorkload:
             "lease": {"purger_id": "inv-purger", "ttl": f"{_lease_ttl_s(delete_timeout)}s", "wait": "120s"},
             **self._retirement_config(),
         }
+
+    def _leaderless_rules(self) -> list[dict[str, Any]]:
+        """leaderless_group: its one-cycle topics discover their groups, with no time floor."""
+        if "leaderless_group" not in self.kinds:
+            return []
+        return [{"name": "l", "topics": f"{re.escape(self.leaderless_prefix)}[0-9]+"}]
 
     def _retirement_config(self) -> dict[str, Any]:
         if "retire" not in self.kinds:
@@ -577,6 +636,7 @@ class InvariantWorkload:
         finally:
             self._end_pause()
             self._end_maintenance(None)
+            self._close_classic()
             self.pipeline.close()
             self._retire_note()
             if self.recreates:
@@ -591,6 +651,7 @@ class InvariantWorkload:
             if self.unreached_steps:
                 steps = ", ".join(f"{k}={v}" for k, v in sorted(self.unreached_steps.items()))
                 self.report.notes.append(f"driver_kill_rewind: batch ended whole, nothing actionable, step not reached: {steps}")
+            self.report.notes += [f"{what}: {n}" for what, n in sorted(self.hazards.items())]
             self._restart_down()
             self.producer.close()
             self.admin.close()
@@ -692,6 +753,10 @@ class InvariantWorkload:
             self._backdate()
         elif fault == "retire":
             self._retire()
+        elif fault == "classic_rebalance":
+            self._classic_join(cycle)
+        elif fault == "leaderless_group":
+            self._leaderless_group(cycle)
         elif fault == "tiering_disable" and self.tiering is not None:
             self.tiering.plan(cycle)  # now, or at the batch's intents
         elif fault == "topic_recreate":
@@ -735,6 +800,8 @@ class InvariantWorkload:
         try:
             if fault == "driver_kill_rewind":
                 self._driver_kill_rewind(cycle, before)
+            elif fault == "lease_wait_rewind":
+                self._lease_wait_rewind(cycle)
             else:
                 workload.run_cycle(self.pipeline, cycle)
             self._timed("purge")
@@ -776,6 +843,8 @@ class InvariantWorkload:
         rows = self._check(cycle, before, after, cycle_started)
         if self.tiering is not None:
             self.report.violations += self.tiering.check(cycle, before, after, rows)
+        self._end_classic(cycle)
+        self._end_leaderless(cycle, before, snapshot_ms=self._snapshot_ms(rows))
         self._timed("checks")
 
     # ---- workload steps ---------------------------------------------------------------------
@@ -1181,6 +1250,203 @@ class InvariantWorkload:
         self.pipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id)
         workload.run_cycle(self.pipeline, cycle)
 
+    # ---- classic_rebalance: a classic group mid-rebalance at the snapshot ----------------------
+    def _classic_member(self, group: str, topics: list[str]) -> KafkaConsumer:
+        """A real classic-protocol member of ``group`` subscribed to ``topics`` (kafka-python; a
+        generous session, as tests/integration/test_share_groups.py explains; no auto commit)."""
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.cluster.bootstrap_servers, group_id=group, enable_auto_commit=False,
+            auto_offset_reset="earliest", session_timeout_ms=45_000, heartbeat_interval_ms=3_000,
+            max_poll_interval_ms=CLASSIC_REBALANCE_TIMEOUT_MS, max_poll_records=50, **self.cluster.client_kwargs(),
+        )
+        self._classic.append(consumer)
+        consumer.subscribe(topics)
+        return consumer
+
+    def _classic_state(self, group: str) -> str:
+        found = workload.retry(lambda: self.admin.describe_groups([group]), f"state of {group}")
+        return str((found.get(group) or {}).get("group_state", ""))
+
+    def _classic_join(self, cycle: int) -> None:
+        """A new classic group joins B right before the snapshot: its first member, subscribed
+        to A, is assigned A's partitions (Stable); then a second member subscribed to A and B
+        joins, and its JoinGroup starts a rebalance that waits for the first to rejoin, which it
+        does only in a poll (after the cycle): the group stays PreparingRebalance for the whole
+        purge, and what the broker shows of it then (the first member's A) says nothing of B. It
+        has committed nothing: from the second JoinGroup on the oracle requires it on every
+        partition of B with no commit (it reads B from the log start), so nothing of B may be
+        cut past the log start before the cycle. (A's rule lists its groups: not this one.)"""
+        group = f"inv-cl{cycle}"
+        self.commits.setdefault(group, {})
+        self._classic_groups.append(group)
+        first = self._classic_member(group, [self.topic_a])
+        deadline = time.monotonic() + CLASSIC_JOIN_TIMEOUT_S
+        while not first.assignment() and time.monotonic() < deadline:
+            first.poll(timeout_ms=200)
+        if not first.assignment():
+            self.hazards["classic_rebalance: first member not assigned in time (joined, no snapshot mid-rebalance)"] += 1
+            return
+        self.members[group] = frozenset({self.topic_a, self.topic_b})
+        second = self._classic_member(group, [self.topic_a, self.topic_b])
+        deadline = time.monotonic() + CLASSIC_JOIN_TIMEOUT_S
+        state = ""
+        while state not in REBALANCING_STATES and time.monotonic() < deadline:
+            second.poll(timeout_ms=200)  # its JoinGroup goes out (and is answered) only in poll()
+            state = self._classic_state(group)
+        if state not in REBALANCING_STATES:
+            self.hazards[f"classic_rebalance: group {state or 'unknown'} before the snapshot, not rebalancing"] += 1
+
+    def _end_classic(self, cycle: int) -> None:
+        """After the cycle's checks: whether the group was still rebalancing (so through the
+        whole purge, which the note counts), then its members leave without a commit and the
+        checker deletes the group (Admin API) and forgets it, before the next snapshot: a group
+        with no commits on a discovering topic would otherwise block it for good. The purge never
+        saw a position of it (an unreadable group has no rows), so it remembers none either."""
+        groups, self._classic_groups = self._classic_groups, []
+        if not groups:
+            return
+        for group in sorted(self.members):
+            state = self._classic_state(group)
+            if state in REBALANCING_STATES:
+                self.hazards["classic_rebalance: still rebalancing after the purge"] += 1
+            else:
+                self.hazards[f"classic_rebalance: {state or 'unknown'} after the purge"] += 1
+        self._close_classic()
+        self._delete_groups(groups, cycle)
+        for group in groups:
+            self.commits.pop(group, None)
+            self.members.pop(group, None)
+
+    def _close_classic(self) -> None:
+        consumers, self._classic = self._classic, []
+        for consumer in reversed(consumers):
+            consumer.close(autocommit=False, timeout_ms=5_000)  # LeaveGroup; a rebalance it need not wait for
+
+    def _delete_groups(self, groups: list[str], cycle: int) -> None:
+        """Delete the checker's own groups (a member just left: retried while not empty yet). A
+        classic group with no offsets is gone once its last member left (GroupIdNotFound)."""
+
+        attempts = 0
+
+        def once() -> None:
+            nonlocal attempts
+            attempts += 1
+            # kafka-python caches a group's coordinator: after a node restart it may answer
+            # NOT_COORDINATOR, so every attempt after the first asks through a fresh client.
+            client = self.admin if attempts == 1 else workload.fresh_admin(self.admin)
+            try:
+                result = client.delete_groups(groups)  # group -> "OK" or the error's class name
+            finally:
+                if client is not self.admin:
+                    client.close()
+            refused = {g: err for g, err in result.items() if err not in ("OK", "GroupIdNotFoundError")}
+            if refused:
+                raise NotReadyError(f"cycle {cycle}: delete of {sorted(refused)}: {refused}")
+
+        workload.retry(once, f"delete of groups {groups}")
+
+    # ---- leaderless_group: a group seen only on a partition without a leader ------------------
+    def _leaderless_group(self, cycle: int) -> None:
+        """A topic of the discovering rule ``l`` with two partitions of one replica each, on two
+        drawn nodes; ``inv-gm<cycle>`` commits on both, ``inv-gl<cycle>`` only on partition 0,
+        whose node is then SIGKILLed: the snapshot has no leader for it (its rows go), and the
+        purge must still hold ``inv-gl`` on partition 1, where it has no commit (it reads it
+        from its reset position). The oracle: a group with a commit on any partition of a
+        discovering topic is required on all of them (``_safe``), so partition 1 is blocked. The
+        node is restarted, the topic and the groups deleted after the cycle (``_end_leaderless``)."""
+        victim, other = self.rng.sample(list(self.cluster.node_ids), 2)
+        topic = f"{self.leaderless_prefix}{cycle}"
+        workload.create_topics(self.admin, {topic: 2}, assignments={topic: {0: [victim], 1: [other]}})
+        self.partitions[topic] = 2
+        now_ms = int(time.time() * 1000)
+        self._send(topic, {p: self.rng.randint(*LEADERLESS_RECORDS) for p in (0, 1)}, create_ms=now_ms, sent_ms=now_ms)
+        everywhere, lone = f"inv-gm{cycle}", f"inv-gl{cycle}"
+        for group in (everywhere, lone):
+            self.commits[group] = {}
+        tps = self._tps(topic)
+        self._commit(everywhere, {tp: self.rng.randint(1, self._high_watermark(tp)) for tp in tps})
+        self._commit(lone, {tps[0]: self.rng.randint(0, self._high_watermark(tps[0]))})
+        self._leaderless = (topic, [everywhere, lone], workload.log_start_offsets(self.admin, tps))
+        self.cluster.kill_node(victim)
+        self.down.append(victim)
+
+        def leaderless() -> None:
+            if workload.leaders(self.admin, topic).get(0, -1) != -1:
+                raise NotReadyError(f"{topic}-0 still has a leader")
+
+        workload.retry(leaderless, f"{topic}-0 without a leader", LEADERLESS_TIMEOUT_S)
+        self.leaderless_tps = {tps[0]}
+
+    def _end_leaderless(self, cycle: int, before: Mapping[TopicPartitionKey, int], snapshot_ms: int) -> None:
+        """The node back, the leaderless partition's log start checked against what it was before
+        the kill (nothing could cut it without a leader, and a cut later is none of this cycle's
+        own: the oracle allows no more than ``safe`` either way); then the topic and its groups
+        deleted, and forgotten by the oracle (the purge saw ``inv-gm``'s positions on partition 1:
+        with the topic gone, no partition of it is left for a remembered position to hold)."""
+        if self._leaderless is None:
+            return
+        topic, groups, started = self._leaderless
+        self._restart_down()
+        workload.wait_for_leaders(self.admin, {topic: self.partitions[topic]})
+        down, self.leaderless_tps = sorted(self.leaderless_tps), set()
+        self._check_starts(cycle, {**started, **before}, workload.log_start_offsets(self.admin, down), snapshot_ms, "back from no leader: ")
+        self.hazards["leaderless_group: topics with a group seen only on a leaderless partition"] += 1
+        workload.retry(lambda: self.admin.delete_topics([topic]), f"delete of {topic}")
+        self._delete_groups(groups, cycle)
+        for group in groups:
+            self.commits.pop(group, None)
+        for tp in self._tps(topic):
+            for known in (self.timestamps, self.sent_at, self.log_floor, self.in_doubt):
+                known.pop(tp, None)
+        del self.partitions[topic]
+        self._leaderless = None
+
+    # ---- lease_wait_rewind: the batch waits for the lease while a group rewinds ----------------
+    def _lease_wait_rewind(self, cycle: int) -> None:
+        """The checker's job ends cleanly (its lease released) and starts again (same query
+        id); right when its batch asks for the lease, after its snapshot was read, another holder
+        with the same purger id takes it (a bare ``PurgerLease`` that then does nothing, as an
+        overlapping job would), so the batch waits until that lease expires (``lease.ttl``) and
+        takes it over. During the wait a required group of A rewinds. The oracle: the rewound
+        commit is the group's position from then on (``_safe`` reads the checker's commits after
+        the cycle): no cut past it, in the intents or in Kafka."""
+        from spark_purge.lease import LeaseState, PurgerLease
+
+        query_id = self.pipeline.query_id
+        self.pipeline.close()
+        self.pipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id)
+        lease = self.pipeline.lease
+        if lease is None:
+            workload.run_cycle(self.pipeline, cycle)
+            return
+        holder = PurgerLease.of(self.spark, self.config, f"inv-holder-{cycle}")
+        own_acquire, own_sleep = lease.acquire, lease.sleep
+        group = self.rng.choice(self.required_a)
+        rewound: list[dict[TopicPartitionKey, int]] = []
+
+        def acquire() -> LeaseState:
+            holder.acquire()  # held when the batch asks for it: the batch waits for its expiry
+            return own_acquire()
+
+        def sleep(seconds: float) -> None:
+            if not rewound:
+                rewound.append(dict(self.commits[group]))
+                self._rewind(group)  # recorded in the oracle's commits as soon as Kafka has it
+            own_sleep(seconds)
+
+        lease.acquire = acquire  # type: ignore[method-assign]
+        lease.sleep = sleep
+        try:
+            workload.run_cycle(self.pipeline, cycle)
+        finally:
+            lease.acquire, lease.sleep = own_acquire, own_sleep  # type: ignore[method-assign]
+        if not rewound:
+            self.hazards["lease_wait_rewind: the batch did not wait for the lease"] += 1
+            return
+        lowered = sum(1 for tp, old in rewound[0].items() if self.commits[group].get(tp, old) < old)
+        self.hazards["lease_wait_rewind: batches that waited for the lease while a group rewound"] += 1
+        self.hazards["lease_wait_rewind: partitions rewound during a wait"] += lowered
+
     def _config_file(self) -> Path:
         """The checker's config as YAML, for a driver process (written once per life of the
         checker: a resumed run's cluster listens on new ports)."""
@@ -1308,21 +1574,28 @@ class InvariantWorkload:
 
     # ---- the checker ------------------------------------------------------------------------
     def _log_starts(self) -> dict[TopicPartitionKey, int]:
-        return workload.log_start_offsets(self.admin, [tp for topic in self.partitions for tp in self._tps(topic)])
+        """Every partition's log start, but those leaderless_group left without a leader (no
+        broker can answer for them; with no leader, nothing can cut them either)."""
+        tps = [tp for topic in self.partitions for tp in self._tps(topic) if tp not in self.leaderless_tps]
+        return workload.log_start_offsets(self.admin, tps)
 
     def _safe(self, tp: TopicPartitionKey, snapshot_ms: int) -> int:
         topic = tp[0]
         if topic == self.topic_a:
             required = list(self.required_a)
-        else:  # discovered: every group that has committed on the topic
+        else:
+            # Discovered: every group that has committed on any partition of the topic, and every
+            # group with live members subscribing to it (classic_rebalance); each is required on
+            # every partition of the topic, so a partition where one has no commit is blocked.
             required = [g for g in self.commits if any(k[0] == topic for k in self.commits[g])]
+            required += [g for g, topics in self.members.items() if topic in topics and g not in required]
         hw = self._high_watermark(tp)
-        if not required or any(tp not in self.commits[g] for g in required):
+        if not required or any(tp not in self.commits.get(g, {}) for g in required):
             return -1  # blocked: nothing may be deleted
         safe = min([self.commits[g][tp] for g in required] + [hw])
         if topic == self.topic_b and self.share_joined is not None:
             safe = min(safe, self._share_position(tp))  # required on B since its first run
-        stream = self._stream_position(tp) if "spark_stream" in self.kinds else None
+        stream = self._stream_position(tp) if "spark_stream" in self.kinds and topic in (self.topic_a, self.topic_b) else None
         if stream is not None:
             safe = min(safe, stream)  # the Spark query reads A and B
         if topic == self.topic_b:

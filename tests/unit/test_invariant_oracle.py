@@ -153,3 +153,65 @@ def test_a_recreated_time_floor_topic_forgets_its_old_incarnation(monkeypatch: p
     assert not oracle.share_stopped and "runs again" in oracle.report.notes[0]
     # A's knowledge is untouched.
     assert oracle.timestamps[("inv-a", 0)] == [1, 2] and oracle.sent_at[("inv-a", 0)] == [1, 2]
+
+
+def _commit_oracle(commits: dict[str, dict[tuple[str, int], int]], hw: dict[tuple[str, int], int]) -> InvariantWorkload:
+    """An oracle knowing only commits and high watermarks (no share group, no Spark query; B's
+    records all sent and stamped long ago, so its time floor binds nothing)."""
+    oracle = object.__new__(InvariantWorkload)
+    oracle.topic_a, oracle.topic_b = "inv-a", "inv-b"
+    oracle.required_a = ("g0", "g1")
+    oracle.commits = commits
+    oracle.members = {}
+    oracle.timestamps = {tp: [0] * n for tp, n in hw.items()}
+    oracle.sent_at = {tp: [0] * n for tp, n in hw.items()}
+    oracle.share_joined, oracle.kinds = None, ()
+    oracle.report, oracle.in_doubt = InvariantReport(seed=1), {}
+    return oracle
+
+
+def test_a_classic_group_mid_rebalance_holds_every_partition_of_its_topic_from_the_log_start() -> None:
+    # classic_rebalance: inv-cl4 joined B (members, no commit) right before the snapshot; g1 and
+    # g2 have read B-0 to 30 and 40. While it is a member, nothing of B may be cut.
+    b1 = ("inv-b", 1)
+    oracle = _commit_oracle({"g1": {TP: 30, b1: 30}, "g2": {TP: 40, b1: 40}}, {TP: 50, b1: 50})
+    assert oracle._safe(TP, 10**13) == 30
+    oracle.commits["inv-cl4"] = {}
+    oracle.members["inv-cl4"] = frozenset({"inv-b"})
+    assert oracle._safe(TP, 10**13) == -1 and oracle._safe(b1, 10**13) == -1
+    oracle._check_starts(4, {TP: 10, b1: 10}, {TP: 10, b1: 10}, 10**13)
+    assert oracle.report.violations == []
+    # The plan from before the fix: the group unreadable read as one needing nothing, B cut to g1.
+    oracle._check_starts(4, {TP: 10, b1: 10}, {TP: 30, b1: 10}, 10**13)
+    assert len(oracle.report.violations) == 1 and "inv-b-0 log start 30 > allowed 10" in oracle.report.violations[0]
+    # It commits 20 on B-0 only: B-0 held at 20, B-1 still blocked; not on A (it reads only B).
+    oracle.commits["inv-cl4"] = {TP: 20}
+    assert oracle._safe(TP, 10**13) == 20 and oracle._safe(b1, 10**13) == -1
+    oracle.commits["g0"], oracle.commits["g1"][("inv-a", 0)] = {("inv-a", 0): 7}, 9
+    oracle.timestamps[("inv-a", 0)] = [0] * 10
+    assert oracle._safe(("inv-a", 0), 10**13) == 7
+
+
+def test_a_group_seen_only_on_a_leaderless_partition_is_required_on_the_others() -> None:
+    # leaderless_group: inv-gm5 read both partitions of its topic, inv-gl5 committed only on
+    # partition 0, whose node is down at the snapshot. Partition 1 is blocked (inv-gl5 reads it
+    # from its reset position); without inv-gl5 it would be cut to inv-gm5's 12.
+    l0, l1 = ("inv-l-x-5", 0), ("inv-l-x-5", 1)
+    oracle = _commit_oracle({"inv-gm5": {l0: 9, l1: 12}, "inv-gl5": {l0: 3}}, {l0: 20, l1: 20})
+    assert oracle._safe(l1, 10**13) == -1 and oracle._safe(l0, 10**13) == 3
+    oracle._check_starts(5, {l1: 0}, {l1: 12}, 10**13)  # the cut the product made before its fix
+    assert len(oracle.report.violations) == 1 and "inv-l-x-5-1 log start 12 > allowed 0" in oracle.report.violations[0]
+    del oracle.commits["inv-gl5"]
+    assert oracle._safe(l1, 10**13) == 12
+
+
+def test_a_rewind_while_the_batch_waits_for_the_lease_binds_at_once() -> None:
+    # lease_wait_rewind: g0 read A-0 to 60 when the snapshot was read, rewound to 10 while the
+    # batch waited for the lease: the log start may reach 10, never 60.
+    a0 = ("inv-a", 0)
+    oracle = _commit_oracle({"g0": {a0: 60}, "g1": {a0: 80}}, {a0: 100})
+    oracle.commits["g0"][a0] = 10  # what _rewind records once Kafka has it
+    oracle._check_starts(6, {a0: 0}, {a0: 10}, 10**13)
+    assert oracle.report.violations == []
+    oracle._check_starts(6, {a0: 0}, {a0: 60}, 10**13)  # planned from the snapshot before the wait
+    assert len(oracle.report.violations) == 1 and "log start 60 > allowed 10" in oracle.report.violations[0]

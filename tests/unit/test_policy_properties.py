@@ -18,6 +18,12 @@ record at or above ``young_from`` may ever be cut.
 Node faults (a broker killed or hung, the controller killed): a partition may have no leader
 in the snapshot (null), which moves no safe bound.
 
+Classic groups mid-rebalance: a group a real consumer just joined (``JOINING``: no commit, no row,
+nothing remembered) and the drawn groups' unreadable ones may be PreparingRebalance, which
+DescribeGroups shows without their subscriptions (``REBALANCE_IN_PROGRESS``): the oracle takes
+such a group for one that may read any topic a discovering rule does not exclude it from, from
+the log start, so those topics are never cut.
+
 Lineage faults too: commits above the high watermark (another incarnation of the topic) and
 commits whose leader epoch the log ends below them (KIP-320 divergence) block the partition.
 
@@ -47,6 +53,8 @@ GROUPS = ("g0", "g1", "g2", "adhoc-x")
 # External consumers by configured name; "adhoc-hold" would be excluded if it were a Kafka group.
 EXTERNALS = {"ext-spark": "spark_checkpoint", "adhoc-hold": "static_hold"}
 TOPICS = ("t0", "t1", "t2")
+# New classic groups caught in their first rebalance: no commit, no row; "adhoc-" ones excluded.
+JOINING = ("joiner", "adhoc-joiner")
 STALE_AFTER = timedelta(days=7)
 MIN_RETENTION = timedelta(hours=1)
 RETIRE_DELAY = timedelta(minutes=40)
@@ -61,6 +69,8 @@ class Case:
     groups: list[tuple[Any, ...]] = field(default_factory=list)
     progress: list[tuple[Any, ...]] = field(default_factory=list)
     unreadable: frozenset[str] = frozenset()  # groups the snapshot could not read: no commits seen
+    rebalancing: frozenset[str] = frozenset()  # among them (and JOINING), classic groups mid-rebalance
+    joining: frozenset[str] = frozenset()  # JOINING groups a member joined just before the snapshot
     history: list[tuple[Any, ...]] = field(default_factory=list)  # APPEND_HISTORY rows
     topic_ids: dict[str, str | None] = field(default_factory=dict)  # the snapshot's, per topic
     young_from: dict[tuple[str, int], int] = field(default_factory=dict)  # first offset appended within min_retention
@@ -171,7 +181,13 @@ def cases(draw: st.DrawFn) -> Case:
     # The pipeline reads an external consumer only when it covers a snapshot topic, so an
     # unreadable one always comes with its -1 rows.
     unreadable = frozenset(g for g in unreadable if g not in EXTERNALS or covers[g])
-    case = Case(rules, manual, unreadable=unreadable, transitions=draw(st.frozensets(st.sampled_from(TOPICS), max_size=1)))
+    joining = draw(st.frozensets(st.sampled_from(JOINING), max_size=2))
+    kafka_unreadable = sorted(unreadable - set(EXTERNALS))
+    rebalancing = draw(st.frozensets(st.sampled_from(kafka_unreadable))) if kafka_unreadable else frozenset()
+    case = Case(
+        rules, manual, unreadable=unreadable | joining, rebalancing=rebalancing | joining, joining=joining,
+        transitions=draw(st.frozensets(st.sampled_from(TOPICS), max_size=1)),
+    )
     attrs = {
         g: (
             draw(st.sampled_from(["Stable", "Empty", "Dead", "Vanished"])),
@@ -291,7 +307,7 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case, nest
         cfg,
         NOW,
         progress=spark.createDataFrame(case.progress, schemas.GROUP_PROGRESS),
-        unreadable_groups={g: "GROUP_AUTHORIZATION_FAILED" for g in case.unreadable},
+        unreadable_groups={g: "REBALANCE_IN_PROGRESS" if g in case.rebalancing else "GROUP_AUTHORIZATION_FAILED" for g in case.unreadable},
         append_history=spark.createDataFrame(case.history, schemas.APPEND_HISTORY),
         retirement=policy.RetirementInput(
             spark.createDataFrame(
@@ -350,6 +366,10 @@ def test_plan_never_cuts_past_a_safe_bound(spark: SparkSession, case: Case, nest
         # and unreadable external consumers covering the topic.
         blind = (set(listed) if listed else {g for g in GROUPS if not g.startswith("adhoc-")}) & case.unreadable
         blind |= outside & case.unreadable
+        # A group a member just joined, mid-rebalance: its subscription is unknown, so it may read
+        # any topic a discovering rule does not exclude it from, from the log start.
+        if not listed:
+            blind |= {j for j in case.joining if not j.startswith("adhoc-")}
         # An unreadable external consumer with no row on any partition the snapshot kept cannot be
         # told from a Kafka group of that name: a discovering rule counts it as one (blocked).
         kept_rows = {r[2] for r in kept_groups}
