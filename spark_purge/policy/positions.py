@@ -96,7 +96,7 @@ class Positions:
         skip = sorted(set(unreadable))
         if skip:
             gone = gone.where(~F.col("group_id").isin(skip))
-        return gone.where(F.col("s_topic_id").isNull() | F.col("topic_id").isNull() | (F.col("s_topic_id") == F.col("topic_id")))
+        return gone.where(~_other_incarnation(F.col("topic_id"), F.col("s_topic_id")))
 
     def vanished(self, unreadable: Iterable[str] = ()) -> DataFrame:
         """``GROUP_OFFSETS`` rows, ``Vanished``, for the remembered positions the snapshot lacks
@@ -114,7 +114,7 @@ class Positions:
             # A position on another incarnation of the topic (another topic id) is not the one the
             # store knows, whatever its number: it is new, as ``changed`` records it.
             ids = self.partitions.select("topic", "partition", F.col("topic_id").alias("p_topic_id"))
-            other = F.col("p_topic_id").isNotNull() & F.col("s_topic_id").isNotNull() & (F.col("p_topic_id") != F.col("s_topic_id"))
+            other = _other_incarnation(F.col("p_topic_id"), F.col("s_topic_id"))
             seen = seen.join(F.broadcast(ids), list(KEY[1:]), "left").withColumn(
                 "s_offset", F.when(other, F.lit(None).cast("long")).otherwise(F.col("s_offset"))
             )
@@ -151,6 +151,13 @@ class Positions:
             F.when(moved, F.col("k_type")).otherwise(F.coalesce(F.col("k_type"), F.col("s_type"))).alias("group_type"),
             F.coalesce(F.col("topic_id"), F.col("s_topic_id")).alias("topic_id"),
         )
+
+
+def _other_incarnation(seen: Column, stored: Column) -> Column:
+    """A remembered position (topic id ``stored``) is of another incarnation of the topic than
+    the snapshot's (``seen``): both ids known and different. An unknown id on either side is
+    not another incarnation: the position holds."""
+    return seen.isNotNull() & stored.isNotNull() & (seen != stored)
 
 
 @reused
