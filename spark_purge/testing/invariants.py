@@ -602,9 +602,7 @@ class InvariantWorkload:
             self.out(f"resuming at cycle {first + 1}/{cycles} ({self.report.cycles} cycles checked before)")
         else:
             self._create_topics()
-        self.pipeline: PurgePipeline = workload.new_pipeline(
-            self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id
-        )
+        self.pipeline: PurgePipeline = self._new_pipeline(query_id)
         self._mid_cycle_kill = self._controller_mid = False
         seconds_before = self.report.seconds
         try:
@@ -1247,7 +1245,7 @@ class InvariantWorkload:
         before.update(died_at)
         self.log_floor.update(died_at)
         self._rewind(self.rng.choice(self.required_a))
-        self.pipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id)
+        self.pipeline = self._new_pipeline(query_id)
         workload.run_cycle(self.pipeline, cycle)
 
     # ---- classic_rebalance: a classic group mid-rebalance at the snapshot ----------------------
@@ -1414,7 +1412,7 @@ class InvariantWorkload:
 
         query_id = self.pipeline.query_id
         self.pipeline.close()
-        self.pipeline = workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id)
+        self.pipeline = self._new_pipeline(query_id)
         lease = self.pipeline.lease
         if lease is None:
             workload.run_cycle(self.pipeline, cycle)
@@ -1446,6 +1444,11 @@ class InvariantWorkload:
         lowered = sum(1 for tp, old in rewound[0].items() if self.commits[group].get(tp, old) < old)
         self.hazards["lease_wait_rewind: batches that waited for the lease while a group rewound"] += 1
         self.hazards["lease_wait_rewind: partitions rewound during a wait"] += lowered
+
+    def _new_pipeline(self, query_id: Optional[str]) -> PurgePipeline:
+        """The checker's job (again): its config, its mid-cycle fault hook, query ``query_id`` (None:
+        a new one)."""
+        return workload.new_pipeline(self.spark, self.config, fault_hook=self._mid_cycle_hook, query_id=query_id)
 
     def _config_file(self) -> Path:
         """The checker's config as YAML, for a driver process (written once per life of the
