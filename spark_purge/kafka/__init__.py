@@ -16,6 +16,8 @@ over the modules below. ``ConnectionSettings`` is the one description of a conne
     tls.py       the TLS context from the settings and the first handshake (failures name the setting)
     offsets.py   Metadata and per-leader ListOffsets
     configs.py   DescribeConfigs and the Cluster Describe ACL check
+    caught_up.py whether each group coordinator serves its predecessor's commits (high watermark
+                 against its leader epoch's start), checked around the group listing and reads
     groups.py    ListGroups (its stability check a pure function), FindCoordinator, and each
                  group's reads per coordinator (OffsetFetch, Describe*, share-group offsets)
     members.py   which reads each group type needs, their requests and answers, and the rows

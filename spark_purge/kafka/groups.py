@@ -1,7 +1,9 @@
 """Groups of every type: a complete ListGroups, FindCoordinator, then each group's reads.
 
-- ListGroups: per broker, in parallel, trusted only when the group coordinators were stable
-  around it (``check_group_listing``, a pure function over the brokers' answers);
+- ListGroups: per broker, in parallel, trusted only when every group coordinator had caught up
+  with its predecessor's commits before it (``caught_up``) and was stable around it
+  (``check_group_listing``, a pure function over the brokers' answers); the group reads below
+  are kept only when the coordinators' leadership still holds after them;
 - FindCoordinator: 1 batched request (v4; one per group before);
 - per coordinator, in parallel, one request per API: OffsetFetch v8 (classic, consumer and
   streams groups), DescribeGroups (classic), ConsumerGroupDescribe (KIP-848 consumer groups),
@@ -23,10 +25,17 @@ from typing import Any, Optional
 
 from kafka.protocol.admin import ListGroupsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
-from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from spark_purge._time import Backoff, Deadline
 from spark_purge.errors import AuthorizationError, GroupsUnsettled
+from spark_purge.kafka.caught_up import (
+    OFFSETS_TOPIC,
+    Leadership,
+    coordinators_caught_up,
+    leadership_changed,
+    offsets_metadata,
+)
 from spark_purge.kafka.configs import check_cluster_describe
 from spark_purge.kafka.members import (
     GroupReads,
@@ -43,7 +52,6 @@ from spark_purge.kafka.wire import AUTH_ERRORS, Wire, error_name, exc_name
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 COORDINATOR_RETRY = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"})
 _MAX_LISTING_ATTEMPTS = 1_000  # in practice the deadline ends the listing loop
 
@@ -67,7 +75,9 @@ class GroupListing:
     leaders_checked: bool = True
 
 
-def check_group_listing(answers: Sequence[tuple[int, Any, Any, Any]]) -> GroupListing:
+def check_group_listing(
+    answers: Sequence[tuple[int, Any, Any, Any]], caught_up: Optional[Leadership] = None
+) -> GroupListing:
     """Decide whether the ListGroups answers of every broker form a complete group list.
 
     ``answers``: per broker, ``(broker id, Metadata(__consumer_offsets) before, ListGroups,
@@ -80,9 +90,15 @@ def check_group_listing(answers: Sequence[tuple[int, Any, Any, Any]]) -> GroupLi
     counts as covered only when the same broker led it, at the same leader epoch, before and
     after its ListGroups; the listing is complete when every partition is covered. Raises
     ``AuthorizationError`` when ListGroups is denied.
+
+    ``caught_up``: the (leader, epoch) per partition whose high watermark was seen to reach its
+    epoch's start before ListGroups (``caught_up.coordinators_caught_up``); when given, a
+    partition also needs that same leader and epoch around ListGroups, or a new leader could have
+    listed from a state older than the commits its predecessor acknowledged.
     """
     groups: Listed = {}
     covered: set[int] = set()
+    unchecked: set[int] = set()  # stable around ListGroups, but not the leadership checked before it
     all_partitions: set[int] = set()
     leaders_checked = True
     for broker, before, answer, after in answers:
@@ -114,7 +130,10 @@ def check_group_listing(answers: Sequence[tuple[int, Any, Any, Any]]) -> GroupLi
             assert topic is not None  # t_err is None only for a topic in the answer
             all_partitions.update(p.partition_index for p in topic.partitions)
             led.append({p.partition_index: p.leader_epoch for p in topic.partitions if p.leader_id == broker})
-        covered.update(p for p, epoch in led[0].items() if led[1].get(p) == epoch)
+        stable = {p for p, epoch in led[0].items() if led[1].get(p) == epoch}
+        if caught_up is not None:
+            unchecked.update(p for p in stable if caught_up.get(p) != (broker, led[0][p]))
+        covered.update(stable)
     if not leaders_checked:
         return GroupListing(groups, "", leaders_checked=False)
     moving = sorted(all_partitions - covered)
@@ -122,6 +141,11 @@ def check_group_listing(answers: Sequence[tuple[int, Any, Any, Any]]) -> GroupLi
         shown = ", ".join(map(str, moving[:10])) + (" ..." if len(moving) > 10 else "")
         return GroupListing(
             None, f"group coordinators moving: {OFFSETS_TOPIC} partitions {shown} had no stable leader during ListGroups"
+        )
+    if unchecked & all_partitions:
+        shown = ", ".join(map(str, sorted(unchecked & all_partitions)[:10]))
+        return GroupListing(
+            None, f"{OFFSETS_TOPIC} partitions {shown} changed leader since their high-watermark check"
         )
     return GroupListing(groups)
 
@@ -155,20 +179,35 @@ class GroupReader:
         ``partitions``: topic -> partitions (a rebalancing classic group holds its subscription).
         """
         await check_cluster_describe(self.wire)
-        listed = await self.list_groups(brokers, deadline)
-        selected = sorted(g for g in listed if selects_group(g))
-        if not selected:
-            return [], [], []
-        reads, unread = await self.fetch_group_state(selected, listed, deadline, topic_names)
-        return assemble_groups(selected, listed, reads, unread, topics, issues, partitions)
+        backoff = Backoff(first=0.5, cap=2.0)
+        for attempt in range(_MAX_LISTING_ATTEMPTS):
+            if attempt:
+                await self.wire.sleep(backoff.within(deadline))
+            listed, checked = await self.list_groups(brokers, deadline)
+            selected = sorted(g for g in listed if selects_group(g))
+            if not selected:
+                return [], [], []
+            reads, unread = await self.fetch_group_state(selected, listed, deadline, topic_names)
+            moved = "" if checked is None else leadership_changed(checked, await self.wire.send_any(offsets_metadata()))
+            if not moved:
+                return assemble_groups(selected, listed, reads, unread, topics, issues, partitions)
+            # a read may have gone to a new coordinator not yet caught up: read again
+            if deadline.expired():
+                raise GroupsUnsettled(f"could not read consumer groups completely before the deadline: {moved}")
+            log.info("%s; reading the groups again", moved)
+        raise GroupsUnsettled("could not read consumer groups completely: too many coordinator moves")
 
     # ---- ListGroups --------------------------------------------------------------------------
-    async def list_groups(self, brokers: Collection[int], deadline: Deadline) -> Listed:
-        """A group list known to be complete (see ``check_group_listing``).
+    async def list_groups(self, brokers: Collection[int], deadline: Deadline) -> tuple[Listed, Optional[Leadership]]:
+        """A group list known to be complete (see ``check_group_listing``), and the coordinators'
+        leadership it was checked under (None when it could not be: no Describe on
+        ``__consumer_offsets``).
 
-        Until every partition is covered (and while a broker is unreachable or still loading),
-        the listing is retried with fresh metadata until the deadline; then ``GroupsUnsettled``
-        rather than plan from a list that may lack a group.
+        Each attempt first checks that every coordinator serves what its predecessor acknowledged
+        (``caught_up.coordinators_caught_up``), then lists. Until every partition is covered (and
+        while a broker is unreachable or still loading), the listing is retried with fresh
+        metadata until the deadline; then ``GroupsUnsettled`` rather than plan from a list that
+        may lack a group.
         """
         order = sorted(brokers)
         last_problem = "no attempt"
@@ -179,27 +218,29 @@ class GroupReader:
                     break
                 await self.wire.sleep(backoff.within(deadline))
                 order = sorted((await self.offsets.metadata(())).brokers)
-            listing = check_group_listing(await self._list_groups_once(order))
+            catch_up = await coordinators_caught_up(self.wire, deadline)
+            if catch_up.lagging:
+                last_problem = catch_up.problem
+                log.info("group listing not trustworthy yet (%s); retrying", last_problem)
+                continue
+            listing = check_group_listing(await self._list_groups_once(order), catch_up.checked)
             if listing.groups is not None:
-                if not listing.leaders_checked and not self._warned_offsets_acl:
+                checked = catch_up.checked if listing.leaders_checked else None
+                if checked is None and not self._warned_offsets_acl:
                     self._warned_offsets_acl = True
                     log.warning(
-                        "no Describe on topic %s: cannot verify that group coordinators were stable during "
-                        "ListGroups (a group could be missed while coordinators move); grant it to the purge principal",
+                        "no Describe on topic %s: cannot verify that group coordinators were stable and caught up "
+                        "during ListGroups (a group could be missed while coordinators move); grant it to the purge "
+                        "principal",
                         OFFSETS_TOPIC,
                     )
-                return listing.groups
+                return listing.groups, checked
             last_problem = listing.problem
             log.info("group listing not trustworthy yet (%s); retrying", last_problem)
         raise GroupsUnsettled(f"could not list consumer groups completely before the deadline: {last_problem}")
 
     async def _list_groups_once(self, order: Sequence[int]) -> list[tuple[int, Any, Any, Any]]:
         """Metadata(__consumer_offsets), ListGroups, Metadata(__consumer_offsets) per broker."""
-        _Topic = MetadataRequest.MetadataRequestTopic
-
-        def offsets_metadata() -> MetadataRequest:
-            return MetadataRequest(topics=[_Topic(name=OFFSETS_TOPIC)], allow_auto_topic_creation=False)
-
         sends = []
         for b in order:
             sends += [

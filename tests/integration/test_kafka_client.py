@@ -66,10 +66,12 @@ def test_snapshot_reads_exact_offsets_commits_and_configs(
     assert snap.dropped_partitions == () and snap.issues == ()
     # One broker: every API is one request, whatever the number of partitions and groups.
     assert counts == {
-        # 1 for the snapshot; 2 around ListGroups (the coordinators' leaders before and after)
-        "MetadataRequest": 3,
+        # 1 for the snapshot; 1 for the coordinators' high-watermark check; 2 around ListGroups
+        # (the coordinators' leaders before and after); 1 after the group reads (still the same)
+        "MetadataRequest": 5,
         "DescribeClusterRequest": 1,  # the Cluster Describe check ListGroups depends on
-        "ListOffsetsRequest": 3,
+        "ListOffsetsRequest": 4,  # 3 for the partitions, 1 for the coordinators' high watermarks
+        "OffsetForLeaderEpochRequest": 1,  # where each coordinator's leader epoch starts
         "DescribeConfigsRequest": 1,
         "ListGroupsRequest": 1,
         "FindCoordinatorRequest": 1,
