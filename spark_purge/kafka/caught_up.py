@@ -18,23 +18,42 @@ watermark reaches that offset. Per partition, with leader L and leader epoch E f
 - the high watermark: ListOffsets(LATEST, READ_UNCOMMITTED) to L.
 
 Both carry ``current_leader_epoch = E``, so an answer from a leader that has moved on is an error
-(FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER), never a wrong number. The
+(FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER), never a wrong number.
+
+A leader's group coordinator also takes over a moment after the broker becomes leader, and
+Kafka's ListGroups leaves out, with no error, a partition whose coordinator is not active yet
+(its read fails with NOT_COORDINATOR inside the broker). So the same round sends the leader one
+OffsetFetch for a probe group per partition it leads: a group id that never exists, chosen so
+that it maps to that partition (``probe_group``: Kafka's ``Utils.abs(groupId.hashCode()) %
+partitions``). An answer without a group error means the partition's coordinator is active;
+NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS means wait. OffsetFetch creates no group. A
+principal that may not describe the probe groups (``spark-purge-probe-*``) gets only the
+high-watermark part of the check, and a warning.
+
+The
 group listing then trusts a partition only when the same leader, at the same epoch, was checked
 here before ListGroups and led it around ListGroups (``groups.check_group_listing``), and the
 group reads are kept only when that leadership still holds after them (``leadership_changed``).
 
 The parts that decide are pure (``offsets_leadership``, ``build_requests``, ``check_caught_up``);
-``coordinators_caught_up`` sends. Cost: one Metadata request and two requests per broker leading
-a ``__consumer_offsets`` partition, in parallel, per snapshot.
+``coordinators_caught_up`` sends. Cost: one Metadata request and three requests per broker
+leading a ``__consumer_offsets`` partition, in parallel, per snapshot.
 """
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from kafka.protocol.consumer import IsolationLevel, ListOffsetsRequest, OffsetForLeaderEpochRequest, OffsetSpec
+from kafka.protocol.consumer import (
+    IsolationLevel,
+    ListOffsetsRequest,
+    OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
+    OffsetSpec,
+)
 from kafka.protocol.metadata import MetadataRequest
 
 from spark_purge._time import Deadline
@@ -58,6 +77,7 @@ class CatchUp:
 
     checked: Optional[Leadership]
     lagging: dict[int, str] = field(default_factory=dict)
+    probe_denied: bool = False  # the coordinator probe was refused: only the high watermarks were checked
 
     @property
     def problem(self) -> str:
@@ -66,6 +86,38 @@ class CatchUp:
         shown = "; ".join(f"{p}: {why}" for p, why in sorted(self.lagging.items())[:5])
         more = f" (and {len(self.lagging) - 5} more)" if len(self.lagging) > 5 else ""
         return f"{OFFSETS_TOPIC} partitions not caught up after a leader change: {shown}{more}"
+
+
+PROBE_PREFIX = "spark-purge-probe-"
+COORDINATOR_NOT_ACTIVE = frozenset({"NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE"})
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit signed overflow)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def coordinator_partition(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of a group: Kafka's ``Utils.abs(hashCode) % partitions``
+    (``Utils.abs`` is ``Math.abs`` with ``Integer.MIN_VALUE`` mapped to 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@functools.lru_cache(maxsize=8)
+def probe_groups(partitions: int) -> dict[int, str]:
+    """One probe group id per ``__consumer_offsets`` partition, mapping to it."""
+    out: dict[int, str] = {}
+    k = 0
+    while len(out) < partitions:
+        name = f"{PROBE_PREFIX}{k}"
+        out.setdefault(coordinator_partition(name, partitions), name)
+        k += 1
+    return out
 
 
 def offsets_metadata() -> MetadataRequest:
@@ -98,8 +150,11 @@ def offsets_leadership(meta: Any) -> tuple[Optional[Leadership], dict[int, str]]
     return leaders, leaderless
 
 
-def build_requests(leaders: Leadership) -> dict[int, tuple[Any, Any]]:
-    """Per leader: (ListOffsets LATEST, OffsetForLeaderEpoch E - 1), both fenced at epoch E."""
+def build_requests(
+    leaders: Leadership, probes: Optional[Mapping[int, str]] = None
+) -> dict[int, tuple[Any, Any, Optional[Any]]]:
+    """Per leader: (ListOffsets LATEST, OffsetForLeaderEpoch E - 1, both fenced at epoch E; and
+    OffsetFetch v8 of the probe groups of its partitions, or None without ``probes``)."""
     per_leader: dict[int, list[int]] = defaultdict(list)
     for partition, (leader, _) in sorted(leaders.items()):
         per_leader[leader].append(partition)
@@ -107,7 +162,7 @@ def build_requests(leaders: Leadership) -> dict[int, tuple[Any, Any]]:
     _LPart = _LTopic.ListOffsetsPartition
     _ETopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
     _EPart = _ETopic.OffsetForLeaderPartition
-    out: dict[int, tuple[Any, Any]] = {}
+    out: dict[int, tuple[Any, Any, Optional[Any]]] = {}
     for leader, partitions in per_leader.items():
         hw = ListOffsetsRequest(
             replica_id=CONSUMER_REPLICA_ID,
@@ -126,24 +181,48 @@ def build_requests(leaders: Leadership) -> dict[int, tuple[Any, Any]]:
             ])],
             min_version=2,  # current_leader_epoch
         )
-        out[leader] = (hw, start)
+        probe = None
+        if probes is not None:
+            _Group = OffsetFetchRequest.OffsetFetchRequestGroup
+            probe = OffsetFetchRequest(
+                groups=[_Group(group_id=probes[p], topics=None) for p in partitions], min_version=8, max_version=8
+            )
+        out[leader] = (hw, start, probe)
     return out
 
 
-def check_caught_up(leaders: Leadership, answers: Mapping[int, tuple[Any, Any]]) -> CatchUp:
+def check_caught_up(
+    leaders: Leadership, answers: Mapping[int, tuple[Any, Any, Optional[Any]]], probes: Optional[Mapping[int, str]] = None
+) -> CatchUp:
     """Which partitions' leaders serve every acknowledged commit, from each leader's (ListOffsets,
-    OffsetForLeaderEpoch) answers (a response or the exception its request ended with).
+    OffsetForLeaderEpoch, probe OffsetFetch or None) answers (a response or the exception its
+    request ended with); ``probes``: partition -> its probe group, as sent.
 
-    A denied read makes the whole check unverifiable (``checked`` None), as a denied Metadata
-    does: the caller warns instead of guessing."""
+    A denied ListOffsets or OffsetForLeaderEpoch makes the whole check unverifiable (``checked``
+    None), as a denied Metadata does: the caller warns instead of guessing. A denied probe leaves
+    the high-watermark part standing (``probe_denied``)."""
     high: dict[int, int] = {}
     start: dict[int, int] = {}
     lagging: dict[int, str] = {}
-    for leader, (hw_answer, start_answer) in answers.items():
+    probe_denied = False
+    partition_of = {g: p for p, g in (probes or {}).items()}
+    for leader, (hw_answer, start_answer, probe_answer) in answers.items():
         mine = sorted(p for p, (lead, _) in leaders.items() if lead == leader)
-        for name, answer in (("ListOffsets", hw_answer), ("OffsetForLeaderEpoch", start_answer)):
+        for name, answer in (("ListOffsets", hw_answer), ("OffsetForLeaderEpoch", start_answer), ("OffsetFetch", probe_answer)):
             if isinstance(answer, Exception):
                 lagging.update(dict.fromkeys(mine, f"{name} to broker {leader}: {exc_name(answer)}"))
+        if probe_answer is not None and not isinstance(probe_answer, Exception):
+            for ga in probe_answer.groups:
+                err = error_name(ga.error_code)
+                partition = partition_of.get(ga.group_id)
+                if partition is None or err is None:
+                    continue
+                if err in AUTH_ERRORS:
+                    probe_denied = True
+                elif err in COORDINATOR_NOT_ACTIVE:
+                    lagging.setdefault(partition, f"broker {leader}'s group coordinator for it is not active yet ({err})")
+                else:
+                    lagging.setdefault(partition, f"probe OffsetFetch: {err}")
         if not isinstance(hw_answer, Exception):
             for t in hw_answer.topics:
                 for p in t.partitions:
@@ -181,11 +260,12 @@ def check_caught_up(leaders: Leadership, answers: Mapping[int, tuple[Any, Any]])
             )
         else:
             checked[partition] = (leader, epoch)
-    return CatchUp(checked, lagging)
+    return CatchUp(checked, lagging, probe_denied)
 
 
-async def coordinators_caught_up(wire: Wire, deadline: Deadline) -> CatchUp:
-    """Metadata(``__consumer_offsets``), then per leader the two reads of ``build_requests``."""
+async def coordinators_caught_up(wire: Wire, deadline: Deadline, probe: bool = True) -> CatchUp:
+    """Metadata(``__consumer_offsets``), then per leader the reads of ``build_requests`` (the
+    probe only when ``probe`` and the brokers have OffsetFetch v8)."""
     meta = await wire.send_any(offsets_metadata())
     try:
         leaders, leaderless = offsets_leadership(meta)
@@ -193,17 +273,22 @@ async def coordinators_caught_up(wire: Wire, deadline: Deadline) -> CatchUp:
         return CatchUp({}, {-1: str(exc)})
     if leaders is None:
         return CatchUp(None)
-    requests = build_requests(leaders)
-    sends: list[tuple[int, Any, Any]] = [
-        (leader, wire.send(hw, node_id=leader, timeout_ms=deadline.remaining_ms()),
-         wire.send(start, node_id=leader, timeout_ms=deadline.remaining_ms()))
-        for leader, (hw, start) in requests.items()
-    ]
-    got = await wire.gather([f for _, a, b in sends for f in (a, b)])
-    answers = {leader: (got[2 * i], got[2 * i + 1]) for i, (leader, _, _) in enumerate(sends)}
-    result = check_caught_up(leaders, answers)
+    count = len(leaders) + len(leaderless)
+    probes = probe_groups(count) if probe and count and wire.api_version(OffsetFetchRequest) >= 8 else None
+    sends: list[int] = []
+    futures: list[Any] = []
+    for leader, requests in build_requests(leaders, probes).items():
+        sends.append(leader)
+        futures += [
+            None if r is None else wire.send(r, node_id=leader, timeout_ms=deadline.remaining_ms()) for r in requests
+        ]
+    got = iter(await wire.gather([f for f in futures if f is not None]))
+    answers_flat = [None if f is None else next(got) for f in futures]
+    answers = {leader: (answers_flat[3 * i], answers_flat[3 * i + 1], answers_flat[3 * i + 2]) for i, leader in enumerate(sends)}
+    result = check_caught_up(leaders, answers, probes)
     if leaderless and result.checked is not None:
-        return CatchUp(result.checked, {**result.lagging, **{p: f"no leader ({why})" for p, why in leaderless.items()}})
+        lagging = {**result.lagging, **{p: f"no leader ({why})" for p, why in leaderless.items()}}
+        return CatchUp(result.checked, lagging, result.probe_denied)
     return result
 
 
@@ -225,12 +310,15 @@ def leadership_changed(before: Leadership, meta: Any) -> str:
 
 __all__ = [
     "OFFSETS_TOPIC",
+    "PROBE_PREFIX",
     "CatchUp",
     "Leadership",
     "build_requests",
     "check_caught_up",
+    "coordinator_partition",
     "coordinators_caught_up",
     "leadership_changed",
     "offsets_leadership",
     "offsets_metadata",
+    "probe_groups",
 ]

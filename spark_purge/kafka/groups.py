@@ -31,6 +31,7 @@ from spark_purge._time import Backoff, Deadline
 from spark_purge.errors import AuthorizationError, GroupsUnsettled
 from spark_purge.kafka.caught_up import (
     OFFSETS_TOPIC,
+    PROBE_PREFIX,
     Leadership,
     coordinators_caught_up,
     leadership_changed,
@@ -162,6 +163,7 @@ class GroupReader:
         self._coordinators: dict[str, int] = {}
         self._lock = threading.Lock()
         self._warned_offsets_acl = False
+        self._warned_probe_acl = False
 
     async def read_groups(
         self,
@@ -223,6 +225,14 @@ class GroupReader:
                 last_problem = catch_up.problem
                 log.info("group listing not trustworthy yet (%s); retrying", last_problem)
                 continue
+            if catch_up.probe_denied and not self._warned_probe_acl:
+                self._warned_probe_acl = True
+                log.warning(
+                    "no Describe on groups %s*: cannot probe whether each group coordinator is active before ListGroups "
+                    "(only the coordinators' high watermarks are checked); grant it to the purge principal (a prefixed "
+                    "ACL; these groups are only read, never created)",
+                    PROBE_PREFIX,
+                )
             listing = check_group_listing(await self._list_groups_once(order), catch_up.checked)
             if listing.groups is not None:
                 checked = catch_up.checked if listing.leaders_checked else None

@@ -20,6 +20,7 @@ from spark_purge.kafka import (
     TimeFloor,
     open_client,
 )
+from spark_purge.kafka.caught_up import PROBE_PREFIX
 from spark_purge.kafka.model import CommitColumns
 from spark_purge.testing.cluster import LocalKafka, free_port
 from spark_purge.testing.workload import commit, produce
@@ -64,6 +65,9 @@ def test_snapshot_reads_exact_offsets_commits_and_configs(
     }
     assert snap.missing_topics == (missing,)
     assert snap.dropped_partitions == () and snap.issues == ()
+    # The coordinator probe only reads: it creates no group.
+    listed = [g["group_id"] if isinstance(g, dict) else g[0] for g in admin.list_groups()]
+    assert f"{prefix}-a" in listed and not [g for g in listed if g.startswith(PROBE_PREFIX)]
     # One broker: every API is one request, whatever the number of partitions and groups.
     assert counts == {
         # 1 for the snapshot; 1 for the coordinators' high-watermark check; 2 around ListGroups
@@ -75,7 +79,7 @@ def test_snapshot_reads_exact_offsets_commits_and_configs(
         "DescribeConfigsRequest": 1,
         "ListGroupsRequest": 1,
         "FindCoordinatorRequest": 1,
-        "OffsetFetchRequest": 1,
+        "OffsetFetchRequest": 2,  # the groups' commits; the coordinator probe (groups that never exist)
         "DescribeGroupsRequest": 1,
         "DescribeLogDirsRequest": 1,  # the partitions' sizes on the leader's disk
     }
