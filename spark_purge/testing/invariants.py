@@ -161,6 +161,13 @@ on, on the same cluster started again; see ``InvariantWorkload.run``)::
     ./dev.sh py -m spark_purge.testing.invariants --cycles 1000 --seed 17 --workdir var/inv17 --minutes 150
     ./dev.sh py -m spark_purge.testing.invariants --workdir var/inv17 --resume --minutes 150
 
+On a machine that keeps no files between sessions, keep a copy of ``checker-life.json`` (the
+random draws and the tallies, written beside the state after every whole cycle) and go on in a
+fresh workdir: the cluster, topics, audit and oracle start anew, the draws and tallies go on
+(``--new-life``)::
+
+    ./dev.sh py -m spark_purge.testing.invariants --workdir var/inv17b --new-life runs/inv17-life.json --minutes 150
+
 It prints cycles, faults injected by kind, records produced, share records accepted, groups
 expired, Spark query runs and records read, records deleted, audit rows checked and violations, and exits
 0 only when there are no violations. ``tests/integration/faults/test_invariants.py`` runs a short
@@ -170,6 +177,7 @@ through :mod:`spark_purge.testing.workload`, like every other harness.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import pickle
@@ -266,6 +274,9 @@ LEADERLESS_TIMEOUT_S = 90.0
 # A run's saved state (``InvariantWorkload.run``): written after every whole cycle; the marker
 # names the cycle in progress (left behind by a run stopped in a cycle's middle, which cannot resume).
 STATE_FILE = "checker-state.pickle"
+# What a new life on a fresh cluster needs (``--new-life``): the random draws and the tallies, as
+# JSON, small enough to keep in the repository between sessions.
+LIFE_FILE = "checker-life.json"
 RUNNING_FILE = "checker-cycle-running"
 STATE_VERSION = 1
 # The oracle's knowledge a resumed run needs (plain values; what a cycle only uses in passing is not kept).
@@ -331,6 +342,9 @@ class InvariantReport:
     # A run stopped between cycles (``--minutes``, SIGTERM) and resumed later (``--resume``).
     paused: bool = False
     resumes: int = 0
+    # Lives begun on a fresh cluster from an earlier life's saved state (``--new-life``): the RNG
+    # and these tallies go on, the cluster, its topics, the audit and the oracle start anew.
+    fresh_lives: int = 0
     # Wall seconds of each part of a cycle, one entry per cycle that ran it (``phase_table``).
     phase_seconds: dict[str, list[float]] = field(default_factory=dict)
 
@@ -372,6 +386,11 @@ class InvariantReport:
             lines.append(
                 f"resumed:            {self.resumes} time(s): each time the checker and the whole cluster "
                 "were stopped between cycles and started again from their disks"
+            )
+        if self.fresh_lives:
+            lines.append(
+                f"fresh lives:        {self.fresh_lives}: each began on a new cluster, topics, audit and oracle, going on "
+                "with the saved random draws and tallies (a machine that keeps no files between sessions)"
             )
         if self.phase_seconds:
             lines += ["cycle parts:"] + self.phase_table()
@@ -586,12 +605,17 @@ class InvariantWorkload:
             workload.create_topics(self.admin, {topic: self.partitions[topic]}, self.replication, {**configs, **extra})
 
     # ---- the run ----------------------------------------------------------------------------
-    def run(self, cycles: int, *, resume: bool = False, minutes: Optional[float] = None) -> InvariantReport:
+    def run(
+        self, cycles: int, *, resume: bool = False, minutes: Optional[float] = None,
+        new_life: Optional[Mapping[str, Any]] = None,
+    ) -> InvariantReport:
         """Run cycles up to ``cycles`` in all. The oracle's state is saved in the workdir after
         every whole cycle (``STATE_FILE``); ``resume``: go on from the state saved there, on a
-        cluster started again on the run's own data. ``minutes``: stop between cycles, after the
-        first cycle that ends that long after the start (or once ``request_stop`` was called);
-        the run can then resume."""
+        cluster started again on the run's own data. ``new_life``: a state an earlier life saved
+        (``load_life``): go on with its random draws and tallies on this fresh cluster,
+        with new topics, a new audit and an oracle that starts empty. ``minutes``: stop between
+        cycles, after the first cycle that ends that long after the start (or once
+        ``request_stop`` was called); the run can then resume."""
         started = time.monotonic()
         first = 0
         query_id: Optional[str] = None
@@ -600,6 +624,12 @@ class InvariantWorkload:
             self.report.resumes += 1
             self.report.paused = False
             self.out(f"resuming at cycle {first + 1}/{cycles} ({self.report.cycles} cycles checked before)")
+        elif new_life is not None:
+            first = self._restore_tallies(new_life)
+            self.report.fresh_lives += 1
+            self.report.paused = False
+            self.out(f"a new life on a fresh cluster at cycle {first + 1}/{cycles} ({self.report.cycles} cycles checked before)")
+            self._create_topics()
         else:
             self._create_topics()
         self.pipeline: PurgePipeline = self._new_pipeline(query_id)
@@ -681,6 +711,10 @@ class InvariantWorkload:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        life = self.workdir / LIFE_FILE
+        tmp = life.with_name(life.name + ".tmp")
+        tmp.write_text(json.dumps(life_state(state), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, life)
 
     def _restore(self, state: Mapping[str, Any]) -> tuple[int, str]:
         """Take a saved state over; returns the next cycle and the job's query id."""
@@ -697,6 +731,16 @@ class InvariantWorkload:
             for name, value in state["tiering"].items():
                 setattr(self.tiering, name, value)
         return int(state["next_cycle"]), str(state["query_id"])
+
+    def _restore_tallies(self, state: Mapping[str, Any]) -> int:
+        """Take an earlier life's random draws and tallies over, not its oracle (that knew another
+        cluster); returns the next cycle."""
+        if state["run"] != self.run_args:
+            raise WorkloadError(f"--new-life: the state was saved by a run of {state['run']}, not {self.run_args}")
+        self.rng.setstate(state["rng"])
+        known = {f.name for f in fields(InvariantReport)}
+        self.report = InvariantReport(**{k: v for k, v in state["report"].items() if k in known})
+        return int(state["next_cycle"])
 
     def _cycle(self, cycle: int) -> None:
         started = time.monotonic()
@@ -1741,6 +1785,38 @@ def load_state(workdir: Path) -> dict[str, Any]:
     path = workdir / STATE_FILE
     if not path.exists():
         raise WorkloadError(f"{path}: no saved run to resume in {workdir}")
+    return load_state_file(path)
+
+
+def life_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a saved state a new life needs, as plain JSON values."""
+    version, internal, gauss = state["rng"]
+    report = dict(state["report"])
+    report["faults"] = dict(report["faults"])
+    report["failed_cycles"] = sorted(report["failed_cycles"])
+    return {
+        "version": state["version"], "next_cycle": state["next_cycle"], "cycles": state["cycles"], "run": state["run"],
+        "rng": [version, list(internal), gauss], "report": report,
+    }
+
+
+def load_life(path: Path) -> dict[str, Any]:
+    """A ``LIFE_FILE`` (``--new-life``), back to the values ``_restore_tallies`` takes."""
+    try:
+        life: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        version, internal, gauss = life["rng"]
+        life["rng"] = (version, tuple(internal), gauss)
+        life["report"]["faults"] = Counter(life["report"]["faults"])
+        life["report"]["failed_cycles"] = set(life["report"]["failed_cycles"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise WorkloadError(f"{path}: not a checker life file ({LIFE_FILE}): {err}") from err
+    if life.get("version") != STATE_VERSION:
+        raise WorkloadError(f"{path}: state version {life.get('version')!r}, this checker reads {STATE_VERSION}")
+    return life
+
+
+def load_state_file(path: Path) -> dict[str, Any]:
+    """A saved state (``STATE_FILE``)."""
     with open(path, "rb") as f:
         state: dict[str, Any] = pickle.load(f)
     if state.get("version") != STATE_VERSION:
@@ -1763,18 +1839,19 @@ def run_invariants(
     progress_every: int = 10,
     resume: bool = False,
     minutes: Optional[float] = None,
+    new_life: Optional[Mapping[str, Any]] = None,
 ) -> InvariantReport:
     """Run the seeded workload for ``cycles`` purge cycles; returns the report (never raises
     for a violation: the caller decides). ``schedule`` fixes the fault of each cycle (cycled;
     ``None`` entries are quiet cycles) instead of drawing it at ``fault_rate`` among ``kinds``
     (the share consumer then runs only where the schedule says ``share_consume``). ``resume``
-    and ``minutes``: see ``InvariantWorkload.run`` (a resumed run passes the settings it was
-    started with)."""
+    ``minutes`` and ``new_life``: see ``InvariantWorkload.run`` (a resumed run, or a new life,
+    passes the settings it was started with)."""
     workload = InvariantWorkload(
         spark, cluster, seed=seed, workdir=workdir, fault_rate=fault_rate, sabotage_cycle=sabotage_cycle,
         schedule=schedule, kinds=kinds, out=out, progress_every=progress_every,
     )
-    return workload.run(cycles, resume=resume, minutes=minutes)
+    return workload.run(cycles, resume=resume, minutes=minutes, new_life=new_life)
 
 
 def checker_workdir(given: str | None) -> Path:
@@ -1812,9 +1889,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--resume", action="store_true",
         help="go on with the run saved in --workdir (its seed, nodes, kinds and fault rate; the cluster restarts on its data)",
     )
+    parser.add_argument(
+        "--new-life", metavar="LIFE",
+        help=f"go on with the run LIFE was saved by (a copy of a workdir's {LIFE_FILE}), on a fresh "
+        "cluster in a new --workdir: its seed, kinds, fault rate, random draws and tallies go on; the cluster, topics, "
+        "audit and oracle start anew (for a machine that keeps no files between sessions)",
+    )
     args = parser.parse_args(argv)
-    if (args.resume or args.minutes is not None) and not args.workdir:
-        parser.error("--resume and --minutes need --workdir (where the run's state and the cluster's data are kept)")
+    new_life: Optional[dict[str, Any]] = None
+    if args.new_life:
+        if args.resume:
+            parser.error("--new-life and --resume exclude each other")
+        try:
+            new_life = load_life(Path(args.new_life))
+        except (OSError, WorkloadError) as err:
+            parser.error(f"--new-life: {err}")
+        run = new_life["run"]
+        args.seed, args.nodes, args.fault_rate = run["seed"], run["nodes"], run["fault_rate"]
+        args.faults = ",".join(run["kinds"])
+        args.cycles = max(args.cycles or 0, new_life["cycles"])
+        if new_life["next_cycle"] >= args.cycles:
+            parser.error(f"--new-life: the saved run did all its {new_life['cycles']} cycles; ask for more with --cycles")
+    if (args.resume or args.minutes is not None or new_life is not None) and not args.workdir:
+        parser.error("--resume, --minutes and --new-life need --workdir (where the run's state and the cluster's data are kept)")
     if args.resume:
         try:
             saved = load_state(Path(args.workdir))
@@ -1859,7 +1956,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         previous = signal.signal(signal.SIGTERM, lambda *_: checker.request_stop())
         try:
-            report = checker.run(args.cycles, resume=args.resume, minutes=args.minutes)
+            report = checker.run(args.cycles, resume=args.resume, minutes=args.minutes, new_life=new_life)
         finally:
             signal.signal(signal.SIGTERM, previous)
     spark.stop()

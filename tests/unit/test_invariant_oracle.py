@@ -2,12 +2,17 @@
 knowledge, and the log starts it reads, set by hand)."""
 from __future__ import annotations
 
+import json
+import random
+from collections import Counter
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 from spark_purge.testing import invariants
-from spark_purge.testing.invariants import InvariantReport, InvariantWorkload
+from spark_purge.testing.errors import WorkloadError
+from spark_purge.testing.invariants import STATE_VERSION, InvariantReport, InvariantWorkload, life_state, load_life
 
 TP = ("inv-b", 0)
 
@@ -215,3 +220,27 @@ def test_a_rewind_while_the_batch_waits_for_the_lease_binds_at_once() -> None:
     assert oracle.report.violations == []
     oracle._check_starts(6, {a0: 0}, {a0: 60}, 10**13)  # planned from the snapshot before the wait
     assert len(oracle.report.violations) == 1 and "log start 60 > allowed 10" in oracle.report.violations[0]
+
+
+def test_a_life_file_carries_the_draws_and_tallies_as_json(tmp_path: Path) -> None:
+    # --new-life: what a fresh cluster's life takes over from an earlier life, and nothing else.
+    rng = random.Random(37)
+    rng.random()
+    report = InvariantReport(seed=37, cycles=12, faults=Counter(node_kill=2), failed_cycles={3, 7}, records_deleted=9)
+    report.timed("whole cycle", 1.5)
+    state = {
+        "version": STATE_VERSION, "next_cycle": 12, "cycles": 1000, "run": {"seed": 37, "kinds": ["node_kill"]},
+        "rng": rng.getstate(), "report": {f.name: getattr(report, f.name) for f in fields(InvariantReport)},
+        "oracle": {"commits": {("t", 0): 5}},
+    }
+    path = tmp_path / "life.json"
+    path.write_text(json.dumps(life_state(state)), encoding="utf-8")
+    life = load_life(path)
+    assert "oracle" not in life and life["next_cycle"] == 12 and life["run"] == state["run"]
+    again = random.Random()
+    again.setstate(life["rng"])
+    assert again.random() == rng.random()
+    assert InvariantReport(**life["report"]) == report
+    path.write_text("{}", encoding="utf-8")
+    with pytest.raises(WorkloadError, match="not a checker life file"):
+        load_life(path)

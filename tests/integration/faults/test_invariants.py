@@ -14,7 +14,15 @@ from pyspark.sql import SparkSession
 from spark_purge.testing import workload
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.errors import WorkloadError
-from spark_purge.testing.invariants import FAULTS, RUNNING_FILE, SLOW_FAULTS, load_state, run_invariants
+from spark_purge.testing.invariants import (
+    FAULTS,
+    LIFE_FILE,
+    RUNNING_FILE,
+    SLOW_FAULTS,
+    load_life,
+    load_state,
+    run_invariants,
+)
 
 pytestmark = pytest.mark.faults
 
@@ -103,6 +111,22 @@ def test_a_run_paused_between_cycles_resumes_on_its_restarted_cluster(spark: Spa
     audit = workload.audit_rows(spark, str(workdir / "audit"), None)
     batches = {(r["query_id"], r["batch_id"]) for r in audit if r["record_type"] == "outcome"}
     assert {b for _, b in batches} == {0, 1, 2, 3} and len({q for q, _ in batches}) == 1, batches
+
+    # A machine that keeps no files between sessions: the small life file alone goes on, on a
+    # fresh cluster in a fresh workdir (new topics, audit and oracle; the draws and tallies go on).
+    life = load_life(workdir / LIFE_FILE)
+    assert life["next_cycle"] == 4 and life["report"]["cycles"] == 4
+    lines.clear()
+    life_dir = tmp_path / "life2"
+    life_dir.mkdir()
+    with LocalKafka(nodes=1) as cluster:
+        again = run_invariants(
+            spark, cluster, cycles=5, seed=5, workdir=life_dir, kinds=kinds, fault_rate=1.0, new_life=life,
+            out=lines.append,
+        )
+    assert lines[0].startswith("a new life on a fresh cluster at cycle 5/5"), lines
+    assert again.cycles == 5 and again.fresh_lives == 1 and again.resumes == 1 and again.violations == [], again.summary()
+    assert again.records_produced > report.records_produced and len(again.phase_seconds["whole cycle"]) == 5
 
     # A run stopped in the middle of a cycle leaves its marker: it cannot resume.
     (workdir / RUNNING_FILE).write_text("4\n", encoding="utf-8")
