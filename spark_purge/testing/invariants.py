@@ -1864,6 +1864,16 @@ def checker_workdir(given: str | None) -> Path:
     return workdir
 
 
+def _take_saved_run(parser: argparse.ArgumentParser, args: argparse.Namespace, saved: Mapping[str, Any], flag: str) -> None:
+    """A saved run's settings override the command line's; ``--cycles`` may only raise its target."""
+    run = saved["run"]
+    args.seed, args.nodes, args.fault_rate = run["seed"], run["nodes"], run["fault_rate"]
+    args.faults = ",".join(run["kinds"])
+    args.cycles = max(args.cycles or 0, saved["cycles"])
+    if saved["next_cycle"] >= args.cycles:
+        parser.error(f"{flag}: the saved run did all its {saved['cycles']} cycles; ask for more with --cycles")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_purge.testing.invariants", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--cycles", type=int, help="cycles in all (default 200; resumed: the saved run's, or more)")
@@ -1904,12 +1914,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             new_life = load_life(Path(args.new_life))
         except (OSError, WorkloadError) as err:
             parser.error(f"--new-life: {err}")
-        run = new_life["run"]
-        args.seed, args.nodes, args.fault_rate = run["seed"], run["nodes"], run["fault_rate"]
-        args.faults = ",".join(run["kinds"])
-        args.cycles = max(args.cycles or 0, new_life["cycles"])
-        if new_life["next_cycle"] >= args.cycles:
-            parser.error(f"--new-life: the saved run did all its {new_life['cycles']} cycles; ask for more with --cycles")
+        _take_saved_run(parser, args, new_life, "--new-life")
     if (args.resume or args.minutes is not None or new_life is not None) and not args.workdir:
         parser.error("--resume, --minutes and --new-life need --workdir (where the run's state and the cluster's data are kept)")
     if args.resume:
@@ -1917,12 +1922,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             saved = load_state(Path(args.workdir))
         except WorkloadError as err:
             parser.error(f"--resume: {err}")
-        run = saved["run"]
-        args.seed, args.nodes, args.fault_rate = run["seed"], run["nodes"], run["fault_rate"]
-        args.faults = ",".join(run["kinds"])
-        args.cycles = max(args.cycles or 0, saved["cycles"])
-        if saved["next_cycle"] >= args.cycles:
-            parser.error(f"--resume: the saved run did all its {saved['cycles']} cycles; ask for more with --cycles")
+        _take_saved_run(parser, args, saved, "--resume")
     elif args.workdir and (Path(args.workdir) / STATE_FILE).exists():
         parser.error(f"--workdir {args.workdir} holds a saved run: --resume it, or choose another folder")
     args.cycles = 200 if args.cycles is None else args.cycles
