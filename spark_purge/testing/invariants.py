@@ -740,6 +740,7 @@ class InvariantWorkload:
         self.rng.setstate(state["rng"])
         known = {f.name for f in fields(InvariantReport)}
         self.report = InvariantReport(**{k: v for k, v in state["report"].items() if k in known})
+        self.stream_records_before = self.report.stream_records  # the Spark query's reads in earlier lives
         return int(state["next_cycle"])
 
     def _cycle(self, cycle: int) -> None:
