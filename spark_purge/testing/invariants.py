@@ -718,13 +718,7 @@ class InvariantWorkload:
 
     def _restore(self, state: Mapping[str, Any]) -> tuple[int, str]:
         """Take a saved state over; returns the next cycle and the job's query id."""
-        if state["run"] != self.run_args:
-            raise WorkloadError(
-                f"{self.workdir / STATE_FILE}: saved by a run of {state['run']}, not {self.run_args}: resume with the run's own settings"
-            )
-        self.rng.setstate(state["rng"])
-        known = {f.name for f in fields(InvariantReport)}
-        self.report = InvariantReport(**{k: v for k, v in state["report"].items() if k in known})
+        self._restore_tallies(state, f"{self.workdir / STATE_FILE}")
         for name, value in state["oracle"].items():
             setattr(self, name, value)
         if self.tiering is not None and state["tiering"] is not None:
@@ -732,11 +726,13 @@ class InvariantWorkload:
                 setattr(self.tiering, name, value)
         return int(state["next_cycle"]), str(state["query_id"])
 
-    def _restore_tallies(self, state: Mapping[str, Any]) -> int:
+    def _restore_tallies(self, state: Mapping[str, Any], source: str = "--new-life") -> int:
         """Take an earlier life's random draws and tallies over, not its oracle (that knew another
-        cluster); returns the next cycle."""
+        cluster; ``_restore`` adds it); returns the next cycle. ``source`` names the state in errors."""
         if state["run"] != self.run_args:
-            raise WorkloadError(f"--new-life: the state was saved by a run of {state['run']}, not {self.run_args}")
+            raise WorkloadError(
+                f"{source}: saved by a run of {state['run']}, not {self.run_args}: go on with the run's own settings"
+            )
         self.rng.setstate(state["rng"])
         known = {f.name for f in fields(InvariantReport)}
         self.report = InvariantReport(**{k: v for k, v in state["report"].items() if k in known})
@@ -1786,7 +1782,11 @@ def load_state(workdir: Path) -> dict[str, Any]:
     path = workdir / STATE_FILE
     if not path.exists():
         raise WorkloadError(f"{path}: no saved run to resume in {workdir}")
-    return load_state_file(path)
+    with open(path, "rb") as f:
+        state: dict[str, Any] = pickle.load(f)
+    if state.get("version") != STATE_VERSION:
+        raise WorkloadError(f"{path}: state version {state.get('version')!r}, this checker reads {STATE_VERSION}")
+    return state
 
 
 def life_state(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -1814,15 +1814,6 @@ def load_life(path: Path) -> dict[str, Any]:
     if life.get("version") != STATE_VERSION:
         raise WorkloadError(f"{path}: state version {life.get('version')!r}, this checker reads {STATE_VERSION}")
     return life
-
-
-def load_state_file(path: Path) -> dict[str, Any]:
-    """A saved state (``STATE_FILE``)."""
-    with open(path, "rb") as f:
-        state: dict[str, Any] = pickle.load(f)
-    if state.get("version") != STATE_VERSION:
-        raise WorkloadError(f"{path}: state version {state.get('version')!r}, this checker reads {STATE_VERSION}")
-    return state
 
 
 def run_invariants(
