@@ -72,7 +72,7 @@ class CatchUp:
 
     ``checked``: the partitions whose leader's high watermark reached its epoch's start, with that
     (leader, epoch); None when the check cannot run (no Describe on ``__consumer_offsets``).
-    ``lagging``: partition -> why it is not caught up yet (retry). ``problem``: a line for logs.
+    ``lagging``: partition -> why it is not confirmed caught up yet (retry). ``problem``: a line for logs.
     """
 
     checked: Optional[Leadership]
@@ -85,7 +85,10 @@ class CatchUp:
             return ""
         shown = "; ".join(f"{p}: {why}" for p, why in sorted(self.lagging.items())[:5])
         more = f" (and {len(self.lagging) - 5} more)" if len(self.lagging) > 5 else ""
-        return f"{OFFSETS_TOPIC} partitions not caught up after a leader change: {shown}{more}"
+        return (
+            f"{OFFSETS_TOPIC} partitions not confirmed caught up (a new leader still behind, "
+            f"or a read of the check that failed): {shown}{more}"
+        )
 
 
 PROBE_PREFIX = "spark-purge-probe-"

@@ -49,7 +49,7 @@ def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_is_not_trusted()
     result = check_caught_up(leaders, {2: (hw_answer({0: 100}), start_answer({0: 120}), None), 1: (hw_answer({1: 50}), start_answer({1: 40}), None)})
     assert result.checked == {1: (1, 3)}
     assert list(result.lagging) == [0] and "epoch 7 from offset 120, its high watermark is 100" in result.lagging[0]
-    assert "partitions not caught up" in result.problem
+    assert "partitions not confirmed caught up (a new leader still behind" in result.problem
 
 
 def test_caught_up_when_the_high_watermark_reaches_the_epoch_start() -> None:
