@@ -1291,15 +1291,14 @@ class InvariantWorkload:
 
     # ---- classic_rebalance: a classic group mid-rebalance at the snapshot ----------------------
     def _classic_member(self, group: str, topics: list[str]) -> KafkaConsumer:
-        """A real classic-protocol member of ``group`` subscribed to ``topics`` (kafka-python; a
-        generous session, as tests/integration/test_share_groups.py explains; no auto commit)."""
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.cluster.bootstrap_servers, group_id=group, enable_auto_commit=False,
-            auto_offset_reset="earliest", session_timeout_ms=45_000, heartbeat_interval_ms=3_000,
-            max_poll_interval_ms=CLASSIC_REBALANCE_TIMEOUT_MS, max_poll_records=50, **self.cluster.client_kwargs(),
+        """A real classic-protocol member of ``group`` subscribed to ``topics`` once its metadata
+        lists them (``workload.classic_member``: after a ``topic_recreate`` a leader assigning
+        from metadata without the topic would leave the group Stable with nothing assigned)."""
+        consumer = workload.classic_member(
+            self.cluster.bootstrap_servers, group, topics,
+            {"max_poll_interval_ms": CLASSIC_REBALANCE_TIMEOUT_MS, "max_poll_records": 50, **self.cluster.client_kwargs()},
         )
         self._classic.append(consumer)
-        consumer.subscribe(topics)
         return consumer
 
     def _classic_state(self, group: str) -> str:

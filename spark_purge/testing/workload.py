@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Optional, TypeVar, Union
 
 from delta.tables import DeltaTable
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic, OffsetSpec
 from kafka.errors import KafkaError as KafkaPythonError
 from kafka.errors import NoError, TopicAlreadyExistsError
@@ -299,6 +299,35 @@ def commit(
 def commit_topic(admin: KafkaAdminClient, group: str, topic: str, offsets: Sequence[Optional[int]]) -> None:
     """:func:`commit` of ``offsets[p]`` on partition ``p`` of ``topic`` (``None``: no commit)."""
     commit(admin, group, {(topic, p): o for p, o in enumerate(offsets)})
+
+
+def classic_member(
+    bootstrap_servers: str, group: str, topics: Sequence[str], config: Optional[Mapping[str, Any]] = None, timeout_s: float = 60
+) -> KafkaConsumer:
+    """A kafka-python classic-protocol member of ``group`` (no auto commit, reading from the log
+    start, a generous session: a loaded machine can starve its heartbeat thread), subscribed to
+    ``topics`` only once its metadata lists each of their partitions; ``config`` adds to or
+    overrides the consumer's settings (a cluster's security settings, poll limits).
+
+    kafka-python 3.0.12 elects the first member leader and assigns from the metadata it holds at
+    that moment. Right after a topic is created (or recreated) that metadata may not list it
+    yet: the leader then assigns nothing ("No partition metadata for topic ..."), the group goes
+    Stable with an empty assignment, and the client rejoins only when its periodic metadata
+    refresh (``metadata_max_age_ms``, 5 minutes) shows the partitions. ``WorkloadError`` when
+    the metadata does not list them in ``timeout_s``."""
+    settings: dict[str, Any] = {
+        "enable_auto_commit": False, "auto_offset_reset": "earliest", "session_timeout_ms": 45_000, "heartbeat_interval_ms": 3_000,
+    }
+    settings.update(config or {})
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group, **settings)
+    deadline = Deadline(timeout_s)
+    while not all(consumer.partitions_for_topic(t) for t in topics):
+        if deadline.expired():
+            consumer.close()
+            raise WorkloadError(f"classic member of {group}: the consumer's metadata did not list {sorted(topics)} in {timeout_s:.0f}s")
+        time.sleep(0.1)
+    consumer.subscribe(list(topics))
+    return consumer
 
 
 def list_offsets(

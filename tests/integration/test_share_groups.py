@@ -22,7 +22,7 @@ from spark_purge.kafka.messages import (
     SHARE_OFFSETS_VERSIONS,
 )
 from spark_purge.testing.cluster import LocalKafka
-from spark_purge.testing.workload import create_topics, new_admin, produce
+from spark_purge.testing.workload import classic_member, create_topics, new_admin, produce
 from tests.integration.share_helpers import (
     idle_share_member,
     kip848_consumer,
@@ -217,24 +217,10 @@ def classic_kafka() -> Iterator[tuple[LocalKafka, KafkaAdminClient]]:
 
 
 def _classic_member(kafka_cluster: LocalKafka, group: str, topics: list[str]) -> KafkaConsumer:
-    """A kafka-python member subscribed to ``topics`` once its metadata knows their partitions.
-
-    kafka-python 3.0.12 elects its first member leader and assigns from the metadata it has at
-    that moment. Right after ``create_topics`` that metadata may not list the new topic yet: the
-    leader then assigns nothing ("No partition metadata for topic ..."), the group is Stable with
-    an empty assignment, and the client does not rejoin when its metadata later shows the
-    partitions, only after ``metadata_max_age_ms`` (5 minutes). That was this test's "no
-    assignment for 60 s, then 120 s" in fresh-clone runs (a debug log of a repro showed it)."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=kafka_cluster.bootstrap_servers, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest",
-        session_timeout_ms=45_000, heartbeat_interval_ms=3_000,  # a loaded machine can starve the heartbeat thread
-    )
-    deadline = time.monotonic() + 60
-    while not all(consumer.partitions_for_topic(t) for t in topics):
-        assert time.monotonic() < deadline, f"the consumer's metadata never listed {topics}"
-        time.sleep(0.1)
-    consumer.subscribe(topics)
-    return consumer
+    """A kafka-python member subscribed to ``topics`` once its metadata knows their partitions
+    (``workload.classic_member``: without that wait, a leader assigning from metadata that does
+    not list a just-created topic left this test's group with no assignment for minutes)."""
+    return classic_member(kafka_cluster.bootstrap_servers, group, topics)
 
 
 def test_a_rebalancing_classic_group_is_unreadable_until_stable(classic_kafka: tuple[LocalKafka, KafkaAdminClient]) -> None:
