@@ -253,7 +253,8 @@ class Phases:
 
     def call_sites(self) -> dict[str, list[tuple[str, float]]]:
         """Per phase, (call site, seconds) of every Spark job of the current cycle (the call site
-        is its first stage's name; the time is from Spark's status store)."""
+        is its first stage's name, with the job's description when it has one; the time is from
+        Spark's status store)."""
         tracker = self.spark.sparkContext.statusTracker()
         store = self.spark.sparkContext._jsc.sc().statusStore()  # type: ignore[union-attr]
         found: dict[str, list[tuple[str, float]]] = {}
@@ -266,7 +267,11 @@ class Phases:
                 data = store.job(job)
                 start, end = data.submissionTime(), data.completionTime()
                 took = (end.get().getTime() - start.get().getTime()) / 1000 if start.isDefined() and end.isDefined() else 0.0
-                sites.append((stage.name if stage is not None else f"job {job}", took))
+                site = stage.name if stage is not None else f"job {job}"
+                described = data.description()  # Delta names its own jobs ("Delta: ...")
+                if described.isDefined():
+                    site = f"{site} [{str(described.get())[:90]}]"
+                sites.append((site, took))
             found[name] = sites
         return found
 
@@ -468,7 +473,7 @@ def time_processes(config_file: Path) -> None:
         ("spark-purge run (one-shot)", ["run", "--once"]),
     ):
         t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "spark_purge.cli", *cmd, "-q", "-c", str(config_file)], capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-m", "spark_purge.cli", "-q", *cmd, "-c", str(config_file)], capture_output=True, text=True)
         took = time.perf_counter() - t0
         print(f"{label:<28} {took:6.1f}s (exit {done.returncode})")
         if done.returncode != 0:
