@@ -36,6 +36,8 @@ from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.sql.window import Window
 
 from spark_purge._time import Backoff
+from spark_purge.deltalog import table_state
+from spark_purge.detach import cut, drop
 from spark_purge.errors import AuditError
 from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, LEASE_RECORD, PROGRESS_STORE, RETIREMENT_CONSTRAINTS
 
@@ -573,6 +575,20 @@ _PROGRESS_LOG_SIZE: dict[str, _LogSize] = {}  # path -> the log's size, kept by 
 
 
 @dataclass(frozen=True)
+class _KnownState:
+    """A progress store's rows as this process recorded them (``ProgressStore.record``), and the
+    table state (Delta table id, version) they are the store at."""
+
+    table: tuple[str, int]
+    held: DataFrame  # ``Positions.after`` rows, cut and held (``detach.cut``): drop to free them
+    rows: DataFrame  # their ``PROGRESS_STORE`` columns
+
+
+_PROGRESS_STATE: dict[str, _KnownState] = {}  # path -> the store's rows this process wrote last
+_PROGRESS_READ: dict[str, tuple[str, int] | None] = {}  # path -> the table state the last read() answered at
+
+
+@dataclass(frozen=True)
 class CheckpointTable:
     """A Delta table the job keeps beside its checkpoint (the progress store, the append
     history): its absolute location, whether a batch wrote it yet, and its rows."""
@@ -626,6 +642,13 @@ class ProgressStore(CheckpointTable):
     offsets Kafka expired keeps holding its last seen position (see ``spark_purge.vanished``).
     Only an operator removes keys (``forget``). Re-running a batch's update is harmless: the
     same positions find their keys already at those offsets and nothing is appended.
+
+    A batch that records through ``record`` leaves its process the store's rows as they are after
+    its append, held (issue 12): the next ``read`` answers with them, with no Delta read and no
+    reduction of the log, as long as the table is still at the version that append made
+    (``deltalog.table_state``, no Spark job). Any other commit (an operator's ``forget``,
+    another process, this process's own pruning or compaction) moves the version, and the next
+    ``read`` reads the table again.
     """
 
     app_id: str
@@ -633,7 +656,12 @@ class ProgressStore(CheckpointTable):
 
     def read(self) -> DataFrame:
         """The store: each key's newest row (``PROGRESS_STORE`` columns; empty when there is no
-        table yet)."""
+        table yet); the rows this process recorded last when the table has not moved since."""
+        known = self._known()
+        if known is not None:
+            _PROGRESS_READ[self.path] = known.table
+            return known.rows
+        _PROGRESS_READ[self.path] = table_state(self.spark, self.path)
         df = self._stored()
         if df is None:
             return self.spark.createDataFrame([], PROGRESS_STORE)
@@ -674,17 +702,60 @@ class ProgressStore(CheckpointTable):
         incarnation of a topic replaces the old one's. Nothing is collected to the driver.
         """
 
-        from spark_purge.detach import detached
         from spark_purge.policy.positions import Positions
 
         self.ensure_table()
         positions = Positions.match(partitions, groups, self.read())
         try:
-            with detached(positions.changed(now)) as changed:
-                positions.release()  # nothing held reads the store while it is written
-                self.apply(changed, batch_id)
+            after = cut(positions.after(now))
+            positions.release()  # nothing held reads the store while it is written
+            self.record(after, batch_id)
         finally:
             positions.release()
+
+    def record(self, after: DataFrame, batch_id: int) -> None:
+        """Record batch ``batch_id``'s positions: ``after`` is ``Positions.after`` of the
+        positions matched with this store's last ``read``, cut from their lineage
+        (``detach.cut``); the store takes them over. Its ``changed`` keys are appended
+        (``apply``); the rows become what ``read`` answers next when nothing but that append
+        moved the table since the read (otherwise they are dropped, and the table is read)."""
+        from spark_purge.policy.positions import CHANGED
+
+        read_at = _PROGRESS_READ.get(self.path)
+        self._forget_known()
+        kept = False
+        try:
+            self.ensure_table()
+            before = table_state(self.spark, self.path)
+            rows = self._append(after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames()), batch_id)
+            appended = table_state(self.spark, self.path)
+            tidied = self._tidy(batch_id, rows)
+            if (
+                not tidied
+                and before is not None
+                and before == read_at
+                and appended == (before[0], before[1] + (1 if rows else 0))
+            ):
+                _PROGRESS_STATE[self.path] = _KnownState(appended, after, after.select(*PROGRESS_STORE.fieldNames()))
+                kept = True
+        finally:
+            if not kept:
+                drop(after)
+
+    def _known(self) -> _KnownState | None:
+        """The rows this process recorded last, when the table is still at their version."""
+        known = _PROGRESS_STATE.get(self.path)
+        if known is None:
+            return None
+        if table_state(self.spark, self.path) == known.table:
+            return known
+        self._forget_known()
+        return None
+
+    def _forget_known(self) -> None:
+        known = _PROGRESS_STATE.pop(self.path, None)
+        if known is not None:
+            drop(known.held)
 
     def apply(self, changed: DataFrame, batch_id: int) -> None:
         """Append ``changed`` (``Positions.changed``: new or changed keys only, with their final
@@ -692,6 +763,10 @@ class ProgressStore(CheckpointTable):
         Delta commit per batch). Then prune superseded rows when the log has grown past
         ``LOG_FACTOR`` rows per key, and compact small files every ``COMPACT_EVERY`` batches."""
         self.ensure_table()
+        self._tidy(batch_id, self._append(changed, batch_id))
+
+    def _append(self, changed: DataFrame, batch_id: int) -> int:
+        """Append ``changed`` as batch ``batch_id``'s rows (no commit when it is empty); how many."""
         rows = changed.count()
         if rows:
             self._retry(
@@ -699,15 +774,25 @@ class ProgressStore(CheckpointTable):
                 lambda: changed.select(*PROGRESS_STORE.fieldNames(), F.lit(batch_id).cast("long").alias("batch_id"))
                 .write.format("delta").mode("append").save(self.path),
             )
+        return rows
+
+    def _tidy(self, batch_id: int, appended: int) -> bool:
+        """Prune the log when ``appended`` more rows took it past ``LOG_FACTOR`` rows a key, and
+        compact it every ``COMPACT_EVERY`` batches; whether either ran (the table moved)."""
+        tidied = False
+        if appended:
             size = _PROGRESS_LOG_SIZE.get(self.path)
             if size is None:  # the first append of this process: count the log once
                 size = _PROGRESS_LOG_SIZE[self.path] = self._log_size()
             else:
-                size.rows += rows
+                size.rows += appended
             if size.rows > LOG_FACTOR * max(size.keys, 1):
                 self.prune(batch_id)
+                tidied = True
         if batch_id % COMPACT_EVERY == COMPACT_EVERY - 1:
             self.compact()
+            tidied = True
+        return tidied
 
     def _log_size(self) -> _LogSize:
         stored = self._stored()

@@ -29,11 +29,17 @@ from pyspark.sql import DataFrame
 def detached(df: DataFrame) -> Iterator[DataFrame]:
     """``df``'s rows, computed now and held by Spark (memory, then disk) with no lineage to the
     tables they came from; the held blocks are freed when the block ends."""
-    cut = df.localCheckpoint(eager=True)
+    rows = cut(df)
     try:
-        yield cut
+        yield rows
     finally:
-        drop(cut)
+        drop(rows)
+
+
+def cut(df: DataFrame) -> DataFrame:
+    """``df``'s rows, computed now and held (memory, then disk) with no lineage to the tables
+    they came from, until ``drop``: ``detached`` for rows whose owner outlives a block."""
+    return df.localCheckpoint(eager=True)
 
 
 def held(df: DataFrame) -> DataFrame:
@@ -52,4 +58,4 @@ def drop(df: DataFrame) -> None:
     df._jdf.queryExecution().analyzed().rdd().unpersist(True)
 
 
-__all__ = ["detached", "drop", "held"]
+__all__ = ["cut", "detached", "drop", "held"]

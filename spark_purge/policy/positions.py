@@ -25,6 +25,7 @@ from spark_purge.policy.reuse import reused
 from spark_purge.schemas import GROUP_OFFSETS, VANISHED_STATE
 
 KEY = ["group_id", "topic", "partition"]
+CHANGED = "changed"  # ``Positions.after``: the key is one the batch records
 
 
 @dataclass(frozen=True)
@@ -134,22 +135,36 @@ class Positions:
         a newly known group type or topic id alone changes only those (the progress time and
         offset stay). Unchanged keys are left out. Keys on partitions the snapshot lacks keep
         a null topic id."""
-        seen = self.matched.where(F.col("k_offset").isNotNull())
+        return self.after(now).where(F.col(CHANGED)).drop(CHANGED)
+
+    def after(self, now: datetime) -> DataFrame:
+        """What the store holds once ``changed(now)`` is recorded: every key it held or the
+        snapshot adds, each with its values then (``PROGRESS_STORE`` columns: the changed keys'
+        new values, the others' stored ones), plus ``changed`` (true: the key is one of
+        ``changed(now)``). Keys only external consumers have, and nothing the store held, are
+        left out, as the store never records them."""
+        seen = F.col("k_offset").isNotNull()
         if self.partitions is None:
-            seen = seen.withColumn("topic_id", F.lit(None).cast("string"))
+            rows = self.matched.withColumn("topic_id", F.lit(None).cast("string"))
         else:
-            seen = seen.join(F.broadcast(self.partitions.select("topic", "partition", "topic_id")), ["topic", "partition"], "left")
+            rows = self.matched.join(F.broadcast(self.partitions.select("topic", "partition", "topic_id")), ["topic", "partition"], "left")
         recreated = F.col("topic_id").isNotNull() & F.col("s_topic_id").isNotNull() & (F.col("topic_id") != F.col("s_topic_id"))
         moved = F.col("s_offset").isNull() | (F.col("s_offset") != F.col("k_offset")) | recreated
         retyped = (F.col("k_type").isNotNull() & ~F.col("k_type").eqNullSafe(F.col("s_type"))) | (
             F.col("topic_id").isNotNull() & F.col("s_topic_id").isNull()
         )
-        return seen.where(moved | retyped).select(
+        changed = seen & (moved | retyped)
+        moved_now = changed & moved
+        return rows.where(changed | F.col("s_offset").isNotNull()).select(
             *KEY,
-            F.col("k_offset").alias("committed_offset"),
-            F.when(moved, F.lit(now).cast("timestamp")).otherwise(F.col("s_time")).alias("last_progress_time"),
-            F.when(moved, F.col("k_type")).otherwise(F.coalesce(F.col("k_type"), F.col("s_type"))).alias("group_type"),
-            F.coalesce(F.col("topic_id"), F.col("s_topic_id")).alias("topic_id"),
+            F.when(changed, F.col("k_offset")).otherwise(F.col("s_offset")).alias("committed_offset"),
+            F.when(moved_now, F.lit(now).cast("timestamp")).otherwise(F.col("s_time")).alias("last_progress_time"),
+            F.when(moved_now, F.col("k_type"))
+            .when(changed, F.coalesce(F.col("k_type"), F.col("s_type")))
+            .otherwise(F.col("s_type"))
+            .alias("group_type"),
+            F.when(changed, F.coalesce(F.col("topic_id"), F.col("s_topic_id"))).otherwise(F.col("s_topic_id")).alias("topic_id"),
+            changed.alias(CHANGED),
         )
 
 

@@ -128,3 +128,66 @@ def test_the_log_appends_changed_keys_only_and_pruning_keeps_each_keys_newest_ro
     store.update(groups(spark, [("a", "t", 0, 6, "classic")]), T2 + timedelta(minutes=9), 4)
     store.remove(store.remembered("a"))
     assert raw() == [("b", 5, 0)]
+
+
+def test_the_rows_a_batch_recorded_answer_the_next_read_only_while_the_table_has_not_moved(
+    spark: SparkSession, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """``record`` keeps the store's rows after its append (no Delta read at the next batch): they
+    must be exactly what the table reads, after every kind of batch, and be given up as soon as
+    anything else commits to the table."""
+    import random
+
+    from spark_purge import audit
+    from spark_purge.deltalog import table_state
+
+    path = str(tmp_path / "progress")
+    store = ProgressStore(spark, path, app_id="q")
+
+    def from_table() -> dict[tuple[str, str, int], tuple[int, datetime, str | None]]:
+        known = audit._PROGRESS_STATE.pop(store.path, None)  # read the table itself, then put it back
+        try:
+            return content(store)
+        finally:
+            if known is not None:
+                audit._PROGRESS_STATE[store.path] = known
+
+    def parts(topic_id: str) -> Any:
+        return spark.createDataFrame(
+            [("s", T0, "t", p, 1, [1], [1], 0, 50, 50, False, "delete", None, None, None, None, topic_id, None, None, None) for p in (0, 1)],
+            schemas.PARTITION_STATE,
+        )
+
+    store.update(groups(spark, [("a", "t", 0, 1, "classic")]), T0, 0)  # creates the table, then reads it (empty)
+    assert content(store) == from_table() == {("a", "t", 0): (1, T0, "classic")}
+
+    draw = random.Random(12)
+    offsets = {(g, p): 1 for g in "abcd" for p in (0, 1)}
+    topic_id = "id-1"
+    kept = []
+    prunes: list[int] = []
+    prune = ProgressStore.prune
+    monkeypatch.setattr(ProgressStore, "prune", lambda self, batch_id: (prunes.append(batch_id), prune(self, batch_id))[1])
+    for batch in range(1, 9):
+        now = T0 + timedelta(minutes=batch)
+        for key in draw.sample(sorted(offsets), 3):  # some move, some stay, one may leave the snapshot
+            offsets[key] += draw.choice([0, 1, 5, -1])
+        if batch == 5:
+            topic_id = "id-2"  # the topic recreated: every position on it is new progress
+        kind = "share" if batch == 3 else "classic"  # a group type newly known changes only the type
+        rows = [(g, "t", p, o, kind if g == "c" else "consumer") for (g, p), o in sorted(offsets.items()) if (g, p) != ("d", batch % 2)]
+        store.update(groups(spark, rows), now, batch, parts(topic_id))
+        known = audit._PROGRESS_STATE.get(store.path)
+        # Kept unless this batch pruned the log (its own MERGE moved the table past its append).
+        pruned = batch in prunes
+        assert (known is not None) != pruned, batch
+        if known is not None:
+            assert known.table == table_state(spark, store.path), batch
+            kept.append(batch)
+        assert content(store) == from_table(), batch
+    assert 4 <= len(kept) < 8, kept  # both kinds of batch ran
+
+    # Another writer (an operator's forget-group) commits: the rows kept are given up.
+    store.remove(store.remembered("a"))
+    assert content(store) == from_table() and not any(k[0] == "a" for k in content(store))
+    assert store.path not in audit._PROGRESS_STATE
