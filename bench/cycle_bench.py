@@ -305,6 +305,7 @@ def instrument(phases: Phases) -> None:
     phases.wrap(KafkaPythonClient, "delete_records", "delete")
     phases.wrap(ProgressStore, "update", "progress")
     phases.wrap(ProgressStore, "apply", "progress")
+    phases.wrap(ProgressStore, "record", "progress")  # the pipeline's since the store keeps its rows
     phases.wrap(PurgerLease, "keep", "lease")
     phases.wrap(PurgerLease, "renew", "lease")
     # Inside the plan: resolving the topics' rules (a collect of topic and group names) and

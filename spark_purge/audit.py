@@ -646,9 +646,10 @@ class ProgressStore(CheckpointTable):
     A batch that records through ``record`` leaves its process the store's rows as they are after
     its append, held (issue 12): the next ``read`` answers with them, with no Delta read and no
     reduction of the log, as long as the table is still at the version that append made
-    (``deltalog.table_state``, no Spark job). Any other commit (an operator's ``forget``,
-    another process, this process's own pruning or compaction) moves the version, and the next
-    ``read`` reads the table again.
+    (or that append and the prune right after it, which changes no key's newest row), checked
+    by the table's version (``deltalog.table_state``, no Spark job). Any other commit (an
+    operator's ``forget``, another process, a compaction) moves the version past them, and the
+    next ``read`` reads the table again.
     """
 
     app_id: str
@@ -729,14 +730,18 @@ class ProgressStore(CheckpointTable):
             before = table_state(self.spark, self.path)
             rows = self._append(after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames()), batch_id)
             appended = table_state(self.spark, self.path)
+            # A prune (or compaction) changes no key's newest row: the rows still answer once
+            # the table moved only by this process's own commits since ``before``.
             tidied = self._tidy(batch_id, rows)
+            tidy = table_state(self.spark, self.path) if tidied else appended
             if (
-                not tidied
+                tidied is not None
                 and before is not None
                 and before == read_at
                 and appended == (before[0], before[1] + (1 if rows else 0))
+                and tidy == (before[0], before[1] + (1 if rows else 0) + tidied)
             ):
-                _PROGRESS_STATE[self.path] = _KnownState(appended, after, after.select(*PROGRESS_STORE.fieldNames()))
+                _PROGRESS_STATE[self.path] = _KnownState(tidy, after, after.select(*PROGRESS_STORE.fieldNames()))
                 kept = True
         finally:
             if not kept:
@@ -776,10 +781,12 @@ class ProgressStore(CheckpointTable):
             )
         return rows
 
-    def _tidy(self, batch_id: int, appended: int) -> bool:
+    def _tidy(self, batch_id: int, appended: int) -> int | None:
         """Prune the log when ``appended`` more rows took it past ``LOG_FACTOR`` rows a key, and
-        compact it every ``COMPACT_EVERY`` batches; whether either ran (the table moved)."""
-        tidied = False
+        compact it every ``COMPACT_EVERY`` batches. Returns how many commits this made, when that
+        is sure (nothing done: 0; a prune that deleted rows: its MERGE's one commit), else None
+        (a compaction, or a prune that deleted nothing, may or may not have committed)."""
+        commits: int | None = 0
         if appended:
             size = _PROGRESS_LOG_SIZE.get(self.path)
             if size is None:  # the first append of this process: count the log once
@@ -787,12 +794,12 @@ class ProgressStore(CheckpointTable):
             else:
                 size.rows += appended
             if size.rows > LOG_FACTOR * max(size.keys, 1):
-                self.prune(batch_id)
-                tidied = True
+                deleted = self.prune(batch_id)
+                commits = 1 if deleted else None
         if batch_id % COMPACT_EVERY == COMPACT_EVERY - 1:
             self.compact()
-            tidied = True
-        return tidied
+            commits = None
+        return commits
 
     def _log_size(self) -> _LogSize:
         stored = self._stored()
@@ -800,14 +807,15 @@ class ProgressStore(CheckpointTable):
             return _LogSize(0, 0)
         return _LogSize(rows=stored.count(), keys=stored.select(*PROGRESS_KEY).distinct().count())
 
-    def prune(self, batch_id: int) -> None:
+    def prune(self, batch_id: int) -> int | None:
         """Delete every row a newer row of its key supersedes (a MERGE that only matches rows
-        with a lower batch id than their key's newest: a key's newest row is never deleted)."""
+        with a lower batch id than their key's newest: a key's newest row is never deleted).
+        Returns how many rows it deleted, as the MERGE reports it (None: unknown, or no MERGE)."""
         from delta.tables import DeltaTable
 
         stored = self._stored()
         if stored is None or "batch_id" not in stored.columns:
-            return
+            return None
         batch = F.coalesce(F.col("batch_id"), F.lit(-1))
         newest = stored.groupBy(*PROGRESS_KEY).agg(F.max(batch).alias("newest"), F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
         on = " AND ".join(f"t.{k} = s.{k}" for k in PROGRESS_KEY) + " AND coalesce(t.batch_id, -1) < s.newest"
@@ -826,6 +834,7 @@ class ProgressStore(CheckpointTable):
             pruned = self._stored()
             keys = 0 if pruned is None else pruned.count()
         _PROGRESS_LOG_SIZE[self.path] = _LogSize(rows=keys, keys=keys)
+        return deleted
 
     def compact(self) -> None:
         """Rewrite the MERGEs' small files into few (a failure only costs read speed)."""

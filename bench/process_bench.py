@@ -1,0 +1,104 @@
+"""`spark-purge plan` and one-shot `spark-purge run` as processes, with JVM option variants side by side.
+
+A scheduled purge (Airflow, Databricks Jobs, cron) starts a process, runs one cycle and exits:
+its cost is the JVM's start, Spark's and Delta's first use, and one cold cycle, not the steady
+cycle ``cycle_bench.py`` measures. This bench builds the cycle bench's setup (topics of 50
+partitions, group *i* committing on every partition of topic *i* mod #topics, one discovering
+rule with ``min_retention: 0s``), then runs each command once per variant, round after round,
+the variants interleaved (so the machine's drift hits them alike); every group advances one
+record before each `run`, so every run has something to delete. All runs share one checkpoint
+and audit, as a scheduled task's runs do.
+
+    ./dev.sh py bench/process_bench.py [--partitions 1000] [--groups 1000] [--rounds 3]
+        [--variant NAME=JAVA_OPTIONS ...]
+
+A variant's JAVA_OPTIONS reach the purge's JVM through ``JAVA_TOOL_OPTIONS`` (the JVM reads it
+whatever launched it); the variant ``default`` (no options) always runs first in each round.
+Prints per command and variant the wall seconds (min / median) and the ratio of medians to
+``default``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.cycle_bench import build_topics, commit_all
+from spark_purge.testing import workload
+from spark_purge.testing.cluster import LocalKafka
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    took = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return took
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--groups", type=int, default=1000)
+    ap.add_argument("--per-topic", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--heap", default="3g", help="broker heap")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=JAVA_OPTIONS")
+    args = ap.parse_args(argv)
+    variants = {"default": ""}
+    for item in args.variant:
+        name, _, options = item.partition("=")
+        variants[name] = options
+    run = uuid.uuid4().hex[:4]
+    records = 2 * args.rounds * len(variants) + 2
+    broker_config = {"num.network.threads": "3", "num.io.threads": "4", "offsets.topic.num.partitions": "10"}
+    with tempfile.TemporaryDirectory(prefix="process-bench-") as tmp_s, LocalKafka(
+        nodes=1, heap=args.heap, broker_config=broker_config, start_timeout_s=300
+    ) as cluster:
+        tmp = Path(tmp_s)
+        topics = build_topics(cluster, args.partitions, args.per_topic, run, records)
+        assignments = {
+            f"cyc-{run}-g{g:05d}": [(t, p) for p in range(n)] for g in range(args.groups) for t, n in [topics[g % len(topics)]]
+        }
+        offset = 1
+        commit_all(cluster.bootstrap_servers, assignments, offset)
+        config = workload.purge_config_dict(tmp, cluster.bootstrap_servers, f"cyc-{run}-.*", None, request_timeout="120s", delete_timeout="120s")
+        config_file = tmp / "purge.yaml"
+        config_file.write_text(yaml.safe_dump(config))
+        base = [sys.executable, "-m", "spark_purge.cli", "-q"]
+        seconds: dict[tuple[str, str], list[float]] = {}
+        for r in range(args.rounds):
+            for name, options in variants.items():
+                env = dict(os.environ)
+                env.pop("JAVA_TOOL_OPTIONS", None)
+                if options:
+                    env["JAVA_TOOL_OPTIONS"] = options
+                for label, cmd in (("plan", ["plan", "-c", str(config_file)]), ("run --once", ["run", "--once", "-c", str(config_file)])):
+                    if label.startswith("run"):
+                        offset += 1
+                        commit_all(cluster.bootstrap_servers, assignments, offset)  # something to delete (untimed)
+                    took = timed(base + cmd, env)
+                    seconds.setdefault((label, name), []).append(took)
+                    print(f"round {r}: {label:<10} {name:<12} {took:6.1f}s", flush=True)
+    print(f"\n{args.partitions} partitions x {args.groups} groups, {args.rounds} rounds (seconds, min / median; ratio of medians to default)")
+    for label in ("plan", "run --once"):
+        ref = statistics.median(seconds[(label, "default")])
+        for name in variants:
+            got = seconds[(label, name)]
+            print(f"{label:<10} {name:<12} {min(got):6.1f} / {statistics.median(got):6.1f}  x{statistics.median(got) / ref:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
