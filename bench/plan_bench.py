@@ -130,7 +130,13 @@ def main(argv: list[str] | None = None) -> int:
                 rows = collect_rows(plan.rows)
             with step("progress", c):
                 positions = getattr(plan, "positions", None)  # None on code before Positions (a baseline)
-                if positions is not None and detached is not None:  # as the pipeline does
+                if positions is not None and hasattr(store, "record"):  # as the pipeline does (the store keeps its rows)
+                    from spark_purge.detach import cut
+
+                    after = cut(positions.after(plan.planned_at))
+                    plan.release()
+                    store.record(after, c)
+                elif positions is not None and detached is not None:  # as the pipeline did before
                     with detached(positions.changed(plan.planned_at)) as changed:
                         plan.release()
                         store.apply(changed, c)
