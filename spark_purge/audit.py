@@ -718,8 +718,9 @@ class ProgressStore(CheckpointTable):
         """Record batch ``batch_id``'s positions: ``after`` is ``Positions.after`` of the
         positions matched with this store's last ``read``, cut from their lineage
         (``detach.cut``); the store takes them over. Its ``changed`` keys are appended
-        (``apply``); the rows become what ``read`` answers next when nothing but that append
-        moved the table since the read (otherwise they are dropped, and the table is read)."""
+        (``apply``); the rows become what ``read`` answers next when nothing but that append and
+        the prune right after it moved the table since the read (otherwise they are dropped, and
+        the table is read)."""
         from spark_purge.policy.positions import CHANGED
 
         read_at = _PROGRESS_READ.get(self.path)
