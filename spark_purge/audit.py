@@ -658,11 +658,11 @@ class ProgressStore(CheckpointTable):
     def read(self) -> DataFrame:
         """The store: each key's newest row (``PROGRESS_STORE`` columns; empty when there is no
         table yet); the rows this process recorded last when the table has not moved since."""
-        known = self._known()
-        if known is not None:
-            _PROGRESS_READ[self.path] = known.table
+        state = _PROGRESS_READ[self.path] = table_state(self.spark, self.path)
+        known = _PROGRESS_STATE.get(self.path)
+        if known is not None and known.table == state:
             return known.rows
-        _PROGRESS_READ[self.path] = table_state(self.spark, self.path)
+        self._forget_known()  # the table moved past them (or they were never kept)
         df = self._stored()
         if df is None:
             return self.spark.createDataFrame([], PROGRESS_STORE)
@@ -730,33 +730,16 @@ class ProgressStore(CheckpointTable):
             self.ensure_table()
             before = table_state(self.spark, self.path)
             rows = self._append(after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames()), batch_id)
-            appended = table_state(self.spark, self.path)
-            # A prune (or compaction) changes no key's newest row: the rows still answer once
-            # the table moved only by this process's own commits since ``before``.
+            # A prune changes no key's newest row: the rows still answer when the table moved by
+            # exactly this call's own commits since the read (any other commit adds to the count).
             tidied = self._tidy(batch_id, rows)
-            tidy = table_state(self.spark, self.path) if tidied else appended
-            if (
-                tidied is not None
-                and before is not None
-                and before == read_at
-                and appended == (before[0], before[1] + (1 if rows else 0))
-                and tidy == (before[0], before[1] + (1 if rows else 0) + tidied)
-            ):
-                _PROGRESS_STATE[self.path] = _KnownState(tidy, after, after.select(*PROGRESS_STORE.fieldNames()))
+            now = table_state(self.spark, self.path)
+            if tidied is not None and before is not None and before == read_at and now == (before[0], before[1] + (1 if rows else 0) + tidied):
+                _PROGRESS_STATE[self.path] = _KnownState(now, after, after.select(*PROGRESS_STORE.fieldNames()))
                 kept = True
         finally:
             if not kept:
                 drop(after)
-
-    def _known(self) -> _KnownState | None:
-        """The rows this process recorded last, when the table is still at their version."""
-        known = _PROGRESS_STATE.get(self.path)
-        if known is None:
-            return None
-        if table_state(self.spark, self.path) == known.table:
-            return known
-        self._forget_known()
-        return None
 
     def _forget_known(self) -> None:
         known = _PROGRESS_STATE.pop(self.path, None)
