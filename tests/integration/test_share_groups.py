@@ -207,20 +207,13 @@ def test_kip848_assignment_without_commit(kafka_cluster: LocalKafka, admin: Kafk
 @pytest.fixture(scope="module")
 def classic_kafka() -> Iterator[tuple[LocalKafka, KafkaAdminClient]]:
     """Classic groups get their own one-node cluster (kept from when the cause of a member left
-    without an assignment was not known: see ``_classic_member``)."""
+    without an assignment was not known: see ``workload.classic_member``)."""
     with LocalKafka(nodes=1) as kafka_cluster:
         admin = new_admin(kafka_cluster.bootstrap_servers)
         try:
             yield kafka_cluster, admin
         finally:
             admin.close()
-
-
-def _classic_member(kafka_cluster: LocalKafka, group: str, topics: list[str]) -> KafkaConsumer:
-    """A kafka-python member subscribed to ``topics`` once its metadata knows their partitions
-    (``workload.classic_member``: without that wait, a leader assigning from metadata that does
-    not list a just-created topic left this test's group with no assignment for minutes)."""
-    return classic_member(kafka_cluster.bootstrap_servers, group, topics)
 
 
 def test_a_rebalancing_classic_group_is_unreadable_until_stable(classic_kafka: tuple[LocalKafka, KafkaAdminClient]) -> None:
@@ -233,7 +226,7 @@ def test_a_rebalancing_classic_group_is_unreadable_until_stable(classic_kafka: t
     create_topics(admin, {held: 1, joined: 2})
     produce(kafka_cluster.bootstrap_servers, joined, {0: 3, 1: 3})
     group = f"classic-{uuid.uuid4().hex[:8]}"
-    first = _classic_member(kafka_cluster, group, [held])
+    first = classic_member(kafka_cluster.bootstrap_servers, group, [held])
     second: Optional[KafkaConsumer] = None
     try:
         deadline = time.monotonic() + 120
@@ -242,7 +235,7 @@ def test_a_rebalancing_classic_group_is_unreadable_until_stable(classic_kafka: t
         assert first.assignment() == {TopicPartition(held, 0)}
         # The second member's JoinGroup starts a rebalance that waits for the first to rejoin,
         # which it does only in poll() (up to max.poll.interval.ms, 300 s): the group stays in it.
-        second = _classic_member(kafka_cluster, group, [held, joined])
+        second = classic_member(kafka_cluster.bootstrap_servers, group, [held, joined])
 
         def rebalancing(s: ClusterSnapshot) -> bool:
             assert second is not None
@@ -279,7 +272,7 @@ def test_classic_assignment_without_commit(classic_kafka: tuple[LocalKafka, Kafk
     create_topics(admin, {topic: 2})
     produce(kafka_cluster.bootstrap_servers, topic, {0: 3, 1: 3})
     group = f"classic-{uuid.uuid4().hex[:8]}"
-    consumer = _classic_member(kafka_cluster, group, [topic])
+    consumer = classic_member(kafka_cluster.bootstrap_servers, group, [topic])
     try:
         deadline = time.monotonic() + 120
         while not consumer.assignment() and time.monotonic() < deadline:
