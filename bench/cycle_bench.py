@@ -468,14 +468,22 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
           f"{rss.get('workers_pss', 0):.0f}; together {rss.get('total_pss', 0):.0f}")
 
 
+# The commands a scheduler starts, as processes: (label, arguments before ``-c <config>``).
+PROCESSES = (("spark-purge plan", ["plan"]), ("spark-purge run (one-shot)", ["run", "--once"]))
+
+
+def run_process(args: list[str], config_file: Path, env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """``spark-purge -q <args> -c <config_file>`` as a process: (wall seconds, its result)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_purge.cli", "-q", *args, "-c", str(config_file)], capture_output=True, text=True, env=env
+    )
+    return time.perf_counter() - t0, done
+
+
 def time_processes(config_file: Path) -> None:
-    for label, cmd in (
-        ("spark-purge plan", ["plan"]),
-        ("spark-purge run (one-shot)", ["run", "--once"]),
-    ):
-        t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "spark_purge.cli", "-q", *cmd, "-c", str(config_file)], capture_output=True, text=True)
-        took = time.perf_counter() - t0
+    for label, args in PROCESSES:
+        took, done = run_process(args, config_file)
         print(f"{label:<28} {took:6.1f}s (exit {done.returncode})")
         if done.returncode != 0:
             print(done.stderr[-2000:])

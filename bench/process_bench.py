@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -33,17 +31,15 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.cycle_bench import build_topics, commit_all
+from bench.cycle_bench import PROCESSES, build_topics, commit_all, run_process
 from spark_purge.testing import workload
 from spark_purge.testing.cluster import LocalKafka
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    took = time.perf_counter() - t0
+def timed(args: list[str], config_file: Path, env: dict[str, str]) -> float:
+    took, done = run_process(args, config_file, env)
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"spark-purge {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     return took
 
 
@@ -76,7 +72,6 @@ def main(argv: list[str] | None = None) -> int:
         config = workload.purge_config_dict(tmp, cluster.bootstrap_servers, f"cyc-{run}-.*", None, request_timeout="120s", delete_timeout="120s")
         config_file = tmp / "purge.yaml"
         config_file.write_text(yaml.safe_dump(config))
-        base = [sys.executable, "-m", "spark_purge.cli", "-q"]
         seconds: dict[tuple[str, str], list[float]] = {}
         for r in range(args.rounds):
             for name, options in variants.items():
@@ -84,19 +79,19 @@ def main(argv: list[str] | None = None) -> int:
                 env.pop("JAVA_TOOL_OPTIONS", None)
                 if options:
                     env["JAVA_TOOL_OPTIONS"] = options
-                for label, cmd in (("plan", ["plan", "-c", str(config_file)]), ("run --once", ["run", "--once", "-c", str(config_file)])):
-                    if label.startswith("run"):
+                for label, cmd in PROCESSES:
+                    if cmd[0] == "run":
                         offset += 1
                         commit_all(cluster.bootstrap_servers, assignments, offset)  # something to delete (untimed)
-                    took = timed(base + cmd, env)
+                    took = timed(cmd, config_file, env)
                     seconds.setdefault((label, name), []).append(took)
-                    print(f"round {r}: {label:<10} {name:<12} {took:6.1f}s", flush=True)
+                    print(f"round {r}: {label:<28} {name:<12} {took:6.1f}s", flush=True)
     print(f"\n{args.partitions} partitions x {args.groups} groups, {args.rounds} rounds (seconds, min / median; ratio of medians to default)")
-    for label in ("plan", "run --once"):
+    for label, _ in PROCESSES:
         ref = statistics.median(seconds[(label, "default")])
         for name in variants:
             got = seconds[(label, name)]
-            print(f"{label:<10} {name:<12} {min(got):6.1f} / {statistics.median(got):6.1f}  x{statistics.median(got) / ref:.2f}")
+            print(f"{label:<28} {name:<12} {min(got):6.1f} / {statistics.median(got):6.1f}  x{statistics.median(got) / ref:.2f}")
     return 0
 
 
