@@ -695,7 +695,8 @@ class ProgressStore(CheckpointTable):
             raise AuditError(f"cannot create the group progress table at {self.path}: {exc}") from exc
 
     def update(self, groups: DataFrame, now: datetime, batch_id: int, partitions: DataFrame | None = None) -> None:
-        """MERGE the positions of a snapshot's group rows (``GROUP_OFFSETS``) into the store.
+        """Record the positions of a snapshot's group rows (``GROUP_OFFSETS``) in the store
+        (``record``: the new or moved ones appended).
 
         Rows with ``committed_offset < 0`` (a member holding a partition without a position)
         are not positions and are never stored. ``partitions`` (the snapshot's

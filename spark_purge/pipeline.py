@@ -384,9 +384,9 @@ class PurgePipeline:
         return self.runner.execute(bounded_rows(intents, fresh), ctx), plan
 
     def _remember(self, snapshot: DataFrame, plan: Plan, batch_id: int) -> None:
-        """Every position seen, for stale and vanished groups in later batches (a MERGE of the
+        """Every position seen, for stale and vanished groups in later batches (an append of the
         new or moved positions, from the plan's match of the snapshot with the store when it
-        has one: nothing per commit reaches the driver). External consumers are configured,
+        has one: nothing per commit reaches the driver; ``ProgressStore.record``). External consumers are configured,
         not remembered: left out."""
         partitions, groups = split_snapshot(snapshot)
         if plan.positions is not None:
