@@ -7,18 +7,27 @@ checkpoint on: milliseconds, no Spark job, where a read of the table takes a sna
 or two (about 0.5 s locally).
 
 This goes through Delta's JVM ``DeltaLog``, which is not a public API: when the installed Delta
-lacks it, ``table_version`` answers None and callers read the table every time.
+lacks it, ``table_version`` answers None and callers read the table every time. Any other
+failure of a call (an I/O error, a thread interrupted by a streaming query's stop) answers None
+for that call only: the next call tries again.
 """
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
-_UNSUPPORTED: list[str] = []  # the reason, once DeltaLog could not be used in this process
+_UNSUPPORTED: list[str] = []  # the reason, once this Delta turned out to lack the DeltaLog API used here
+
+# What a JVM without the class or method called raises (Py4J's own message, or the Java error
+# a call with a changed signature throws): the API is missing, not the call unlucky.
+_MISSING_API = re.compile(
+    r"does not exist in the JVM|Method \w+\(.*\) does not exist|NoSuchMethodError|NoSuchMethodException|ClassNotFoundException|NoClassDefFoundError"
+)
 
 
 def table_version(spark: SparkSession, path: str) -> int | None:
@@ -43,10 +52,20 @@ def table_state(spark: SparkSession, path: str) -> tuple[str, int] | None:
         snapshot = delta_log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
         version = int(snapshot.version())
         return ("" if version < 0 else str(snapshot.metadata().id())), version
-    except Exception as exc:  # a Delta without this signature: read the table instead
+    except Exception as exc:
+        if not missing_api(exc):  # this call failed, not the API: the caller reads the table this time
+            log.debug("cannot read the Delta version of %s this time (%s): the table is read", path, exc)
+            return None
         _UNSUPPORTED.append(str(exc))
         log.warning("cannot read Delta table versions through DeltaLog (%s): small tables are read at every use", exc)
         return None
+
+
+def missing_api(exc: BaseException) -> bool:
+    """Whether ``exc`` says the JVM lacks the Delta class or method called (a Delta without this
+    API: give up for the process), rather than that one call failed (try again next time)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return isinstance(exc, (AttributeError, TypeError)) or _MISSING_API.search(text) is not None
 
 
 __all__ = ["table_state", "table_version"]

@@ -138,7 +138,7 @@ def test_the_rows_a_batch_recorded_answer_the_next_read_only_while_the_table_has
     given up as soon as anything else commits to the table."""
     import random
 
-    from spark_purge import audit
+    from spark_purge import audit, deltalog
     from spark_purge.deltalog import table_state
 
     path = str(tmp_path / "progress")
@@ -180,7 +180,7 @@ def test_the_rows_a_batch_recorded_answer_the_next_read_only_while_the_table_has
         store.update(groups(spark, rows), now, batch, parts(topic_id))
         known = audit._PROGRESS_STATE.get(store.path)
         # Kept after its own append and prune; given up after a compaction (not known to commit).
-        assert (known is not None) == (batch % 4 != 3), batch
+        assert (known is not None) == (batch % 4 != 3), (batch, prunes, deltalog._UNSUPPORTED, table_state(spark, store.path), audit._PROGRESS_READ.get(store.path))
         if known is not None:
             assert known.table == table_state(spark, store.path), batch
             kept.append(batch)

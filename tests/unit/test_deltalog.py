@@ -1,0 +1,54 @@
+"""``deltalog.table_state``: a Delta without the ``DeltaLog`` API used gives it up for the
+process; one call that fails for another reason (an I/O error, a thread interrupted by a
+streaming query's stop) answers None for that call only, and the next call reads the log again."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace as NS
+from typing import Any
+
+import pytest
+from py4j.protocol import Py4JError
+from pyspark.sql import SparkSession
+
+from spark_purge import deltalog
+
+
+def failing_spark(error: Exception) -> Any:
+    def for_table(*_: Any) -> Any:
+        raise error
+
+    delta = NS(DeltaLog=NS(forTable=for_table))
+    jvm = NS(org=NS(apache=NS(spark=NS(sql=NS(delta=delta)))), scala=NS(Option=NS(empty=lambda: None)))
+    return NS(sparkContext=NS(_jvm=jvm), _jsparkSession=None)
+
+
+def test_a_failed_call_answers_none_once_and_the_next_reads_the_log(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deltalog, "_UNSUPPORTED", [])
+    path = str(tmp_path / "t")
+    spark.range(3).write.format("delta").save(path)
+    interrupted = Py4JError("An error occurred while calling o91.update: java.nio.channels.ClosedByInterruptException")
+    for error in (interrupted, OSError("java.io.FileNotFoundException: File file:/x/_delta_log/00001.json does not exist")):
+        assert deltalog.table_state(failing_spark(error), path) is None
+        assert deltalog._UNSUPPORTED == []
+    state = deltalog.table_state(spark, path)
+    assert state is not None and state[1] == 0 and state[0]
+    spark.range(2).write.format("delta").mode("append").save(path)
+    assert deltalog.table_state(spark, path) == (state[0], 1)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        Py4JError("org.apache.spark.sql.delta.DeltaLog does not exist in the JVM"),
+        Py4JError("An error occurred while calling o7.update. Trace:\npy4j.Py4JException: Method update([class java.lang.Boolean]) does not exist"),
+        Py4JError("An error occurred while calling z:DeltaLog.forTable.\n: java.lang.NoSuchMethodError: 'DeltaLog DeltaLog.forTable(...)'"),
+    ],
+)
+def test_a_delta_without_the_api_gives_it_up_for_the_process(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
+    monkeypatch.setattr(deltalog, "_UNSUPPORTED", [])
+    path = str(tmp_path / "t")
+    spark.range(1).write.format("delta").save(path)
+    assert deltalog.table_state(failing_spark(error), path) is None
+    assert [str(error)] == deltalog._UNSUPPORTED
+    assert deltalog.table_state(spark, path) is None  # not tried again in this process
