@@ -6,9 +6,11 @@ snapshot no longer shows, ``spark_purge.vanished``), group staleness (a group is
 candidate when every commit it has is a position the store knows, ``policy.groups``) and, after
 the batch, the store's update (the positions that are new or moved). Each used to join the
 O(commits) rows with the store on its own. ``Positions.match`` does it once: the commits
-reduced to one row per (group, topic, partition), full outer joined with the store, kept for
-the batch (``detach.held``; ``release`` when the batch is done). The three are then filters and
-small aggregations of that one table, each giving exactly what its own join gave.
+reduced to one row per (group, topic, partition), full outer joined with the store, each row
+given its partition's snapshot id, time and topic id (one broadcast of the snapshot's partitions,
+not one in each of the three), kept for the batch (``detach.held``; ``release`` when the batch is
+done). The three are then filters and small aggregations of that one table, each giving exactly
+what its own join gave.
 """
 from __future__ import annotations
 
@@ -36,7 +38,9 @@ class Positions:
     ``k_offset`` / ``k_type`` (the lowest Kafka position and its group's type; null: no Kafka
     position); ``k_no_members`` (every Kafka row of the key has surely no members);
     ``x_present`` (an external consumer has a position there); ``s_offset`` / ``s_time`` /
-    ``s_type`` / ``s_topic_id`` (the store's row; null: not remembered).
+    ``s_type`` / ``s_topic_id`` (the store's row; null: not remembered); with ``partitions``,
+    ``p_snapshot_id`` / ``p_snapshot_time`` / ``p_topic_id`` (the snapshot's row of the key's
+    partition; a null ``p_snapshot_id``: the snapshot lacks the partition).
     """
 
     matched: DataFrame
@@ -74,6 +78,11 @@ class Positions:
             s_topic_id.alias("s_topic_id"),
         )
         matched = live.join(stored, KEY, "full_outer").withColumn("live", F.coalesce(F.col("live"), F.lit(False)))
+        if partitions is not None:  # once here, for vanished, staleness and after alike
+            on = partitions.select(
+                "topic", "partition", *[F.col(c).alias(f"p_{c}") for c in ("snapshot_id", "snapshot_time", "topic_id")]
+            )
+            matched = matched.join(F.broadcast(on), ["topic", "partition"], "left")
         return cls(held(matched), partitions, kept=True) if keep else cls(matched, partitions)
 
     def release(self) -> None:
@@ -82,12 +91,13 @@ class Positions:
             drop(self.matched)
 
     def _on_snapshot(self) -> DataFrame:
-        """``matched`` joined with its partition's ``snapshot_id``, ``snapshot_time`` and
-        ``topic_id`` (inner: keys on partitions the snapshot lacks drop out)."""
+        """``matched``'s rows on the snapshot's partitions (keys on partitions the snapshot lacks
+        drop out), with the partition's ``snapshot_id``, ``snapshot_time`` and ``topic_id``."""
         if self.partitions is None:
             raise ValueError("Positions.vanished needs the snapshot's partitions")
-        keys = self.partitions.select("snapshot_id", "snapshot_time", "topic", "partition", "topic_id")
-        return self.matched.join(F.broadcast(keys), ["topic", "partition"], "inner")
+        return self.matched.where(F.col("p_snapshot_id").isNotNull()).select(
+            "*", *[F.col(f"p_{c}").alias(c) for c in ("snapshot_id", "snapshot_time", "topic_id")]
+        )
 
     def _gone(self, unreadable: Iterable[str]) -> DataFrame:
         """The remembered positions the snapshot lacks, on its partitions: not of unreadable
@@ -114,11 +124,8 @@ class Positions:
         if self.partitions is not None:
             # A position on another incarnation of the topic (another topic id) is not the one the
             # store knows, whatever its number: it is new, as ``changed`` records it.
-            ids = self.partitions.select("topic", "partition", F.col("topic_id").alias("p_topic_id"))
             other = _other_incarnation(F.col("p_topic_id"), F.col("s_topic_id"))
-            seen = seen.join(F.broadcast(ids), list(KEY[1:]), "left").withColumn(
-                "s_offset", F.when(other, F.lit(None).cast("long")).otherwise(F.col("s_offset"))
-            )
+            seen = seen.withColumn("s_offset", F.when(other, F.lit(None).cast("long")).otherwise(F.col("s_offset")))
         return (
             seen
             .select(*kafka)
@@ -147,7 +154,7 @@ class Positions:
         if self.partitions is None:
             rows = self.matched.withColumn("topic_id", F.lit(None).cast("string"))
         else:
-            rows = self.matched.join(F.broadcast(self.partitions.select("topic", "partition", "topic_id")), ["topic", "partition"], "left")
+            rows = self.matched.withColumn("topic_id", F.col("p_topic_id"))
         recreated = F.col("topic_id").isNotNull() & F.col("s_topic_id").isNotNull() & (F.col("topic_id") != F.col("s_topic_id"))
         moved = F.col("s_offset").isNull() | (F.col("s_offset") != F.col("k_offset")) | recreated
         retyped = (F.col("k_type").isNotNull() & ~F.col("k_type").eqNullSafe(F.col("s_type"))) | (
