@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 log = logging.getLogger(__name__)
 
 _UNSUPPORTED: list[str] = []  # the reason, once this Delta turned out to lack the DeltaLog API used here
+_FAILED_CALLS = [0]  # calls that failed for another reason in this process (each answered None)
 
 # What a JVM without the class or method called raises (Py4J's own message, or the Java error
 # a call with a changed signature throws): the API is missing, not the call unlucky.
@@ -54,11 +55,18 @@ def table_state(spark: SparkSession, path: str) -> tuple[str, int] | None:
         return ("" if version < 0 else str(snapshot.metadata().id())), version
     except Exception as exc:
         if not missing_api(exc):  # this call failed, not the API: the caller reads the table this time
+            _FAILED_CALLS[0] += 1
             log.debug("cannot read the Delta version of %s this time (%s): the table is read", path, exc)
             return None
         _UNSUPPORTED.append(str(exc))
         log.warning("cannot read Delta table versions through DeltaLog (%s): small tables are read at every use", exc)
         return None
+
+
+def failed_calls() -> int:
+    """How many ``table_state`` calls of this process failed and answered None while the API
+    was there (an I/O error, an interrupted thread): each made its caller read the table."""
+    return _FAILED_CALLS[0]
 
 
 def missing_api(exc: BaseException) -> bool:
@@ -68,4 +76,4 @@ def missing_api(exc: BaseException) -> bool:
     return isinstance(exc, (AttributeError, TypeError)) or _MISSING_API.search(text) is not None
 
 
-__all__ = ["table_state", "table_version"]
+__all__ = ["failed_calls", "missing_api", "table_state", "table_version"]

@@ -28,9 +28,11 @@ def test_a_failed_call_answers_none_once_and_the_next_reads_the_log(spark: Spark
     path = str(tmp_path / "t")
     spark.range(3).write.format("delta").save(path)
     interrupted = Py4JError("An error occurred while calling o91.update: java.nio.channels.ClosedByInterruptException")
-    for error in (interrupted, OSError("java.io.FileNotFoundException: File file:/x/_delta_log/00001.json does not exist")):
+    failed = deltalog.failed_calls()
+    for n, error in enumerate((interrupted, OSError("java.io.FileNotFoundException: File file:/x/_delta_log/00001.json does not exist")), 1):
         assert deltalog.table_state(failing_spark(error), path) is None
         assert deltalog._UNSUPPORTED == []
+        assert deltalog.failed_calls() == failed + n
     state = deltalog.table_state(spark, path)
     assert state is not None and state[1] == 0 and state[0]
     spark.range(2).write.format("delta").mode("append").save(path)
