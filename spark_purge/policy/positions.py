@@ -28,6 +28,7 @@ from spark_purge.schemas import GROUP_OFFSETS, VANISHED_STATE
 
 KEY = ["group_id", "topic", "partition"]
 CHANGED = "changed"  # ``Positions.after``: the key is one the batch records
+PLACED = ("snapshot_id", "snapshot_time", "topic_id")  # the partition's columns a match gives each key, as ``p_<name>``
 
 
 @dataclass(frozen=True)
@@ -38,13 +39,13 @@ class Positions:
     ``k_offset`` / ``k_type`` (the lowest Kafka position and its group's type; null: no Kafka
     position); ``k_no_members`` (every Kafka row of the key has surely no members);
     ``x_present`` (an external consumer has a position there); ``s_offset`` / ``s_time`` /
-    ``s_type`` / ``s_topic_id`` (the store's row; null: not remembered); with ``partitions``,
+    ``s_type`` / ``s_topic_id`` (the store's row; null: not remembered); when ``placed``,
     ``p_snapshot_id`` / ``p_snapshot_time`` / ``p_topic_id`` (the snapshot's row of the key's
     partition; a null ``p_snapshot_id``: the snapshot lacks the partition).
     """
 
     matched: DataFrame
-    partitions: DataFrame | None  # the snapshot's PARTITION_STATE (None: topic ids unknown)
+    placed: bool  # ``matched`` has the ``p_`` columns (the match had the snapshot's partitions; else topic ids unknown)
     kept: bool = False  # ``matched`` is held (``detach.held``) until ``release``
 
     @classmethod
@@ -79,11 +80,10 @@ class Positions:
         )
         matched = live.join(stored, KEY, "full_outer").withColumn("live", F.coalesce(F.col("live"), F.lit(False)))
         if partitions is not None:  # once here, for vanished, staleness and after alike
-            on = partitions.select(
-                "topic", "partition", *[F.col(c).alias(f"p_{c}") for c in ("snapshot_id", "snapshot_time", "topic_id")]
-            )
+            on = partitions.select("topic", "partition", *[F.col(c).alias(f"p_{c}") for c in PLACED])
             matched = matched.join(F.broadcast(on), ["topic", "partition"], "left")
-        return cls(held(matched), partitions, kept=True) if keep else cls(matched, partitions)
+        placed = partitions is not None
+        return cls(held(matched), placed, kept=True) if keep else cls(matched, placed)
 
     def release(self) -> None:
         """Free ``matched``'s held rows (kept by ``match``); nothing when it was left lazy."""
@@ -93,11 +93,9 @@ class Positions:
     def _on_snapshot(self) -> DataFrame:
         """``matched``'s rows on the snapshot's partitions (keys on partitions the snapshot lacks
         drop out), with the partition's ``snapshot_id``, ``snapshot_time`` and ``topic_id``."""
-        if self.partitions is None:
+        if not self.placed:
             raise ValueError("Positions.vanished needs the snapshot's partitions")
-        return self.matched.where(F.col("p_snapshot_id").isNotNull()).select(
-            "*", *[F.col(f"p_{c}").alias(c) for c in ("snapshot_id", "snapshot_time", "topic_id")]
-        )
+        return self.matched.where(F.col("p_snapshot_id").isNotNull()).select("*", *[F.col(f"p_{c}").alias(c) for c in PLACED])
 
     def _gone(self, unreadable: Iterable[str]) -> DataFrame:
         """The remembered positions the snapshot lacks, on its partitions: not of unreadable
@@ -121,7 +119,7 @@ class Positions:
         time the store saw one of them move (see the policy package docstring)."""
         kafka, external, gone, verdict = _staleness_columns()
         seen = self.matched.where(F.col("k_offset").isNotNull())
-        if self.partitions is not None:
+        if self.placed:
             # A position on another incarnation of the topic (another topic id) is not the one the
             # store knows, whatever its number: it is new, as ``changed`` records it.
             other = _other_incarnation(F.col("p_topic_id"), F.col("s_topic_id"))
@@ -151,11 +149,9 @@ class Positions:
         ``changed(now)``). Keys only external consumers have, and nothing the store held, are
         left out, as the store never records them."""
         seen = F.col("k_offset").isNotNull()
-        if self.partitions is None:
-            rows = self.matched.withColumn("topic_id", F.lit(None).cast("string"))
-        else:
-            rows = self.matched.withColumn("topic_id", F.col("p_topic_id"))
-        recreated = F.col("topic_id").isNotNull() & F.col("s_topic_id").isNotNull() & (F.col("topic_id") != F.col("s_topic_id"))
+        topic_id = F.col("p_topic_id") if self.placed else F.lit(None).cast("string")
+        rows = self.matched.withColumn("topic_id", topic_id)
+        recreated = _other_incarnation(F.col("topic_id"), F.col("s_topic_id"))
         moved = F.col("s_offset").isNull() | (F.col("s_offset") != F.col("k_offset")) | recreated
         retyped = (F.col("k_type").isNotNull() & ~F.col("k_type").eqNullSafe(F.col("s_type"))) | (
             F.col("topic_id").isNotNull() & F.col("s_topic_id").isNull()
