@@ -15,6 +15,8 @@ process as ``foreachBatch`` runs it (``read_snapshot`` + ``PurgePipeline.process
 The first cycle warms up (JIT, Python workers, table creation) and is left out of the summary.
 
 Prints per phase min / median seconds, the Spark jobs it ran, and the Delta commits per cycle;
+the cycle's CPU time per part (Python driver, Spark JVM, Python workers, Kafka brokers: on a
+2-core machine a cycle that uses more CPU seconds than twice its wall time waited for a core);
 the floor and the cycle / floor ratio; peak RSS of the Python driver, the Spark JVM and its
 Python workers (sampled from /proc), and the peak PSS of the workers and of all together (the
 workers are forked from one daemon: their RSS counts the pages they share once per worker).
@@ -107,29 +109,49 @@ def _cpu_s(pid: int) -> float:
         return 0.0
 
 
-def cpu_seconds(jvm_pid: int) -> float:
-    """CPU time (user + system) used so far by this process, the Spark JVM and its live Python
-    workers: less sensitive to a loaded machine than wall time."""
-    return sum(_cpu_s(p) for p in (os.getpid(), jvm_pid, *_children(jvm_pid)))
+CPU_PARTS = ("driver", "jvm", "workers", "brokers")
+
+
+def cpu_seconds(jvm_pid: int, broker_pids: list[int]) -> dict[str, float]:
+    """CPU time (user + system) used so far, per part: this process (the Python driver), the
+    Spark JVM, its live Python workers and the Kafka brokers — less sensitive to a loaded
+    machine than wall time. (A worker that exited during the cycle takes its time with it.)"""
+    return {
+        "driver": _cpu_s(os.getpid()),
+        "jvm": _cpu_s(jvm_pid),
+        "workers": sum(_cpu_s(p) for p in _children(jvm_pid)),
+        "brokers": sum(_cpu_s(p) for p in broker_pids),
+    }
 
 
 class RssSampler:
     """Peak RSS (MB) of this process, the Spark JVM and the sum of the JVM's Python workers."""
 
-    def __init__(self, jvm_pid: int, interval_s: float = 0.2) -> None:
+    def __init__(self, jvm_pid: int, interval_s: float = 0.2, pss_every: int = 10) -> None:
         self.jvm_pid = jvm_pid
         self.interval_s = interval_s
+        # PSS comes from smaps_rollup, which walks every mapping of the process (about 17 ms for
+        # a 1 GB JVM, with its memory map locked meanwhile): sampled every ``pss_every``-th time
+        # only, so that the sampler does not take a visible share of a 2-core machine from the
+        # cycle it measures (at every 0.2 s it took about a quarter of one core).
+        self.pss_every = pss_every
+        self._n = 0
         self.peak: dict[str, float] = defaultdict(float)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def sample(self) -> None:
+    def sample(self, final: bool = False) -> None:
         children = _children(self.jvm_pid)
         workers = sum(_status_mb(p, "VmRSS") for p in children)
         now = {"driver": _status_mb(os.getpid(), "VmHWM"), "jvm": _status_mb(self.jvm_pid, "VmHWM"), "workers": workers}
         for k, v in now.items():
             self.peak[k] = max(self.peak[k], v)
         self.peak["total"] = max(self.peak["total"], now["driver"] + _status_mb(self.jvm_pid, "VmRSS") + workers)
+        self._n += 1
+        if final or self._n % self.pss_every == 1:
+            self._sample_pss(children)
+
+    def _sample_pss(self, children: list[int]) -> None:
         workers_pss = sum(_pss_mb(p) for p in children)
         self.peak["workers_pss"] = max(self.peak["workers_pss"], workers_pss)
         total_pss = _pss_mb(os.getpid()) + _pss_mb(self.jvm_pid) + workers_pss
@@ -146,7 +168,7 @@ class RssSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.sample()
+        self.sample(final=True)
 
 
 # ---- setup ------------------------------------------------------------------------------------
@@ -405,7 +427,7 @@ def cycles(
     pipeline = workload.new_pipeline(spark, cfg)
     floor: dict[str, list[float]] = defaultdict(list)
     cycle_s: list[float] = []
-    cpu_s: list[float] = []
+    cpu_s: dict[str, list[float]] = defaultdict(list)
     delta_commits: list[int] = []
     sites: dict[str, list[str]] = {}
     client = open_client(cfg)
@@ -418,13 +440,15 @@ def cycles(
                 snap = client.snapshot(SnapshotRequest())
                 floor["snapshot"].append(time.perf_counter() - t0)
                 before = sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir())
-                cpu0, t0 = cpu_seconds(jvm_pid), time.perf_counter()
+                cpu0, t0 = cpu_seconds(jvm_pid, cluster.pids()), time.perf_counter()
                 with phases.phase("snapshot+source"):
                     snapshot = hold(read_snapshot(spark, cfg))
                     snapshot.count()
                 pipeline.process_batch(snapshot, c)
                 cycle_s.append(time.perf_counter() - t0)
-                cpu_s.append(cpu_seconds(jvm_pid) - cpu0)
+                cpu1 = cpu_seconds(jvm_pid, cluster.pids())
+                for part in CPU_PARTS:
+                    cpu_s[part].append(cpu1[part] - cpu0[part])
                 phases.count_jobs()
                 sites = phases.call_sites()
                 delta_commits.append(sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir()) - before)
@@ -432,7 +456,7 @@ def cycles(
                 t0 = time.perf_counter()
                 client.delete_records(starts, timeout_ms=120_000)
                 floor["delete"].append(time.perf_counter() - t0)
-                print(f"cycle {c}: {cycle_s[-1]:.2f}s, CPU {cpu_s[-1]:.2f}s (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
+                print(f"cycle {c}: {cycle_s[-1]:.2f}s, CPU {sum(cpu_s[part][-1] for part in CPU_PARTS):.2f}s (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
                       f"{len(snap.commits)} commits)", flush=True)
         finally:
             client.close()
@@ -456,7 +480,10 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
     cycle = figures["cycle"][keep]
     floor = [s + d for s, d in zip(figures["floor"]["snapshot"][keep], figures["floor"]["delete"][keep])]
     print(f"{'cycle':<18} {_stats(cycle)}  {sum(statistics.median(phases.jobs[p][keep]) for p in PHASES if phases.jobs.get(p)):>4}")
-    print(f"{'cycle CPU time':<18} {_stats(figures['cpu'][keep])}  (driver + Spark JVM + workers, user+sys)")
+    cpu = figures["cpu"]
+    print(f"{'cycle CPU time':<18} {_stats([sum(v) for v in zip(*(cpu[part][keep] for part in CPU_PARTS))])}  (user+sys, all parts)")
+    for part, label in zip(CPU_PARTS, ("Python driver", "Spark JVM", "Python workers", "Kafka brokers")):
+        print(f"{'  ' + label:<18} {_stats(cpu[part][keep])}")
     print(f"{'floor: snapshot':<18} {_stats(figures['floor']['snapshot'][keep])}")
     print(f"{'floor: delete':<18} {_stats(figures['floor']['delete'][keep])}")
     print(f"cycle / floor (medians): x{statistics.median(cycle) / statistics.median(floor):.1f}; "
