@@ -12,7 +12,11 @@ times: every group advances its commits by one record (untimed), the raw floor i
 DeleteRecords alone on every partition at its current log start: a request of the same size
 that deletes nothing), and one purge cycle runs in
 process as ``foreachBatch`` runs it (``read_snapshot`` + ``PurgePipeline.process_batch``).
-The first cycle warms up (JIT, Python workers, table creation) and is left out of the summary.
+The first ``--warmup`` cycles (default 1) warm up (JIT, Python workers, table creation) and are
+left out of the summary. The JVM's JIT goes on compiling Spark's code for minutes (at 1k x 1k it
+used more than one of the two cores in cycles 2-6): the summary's "its JIT" line shows how much
+of the JVM's CPU in the summarised cycles was still compilation; a long ``--cycles`` with a
+larger ``--warmup`` shows the cycle a continuous purge settles to.
 
 Prints per phase min / median seconds, the Spark jobs it ran, and the Delta commits per cycle;
 the cycle's CPU time per part (Python driver, Spark JVM, Python workers, Kafka brokers: on a
@@ -34,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -110,6 +115,7 @@ def _cpu_s(pid: int) -> float:
 
 
 CPU_PARTS = ("driver", "jvm", "workers", "brokers")
+JIT_THREAD = re.compile(r"C[12] CompilerThre")  # HotSpot's JIT threads, as /proc names them (15 characters)
 
 
 def cpu_seconds(jvm_pid: int, broker_pids: list[int]) -> dict[str, float]:
@@ -121,7 +127,27 @@ def cpu_seconds(jvm_pid: int, broker_pids: list[int]) -> dict[str, float]:
         "jvm": _cpu_s(jvm_pid),
         "workers": sum(_cpu_s(p) for p in _children(jvm_pid)),
         "brokers": sum(_cpu_s(p) for p in broker_pids),
+        "jit": _jit_cpu_s(jvm_pid),
     }
+
+
+def _jit_cpu_s(pid: int) -> float:
+    """CPU time of the JVM's JIT compiler threads (part of the JVM's own)."""
+    total = 0.0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        if JIT_THREAD.fullmatch(name):
+            fields = stat.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 class RssSampler:
@@ -357,13 +383,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commits-per-group", type=int, default=0, help="partitions each group commits on (0: all of its topic)")
     ap.add_argument("--records", type=int, default=20, help="records per partition (one is purged per cycle)")
     ap.add_argument("--nodes", type=int, default=1)
-    ap.add_argument("--cycles", type=int, default=4, help="purge cycles (the first warms up and is not summarised)")
+    ap.add_argument("--cycles", type=int, default=4, help="purge cycles (the first --warmup warm up and are not summarised)")
+    ap.add_argument(
+        "--warmup", type=int, default=1,
+        help="leading cycles left out of the summary (JIT compilation of Spark's code goes on for minutes: see the JIT line)",
+    )
     ap.add_argument("--min-retention", default="0s", help="the rule's min_retention (non-zero adds the append history)")
     ap.add_argument("--heap", default="3g", help="broker heap")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the purge's session (repeatable)")
     ap.add_argument("--jobs", action="store_true", help="list the last cycle's Spark jobs by call site, per phase")
     ap.add_argument("--processes", action="store_true", help="also time `spark-purge plan` and a one-shot `spark-purge run`")
     args = ap.parse_args(argv)
+    if not 0 <= args.warmup < args.cycles:
+        ap.error("--warmup must be at least 0 and below --cycles")
     if args.records < args.cycles + 2:
         ap.error("--records must exceed --cycles + 1 (each cycle purges one record)")
     run = uuid.uuid4().hex[:4]
@@ -447,7 +479,7 @@ def cycles(
                 pipeline.process_batch(snapshot, c)
                 cycle_s.append(time.perf_counter() - t0)
                 cpu1 = cpu_seconds(jvm_pid, cluster.pids())
-                for part in CPU_PARTS:
+                for part in (*CPU_PARTS, "jit"):
                     cpu_s[part].append(cpu1[part] - cpu0[part])
                 phases.count_jobs()
                 sites = phases.call_sites()
@@ -456,7 +488,7 @@ def cycles(
                 t0 = time.perf_counter()
                 client.delete_records(starts, timeout_ms=120_000)
                 floor["delete"].append(time.perf_counter() - t0)
-                print(f"cycle {c}: {cycle_s[-1]:.2f}s, CPU {sum(cpu_s[part][-1] for part in CPU_PARTS):.2f}s (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
+                print(f"cycle {c}: {cycle_s[-1]:.2f}s, CPU {sum(cpu_s[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu_s['jit'][-1]:.2f}s (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
                       f"{len(snap.commits)} commits)", flush=True)
         finally:
             client.close()
@@ -467,7 +499,7 @@ def cycles(
 
 def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) -> None:
     phases: Phases = figures["phases"]
-    keep = slice(1, None) if len(figures["cycle"]) > 1 else slice(None)
+    keep = slice(args.warmup, None) if len(figures["cycle"]) > args.warmup else slice(None)
     print()
     print(f"{args.partitions} partitions x {args.groups} groups ({n_commits} commits), {args.nodes} node(s); "
           f"steady-state cycles {len(figures['cycle'][keep])} (seconds, min / median; Spark jobs per cycle, median)")
@@ -484,6 +516,8 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
     print(f"{'cycle CPU time':<18} {_stats([sum(v) for v in zip(*(cpu[part][keep] for part in CPU_PARTS))])}  (user+sys, all parts)")
     for part, label in zip(CPU_PARTS, ("Python driver", "Spark JVM", "Python workers", "Kafka brokers")):
         print(f"{'  ' + label:<18} {_stats(cpu[part][keep])}")
+        if part == "jvm":
+            print(f"{'    its JIT':<18} {_stats(cpu['jit'][keep])}  (compiler threads: the JVM still warming up)")
     print(f"{'floor: snapshot':<18} {_stats(figures['floor']['snapshot'][keep])}")
     print(f"{'floor: delete':<18} {_stats(figures['floor']['delete'][keep])}")
     print(f"cycle / floor (medians): x{statistics.median(cycle) / statistics.median(floor):.1f}; "
