@@ -29,7 +29,9 @@ workers are forked from one daemon: their RSS counts the pages they share once p
 
 Phases: ``snapshot+source`` (the source's snapshot taken in its planning process, shipped
 to Spark and cached), ``plan`` (``Planner.plan`` and the plan rows to the driver, plus the
-batch's audit lookups), ``intents``/``outcomes`` (audit writes), ``delete`` (DeleteRecords),
+batch's audit lookups; its nested ``plan: rules``, the rules' collect, is the first job to read
+the commits' match with the progress store and so also computes that match, and ``plan: rows``,
+the plan's query), ``intents``/``outcomes`` (audit writes), ``delete`` (DeleteRecords),
 ``progress`` (``ProgressStore.update``), ``history`` (``AppendHistory.update``, only with a
 ``min_retention``). Not a test: figures depend on the machine and its load.
 """
@@ -356,7 +358,9 @@ def instrument(phases: Phases) -> None:
     phases.wrap(ProgressStore, "record", "progress")  # the pipeline's since the store keeps its rows
     phases.wrap(PurgerLease, "keep", "lease")
     phases.wrap(PurgerLease, "renew", "lease")
-    # Inside the plan: resolving the topics' rules (a collect of topic and group names) and
+    # Inside the plan: resolving the topics' rules (a collect of topic and group names: the first
+    # job to read the commits' match with the progress store, held lazily, so this phase also
+    # pays for computing that match: at 10k x 10k most of it) and
     # the plan's rows to the driver (the query that runs the policy).
     phases.wrap(plan_module, "_selected_topic_rules", "plan: rules")
     phases.wrap(pipeline_module, "collect_rows", "plan: rows")
