@@ -176,7 +176,7 @@ class RssSampler:
             self.peak[k] = max(self.peak[k], v)
         self.peak["total"] = max(self.peak["total"], now["driver"] + _status_mb(self.jvm_pid, "VmRSS") + workers)
         self._n += 1
-        if final or self._n % self.pss_every == 1:
+        if final or (self._n - 1) % self.pss_every == 0:  # the first sample, then every pss_every-th
             self._sample_pss(children)
 
     def _sample_pss(self, children: list[int]) -> None:
