@@ -178,12 +178,12 @@ def test_the_rows_a_batch_recorded_answer_the_next_read_only_while_the_table_has
             topic_id = "id-2"  # the topic recreated: every position on it is new progress
         kind = "share" if batch == 3 else "classic"  # a group type newly known changes only the type
         rows = [(g, "t", p, o, kind if g == "c" else "consumer") for (g, p), o in sorted(offsets.items()) if (g, p) != ("d", batch % 2)]
-        failed = deltalog.failed_calls()
+        failed_before = deltalog.failed_calls()
         store.update(groups(spark, rows), now, batch, parts(topic_id))
         known = audit._PROGRESS_STATE.get(store.path)
         # Kept after its own append and prune; given up after a compaction (not known to commit),
         # or when a listing of Delta's log failed in the batch (then the table is read: safe).
-        failed = deltalog.failed_calls() - failed  # in this batch (not the diagnostic call below)
+        failed = deltalog.failed_calls() - failed_before  # in this batch (not the diagnostic call below)
         why = (batch, prunes, deltalog._UNSUPPORTED, failed, table_state(spark, store.path), audit._PROGRESS_READ.get(store.path))
         if known is None and batch % 4 != 3:
             assert failed > 0, why
