@@ -11,7 +11,8 @@ what its own ``Positions.after`` gives (every key one offset behind the snapshot
 they would be in a steady state. Then ``--repeat`` times each, interleaved (the order swapped
 every round), the match is made and its held rows computed (``matched.count()`` on the held
 rows, every column). Prints each one's min / median seconds over the rounds after the first two
-and the ratio of the medians. Not a test.
+and the ratio of the medians. Without ``--baseline`` (as ``./dev.sh bench`` runs it) only this
+tree's match is timed. Not a test.
 """
 from __future__ import annotations
 
@@ -42,9 +43,9 @@ def _positions_of(tree: Path) -> ModuleType:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--baseline", type=Path, required=True, help="a checkout of the baseline commit (git worktree add)")
-    ap.add_argument("--partitions", type=int, default=10000)
-    ap.add_argument("--groups", type=int, default=10000)
+    ap.add_argument("--baseline", type=Path, help="a checkout of the baseline commit (git worktree add); none: this tree alone")
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--per-topic", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=14)
     args = ap.parse_args(argv)
@@ -60,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     from spark_purge.session import get_spark
     from spark_purge.source import snapshot_batch
 
-    kinds = {"baseline": _positions_of(args.baseline.resolve()), "this tree": positions}
+    kinds = {"this tree": positions}
+    if args.baseline is not None:
+        kinds = {"baseline": _positions_of(args.baseline.resolve()), **kinds}
     spark = get_spark("match-bench", master="local[2]")
     now = datetime.now(timezone.utc)
     snap = synthetic(args.partitions, args.groups, args.per_topic, 1, int(now.timestamp() * 1000))
@@ -89,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     steady = {name: v[2:] if len(v) > 2 else v for name, v in seconds.items()}
     for name, v in steady.items():
         print(f"{name:<10} min {min(v):.2f} / median {statistics.median(v):.2f} s ({len(v)} rounds)")
-    print(f"ratio this tree / baseline (medians): x{statistics.median(steady['this tree']) / statistics.median(steady['baseline']):.2f}")
+    if "baseline" in steady:
+        print(f"ratio this tree / baseline (medians): x{statistics.median(steady['this tree']) / statistics.median(steady['baseline']):.2f}")
     return 0
 
 
