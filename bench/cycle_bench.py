@@ -23,7 +23,9 @@ the cycle's CPU time per part (Python driver, Spark JVM, Python workers, Kafka b
 2-core machine a cycle that uses more CPU seconds than twice its wall time waited for a core);
 the floor and the cycle / floor ratio; peak RSS of the Python driver, the Spark JVM and its
 Python workers (sampled from /proc), and the peak PSS of the workers and of all together (the
-workers are forked from one daemon: their RSS counts the pages they share once per worker).
+workers are forked from one daemon: their RSS counts the pages they share once per worker),
+and the workers' peak RSS by what they run (their ``-m`` module: Spark's worker daemon and its
+forks, the data source's and the streaming source's runners...).
 ``--processes`` also times ``spark-purge plan`` and a one-shot ``spark-purge run`` as processes
 (each starts its own JVM).
 
@@ -108,6 +110,36 @@ def _children(root: int) -> list[int]:
     return found
 
 
+def _kind(pid: int, daemon: bool) -> str:
+    """What a Python worker runs: its ``-m`` module and the module after it (Spark's worker
+    daemons run ``pyspark.daemon <worker module>``: ``pyspark.worker`` for tasks,
+    ``pyspark.sql.worker.plan_data_source_read`` for a data source's planning, ...), marked
+    "daemon" for a daemon itself (``daemon``: a child of the JVM; its forks are the workers); else its
+    program's name; "gone" when it exited."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "gone"
+    words = [a.decode(errors="replace") for a in args if a]
+    if "-m" in words[:-1]:
+        kind = " ".join(words[words.index("-m") + 1 : words.index("-m") + 3])
+    else:
+        kind = Path(words[0]).name if words else "gone"
+    return f"{kind} (daemon)" if daemon else kind
+
+
+def _children_of(parent: int, pids: list[int]) -> list[int]:
+    """Those of ``pids`` whose parent is ``parent``."""
+    found = []
+    for pid in pids:
+        try:
+            if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(pid)
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
 def _stat(path: str) -> tuple[str, float] | None:
     """(command name, user + system CPU seconds) of a process or thread from its /proc ``stat``
     file; None when it is gone."""
@@ -152,7 +184,8 @@ def _jit_cpu_s(pid: int) -> float:
 
 
 class RssSampler:
-    """Peak RSS (MB) of this process, the Spark JVM and the sum of the JVM's Python workers."""
+    """Peak RSS (MB) of this process, the Spark JVM and the sum of the JVM's Python workers, and
+    each kind of worker's (``_kind``)."""
 
     def __init__(self, jvm_pid: int, interval_s: float = 0.2, pss_every: int = 10) -> None:
         self.jvm_pid = jvm_pid
@@ -164,12 +197,21 @@ class RssSampler:
         self.pss_every = pss_every
         self._n = 0
         self.peak: dict[str, float] = defaultdict(float)
+        self.kinds: dict[str, tuple[float, int]] = {}  # worker kind -> (peak summed RSS MB, processes then)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self, final: bool = False) -> None:
         children = _children(self.jvm_pid)
-        workers = sum(_status_mb(p, "VmRSS") for p in children)
+        rss = {p: _status_mb(p, "VmRSS") for p in children}
+        workers = sum(rss.values())
+        by_kind: dict[str, list[float]] = defaultdict(list)
+        own = set(_children_of(self.jvm_pid, children))
+        for pid, mb in rss.items():
+            by_kind[_kind(pid, pid in own)].append(mb)
+        for kind, sizes in by_kind.items():  # the peak of each kind's sum, and how many made it
+            if sum(sizes) > self.kinds.get(kind, (0.0, 0))[0]:
+                self.kinds[kind] = (sum(sizes), len(sizes))
         now = {"driver": _status_mb(os.getpid(), "VmHWM"), "jvm": _status_mb(self.jvm_pid, "VmHWM"), "workers": workers}
         for k, v in now.items():
             self.peak[k] = max(self.peak[k], v)
@@ -497,7 +539,7 @@ def cycles(
             client.close()
             pipeline.close()
     spark.stop()
-    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "rss": dict(rss.peak), "sites": sites}
+    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "sites": sites}
 
 
 def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) -> None:
@@ -530,6 +572,10 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
           f"Python workers {rss.get('workers', 0):.0f}; together (sampled) {rss.get('total', 0):.0f}")
     print(f"peak PSS MB (shared pages split among their processes, sampled): Python workers "
           f"{rss.get('workers_pss', 0):.0f}; together {rss.get('total_pss', 0):.0f}")
+    kinds = sorted(figures.get("kinds", {}).items(), key=lambda item: -item[1][0])
+    if kinds:
+        print("  Python workers by what they run (peak of the kind's summed RSS MB, processes then): "
+              + ", ".join(f"{kind} {mb:.0f} ({n})" for kind, (mb, n) in kinds))
 
 
 # The commands a scheduler starts, as processes: (label, arguments before ``-c <config>``).
