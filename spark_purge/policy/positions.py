@@ -10,8 +10,8 @@ the store's rows reduced together to one row per (group, topic, partition) (one 
 shuffle: both sides are hashed by (topic, partition) as the batch's snapshot is, and the rows
 it gives stay so for the store's next batch), each row given its partition's snapshot id, time
 and topic id (one broadcast of the snapshot's partitions, not one in each of the three), kept
-for the batch (``detach.held``; ``release`` when the batch is done). The three are then filters and small aggregations of that one table, each giving exactly
-what its own join gave.
+for the batch (``detach.held``; ``release`` when the batch is done). The three are then
+filters and small aggregations of that one table, each giving exactly what its own join gave.
 """
 from __future__ import annotations
 
@@ -66,11 +66,11 @@ class Positions:
         s_topic_id = F.col("topic_id") if "topic_id" in store.columns else F.lit(None).cast("string")
         # The snapshot's rows (a Kafka group and an external consumer of one name share a key)
         # and the store's (one a key) as one union, each side's columns null on the other's
-        # rows, reduced per key by one aggregate. Both sides hashed by (topic, partition) as the batch's snapshot is
-        # (``by_partition``: no shuffle where they already are), so the union is too and the
-        # aggregate shuffles nothing; its rows keep that hashing, and so does the store's next
-        # ``read`` of the rows ``after`` gives (a full outer join's rows would lose it, and the
-        # store's rows would be shuffled again every batch).
+        # rows, reduced per key by one aggregate. Both sides are hashed by (topic, partition)
+        # as the batch's snapshot is (``by_partition``: no shuffle where they already are), so
+        # the union is too and the aggregate shuffles nothing; its rows keep that hashing, and
+        # so does the store's next ``read`` of the rows ``after`` gives (a full outer join's
+        # rows would lose it, and the store's rows would be shuffled again every batch).
         seen = by_partition(groups.where(F.col("committed_offset") >= 0)).select(
             *KEY,
             F.lit(True).alias("live"),
