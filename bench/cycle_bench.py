@@ -203,12 +203,14 @@ class RssSampler:
 
     def sample(self, final: bool = False) -> None:
         children = _children(self.jvm_pid)
+        own = set(_children_of(self.jvm_pid, children))
+        kinds = {p: _kind(p, p in own) for p in children}  # before the RSS: a worker gone by then counts 0
         rss = {p: _status_mb(p, "VmRSS") for p in children}
         workers = sum(rss.values())
         by_kind: dict[str, list[float]] = defaultdict(list)
-        own = set(_children_of(self.jvm_pid, children))
         for pid, mb in rss.items():
-            by_kind[_kind(pid, pid in own)].append(mb)
+            if mb:
+                by_kind[kinds[pid]].append(mb)
         for kind, sizes in by_kind.items():  # the peak of each kind's sum, and how many made it
             if sum(sizes) > self.kinds.get(kind, (0.0, 0))[0]:
                 self.kinds[kind] = (sum(sizes), len(sizes))
