@@ -669,13 +669,9 @@ class ProgressStore(CheckpointTable):
         df = self._with_strings(df, _PROGRESS_ADDED)  # a table written before these columns existed
         if "batch_id" not in df.columns:  # a table written before it was a log: one row per key
             return df.select(*PROGRESS_STORE.fieldNames())
-        from spark_purge.policy.inputs import by_partition
-
         values = [c for c in PROGRESS_STORE.fieldNames() if c not in PROGRESS_KEY]
         newest = F.max_by(F.struct(*values), F.struct(F.coalesce(F.col("batch_id"), F.lit(-1)), F.col("last_progress_time")))
-        # Hashed by (topic, partition) as a batch's snapshot is: the reduction per key needs no
-        # other shuffle, and the match with the batch's commits none at all (``Positions.match``).
-        return by_partition(df).groupBy(*PROGRESS_KEY).agg(newest.alias("v")).select(*PROGRESS_KEY, *[F.col(f"v.{c}").alias(c) for c in values])
+        return df.groupBy(*PROGRESS_KEY).agg(newest.alias("v")).select(*PROGRESS_KEY, *[F.col(f"v.{c}").alias(c) for c in values])
 
     def read_if_exists(self) -> DataFrame | None:
         """``read()``, or None before the first batch wrote the table (nothing remembered yet:

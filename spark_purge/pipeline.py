@@ -67,7 +67,6 @@ from spark_purge.kafka.producers import OpenTransactions
 from spark_purge.lease import FencedAudit, PurgerLease, delete_window_ms
 from spark_purge.planner import Plan, Planner
 from spark_purge.policy import retention_floors, split_snapshot
-from spark_purge.policy.inputs import by_partition
 from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from spark_purge.retirement import RegistryTracker, RetirementRegistry
@@ -428,9 +427,11 @@ def kept(snapshot: DataFrame) -> DataFrame:
     further shuffle of the group rows where Spark may co-partition on those two keys
     (``spark.sql.requireAllClusterKeysForCoPartition=false``, which ``session.get_spark`` sets
     for a local session)."""
+    spark = snapshot.sparkSession
     # As many pieces as the cluster runs tasks at once (and no more than a shuffle makes): every
     # stage reading the snapshot runs one task a piece, and the snapshot is O(partitions) rows.
-    return held(by_partition(snapshot))
+    ways = max(1, min(int(spark.conf.get("spark.sql.shuffle.partitions") or 2), spark.sparkContext.defaultParallelism))
+    return held(snapshot.repartition(ways, "topic", "partition"))
 
 
 def collect_rows(df: DataFrame) -> list[Row]:

@@ -99,16 +99,6 @@ def unreadable_groups_of(snapshot_row: Row) -> dict[str, str]:
     return {g["group_id"]: g["error"] for g in snapshot_row["unreadable_groups"]}
 
 
-def by_partition(df: DataFrame) -> DataFrame:
-    """``df``'s rows hashed by (topic, partition) into one piece per task slot (at most
-    ``spark.sql.shuffle.partitions``): the hashing of a batch's held snapshot
-    (``pipeline.kept``) and of everything derived from it per partition. Rows already hashed so
-    are not shuffled again (Spark drops a repartition its child already satisfies)."""
-    spark = df.sparkSession
-    ways = max(1, min(int(spark.conf.get("spark.sql.shuffle.partitions") or 2), spark.sparkContext.defaultParallelism))
-    return df.repartition(ways, "topic", "partition")
-
-
 def split_snapshot(snapshot: DataFrame) -> tuple[DataFrame, DataFrame]:
     """``SNAPSHOT`` rows -> (``PARTITION_STATE``, ``GROUP_OFFSETS``) DataFrames."""
     return snapshot.select(*PARTITION_STATE.fieldNames()), group_rows(snapshot)

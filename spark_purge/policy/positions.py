@@ -5,13 +5,12 @@ Three things need the snapshot's commits matched with the group progress store
 snapshot no longer shows, ``spark_purge.vanished``), group staleness (a group is a stale
 candidate when every commit it has is a position the store knows, ``policy.groups``) and, after
 the batch, the store's update (the positions that are new or moved). Each used to join the
-O(commits) rows with the store on its own. ``Positions.match`` does it once: the commits and
-the store's rows reduced together to one row per (group, topic, partition) (one aggregate, no
-shuffle: both sides are hashed by (topic, partition) as the batch's snapshot is, and the rows
-it gives stay so for the store's next batch), each row given its partition's snapshot id, time
-and topic id (one broadcast of the snapshot's partitions, not one in each of the three), kept
-for the batch (``detach.held``; ``release`` when the batch is done). The three are then
-filters and small aggregations of that one table, each giving exactly what its own join gave.
+O(commits) rows with the store on its own. ``Positions.match`` does it once: the commits
+reduced to one row per (group, topic, partition), full outer joined with the store, each row
+given its partition's snapshot id, time and topic id (one broadcast of the snapshot's partitions,
+not one in each of the three), kept for the batch (``detach.held``; ``release`` when the batch is
+done). The three are then filters and small aggregations of that one table, each giving exactly
+what its own join gave.
 """
 from __future__ import annotations
 
@@ -24,15 +23,12 @@ from pyspark.sql import functions as F
 
 from spark_purge.detach import drop, held
 from spark_purge.policy.groups import is_external, no_members
-from spark_purge.policy.inputs import by_partition
 from spark_purge.policy.reuse import reused
 from spark_purge.schemas import GROUP_OFFSETS, VANISHED_STATE
 
 KEY = ["group_id", "topic", "partition"]
 CHANGED = "changed"  # ``Positions.after``: the key is one the batch records
 PLACED = ("snapshot_id", "snapshot_time", "topic_id")  # the partition's columns a match gives each key, as ``p_<name>``
-_SEEN = (("k_offset", "long"), ("k_type", "string"), ("k_no_members", "boolean"), ("x_present", "boolean"))  # the snapshot's side
-_STORED = (("s_offset", "long"), ("s_time", "timestamp"), ("s_type", "string"), ("s_topic_id", "string"))  # the store's side
 
 
 @dataclass(frozen=True)
@@ -54,53 +50,35 @@ class Positions:
 
     @classmethod
     def match(cls, partitions: DataFrame | None, groups: DataFrame, store: DataFrame, keep: bool = True) -> Positions:
-        """Match ``groups`` (``GROUP_OFFSETS``) with ``store`` (``PROGRESS_STORE``, one row per
-        key, as ``ProgressStore.read`` gives it; a table without ``group_type`` / ``topic_id``
-        reads them as null); held until ``release``
+        """Match ``groups`` (``GROUP_OFFSETS``) with ``store`` (``PROGRESS_STORE``; a table
+        without ``group_type`` / ``topic_id`` reads them as null); held until ``release``
         (``keep``; otherwise left lazy, for a single use).
         ``partitions`` (``PARTITION_STATE``) is needed by ``vanished`` and ``staleness``; without
         it, ``changed`` gives every position a null topic id."""
         external = is_external(F.col("group_type"))
-        kafka = ~external
-        s_type = F.col("group_type") if "group_type" in store.columns else F.lit(None).cast("string")
-        s_topic_id = F.col("topic_id") if "topic_id" in store.columns else F.lit(None).cast("string")
-        # The snapshot's rows (a Kafka group and an external consumer of one name share a key)
-        # and the store's (one a key) as one union, each side's columns null on the other's
-        # rows, reduced per key by one aggregate. Both sides are hashed by (topic, partition)
-        # as the batch's snapshot is (``by_partition``: no shuffle where they already are), so
-        # the union is too and the aggregate shuffles nothing; its rows keep that hashing, and
-        # so does the store's next ``read`` of the rows ``after`` gives (a full outer join's
-        # rows would lose it, and the store's rows would be shuffled again every batch).
-        seen = by_partition(groups.where(F.col("committed_offset") >= 0)).select(
-            *KEY,
-            F.lit(True).alias("live"),
-            F.when(kafka, F.col("committed_offset")).alias("k_offset"),
-            F.when(kafka, F.col("group_type")).alias("k_type"),
-            F.when(kafka, no_members(F.col("group_state"), F.col("group_type"), F.col("member_count"))).alias("k_no_members"),
-            external.alias("x_present"),
-            *[F.lit(None).cast(t).alias(c) for c, t in _STORED],
-        )
-        stored = by_partition(store.where(F.col("committed_offset") >= 0)).select(
-            *KEY,
-            F.lit(False).alias("live"),
-            *[F.lit(None).cast(t).alias(c) for c, t in _SEEN],
-            F.col("committed_offset").cast("long").alias("s_offset"),
-            F.col("last_progress_time").cast("timestamp").alias("s_time"),
-            s_type.cast("string").alias("s_type"),
-            s_topic_id.cast("string").alias("s_topic_id"),
-        )
-        matched = (
-            seen.unionByName(stored)
+        live = (
+            groups.where(F.col("committed_offset") >= 0)
             .groupBy(*KEY)
             .agg(
-                F.min("k_offset").alias("k_offset"),
-                F.max("k_type").alias("k_type"),
-                F.bool_and("k_no_members").alias("k_no_members"),
-                F.bool_or("x_present").alias("x_present"),
-                F.bool_or("live").alias("live"),
-                *[F.max(c).alias(c) for c, _ in _STORED],
+                F.min(F.when(~external, F.col("committed_offset"))).alias("k_offset"),
+                F.max(F.when(~external, F.col("group_type"))).alias("k_type"),
+                F.bool_and(F.when(~external, no_members(F.col("group_state"), F.col("group_type"), F.col("member_count")))).alias(
+                    "k_no_members"
+                ),
+                F.bool_or(external).alias("x_present"),
             )
+            .withColumn("live", F.lit(True))
         )
+        s_type = F.col("group_type") if "group_type" in store.columns else F.lit(None).cast("string")
+        s_topic_id = F.col("topic_id") if "topic_id" in store.columns else F.lit(None).cast("string")
+        stored = store.where(F.col("committed_offset") >= 0).select(
+            *KEY,
+            F.col("committed_offset").alias("s_offset"),
+            F.col("last_progress_time").alias("s_time"),
+            s_type.alias("s_type"),
+            s_topic_id.alias("s_topic_id"),
+        )
+        matched = live.join(stored, KEY, "full_outer").withColumn("live", F.coalesce(F.col("live"), F.lit(False)))
         if partitions is not None:  # once here, for vanished, staleness and after alike
             on = partitions.select("topic", "partition", *[F.col(c).alias(f"p_{c}") for c in PLACED])
             matched = matched.join(F.broadcast(on), ["topic", "partition"], "left")

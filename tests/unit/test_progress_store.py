@@ -199,37 +199,3 @@ def test_the_rows_a_batch_recorded_answer_the_next_read_only_while_the_table_has
     store.remove(store.remembered("a"))
     assert content(store) == from_table() and not any(k[0] == "a" for k in content(store))
     assert store.path not in audit._PROGRESS_STATE
-
-
-def test_the_rows_a_batch_recorded_are_matched_next_batch_without_a_shuffle(spark: SparkSession, tmp_path: Path) -> None:
-    """Issue 12: the store's rows a batch records stay hashed by (topic, partition), as the
-    batch's snapshot is (``pipeline.kept``), so the next batch matches them with its commits
-    without moving a row through a shuffle; the first batch's read of the table hashes them once."""
-    from spark_purge.detach import cut, drop
-    from spark_purge.pipeline import kept
-    from spark_purge.policy.inputs import nest_snapshot, split_snapshot
-    from spark_purge.policy.positions import Positions
-
-    store = ProgressStore(spark, str(tmp_path / "progress"), app_id="q")
-    store.ensure_table()
-    pieces = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "2")
-    try:
-        partitions = spark.createDataFrame(
-            [("s", T0, "t", p, 1, [1], [1], 0, 50, 50, False, "delete", None, None, None, None, "id-1", None, None, None) for p in (0, 1, 2)],
-            schemas.PARTITION_STATE,
-        )
-        shuffles = []
-        for batch, now in enumerate((T0, T1, T2)):
-            rows = [(g, "t", p, 10 + batch * (g == "a"), "classic") for g in "abc" for p in (0, 1, 2) if (g, p, batch) != ("c", 2, 2)]
-            snapshot = kept(nest_snapshot(partitions, groups(spark, rows)))
-            parts, commits = split_snapshot(snapshot)
-            positions = Positions.match(parts, commits, store.read(), keep=False)
-            shuffles.append(positions.matched._jdf.queryExecution().executedPlan().toString().count("Exchange hashpartitioning"))
-            store.record(cut(positions.after(now)), batch)
-            drop(snapshot)
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", pieces or "1")
-    assert shuffles[0] == 1 and shuffles[1:] == [0, 0], shuffles
-    expected = {(g, "t", p): (12, T2, "classic") if g == "a" else (10, T0, "classic") for g in "abc" for p in (0, 1, 2)}
-    assert content(store) == expected  # c's position on partition 2 left the snapshot: it is kept
