@@ -128,6 +128,14 @@ def _kind(pid: int, daemon: bool) -> str:
     return f"{kind} (daemon)" if daemon else kind
 
 
+def _exe(pid: int) -> str | None:
+    """The program ``pid`` runs (None: gone)."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
 def _children_of(parent: int, pids: list[int]) -> list[int]:
     """Those of ``pids`` whose parent is ``parent``."""
     found = []
@@ -189,6 +197,7 @@ class RssSampler:
 
     def __init__(self, jvm_pid: int, interval_s: float = 0.2, pss_every: int = 10) -> None:
         self.jvm_pid = jvm_pid
+        self.jvm_exe = _exe(jvm_pid)
         self.interval_s = interval_s
         # PSS comes from smaps_rollup, which walks every mapping of the process (about 17 ms for
         # a 1 GB JVM, with its memory map locked meanwhile): sampled every ``pss_every``-th time
@@ -202,7 +211,10 @@ class RssSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self, final: bool = False) -> None:
-        children = _children(self.jvm_pid)
+        # A child still running the JVM's own program is the JVM forked for a command (Hadoop's
+        # local file system runs chmod and readlink) and not exec'ed yet: its RSS is the JVM's
+        # pages, shared, not a worker's.
+        children = [p for p in _children(self.jvm_pid) if _exe(p) not in (None, self.jvm_exe)]
         own = set(_children_of(self.jvm_pid, children))
         kinds = {p: _kind(p, p in own) for p in children}  # before the RSS: a worker gone by then counts 0
         rss = {p: _status_mb(p, "VmRSS") for p in children}
