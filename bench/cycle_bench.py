@@ -51,7 +51,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -91,8 +91,8 @@ def _pss_mb(pid: int) -> float:
     return _proc_mb(pid, "smaps_rollup", "Pss")
 
 
-def _children(root: int) -> list[int]:
-    """Every live descendant of ``root`` (from /proc's ppid fields)."""
+def _children(root: int) -> dict[int, int]:
+    """Every live descendant of ``root``, with its parent (from /proc's ppid fields)."""
     parent: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -101,11 +101,12 @@ def _children(root: int) -> list[int]:
                 parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
-    found, frontier = [], [root]
+    found: dict[int, int] = {}
+    frontier = [root]
     while frontier:
         p = frontier.pop()
         kids = [c for c, pp in parent.items() if pp == p]
-        found.extend(kids)
+        found.update((c, p) for c in kids)
         frontier.extend(kids)
     return found
 
@@ -114,8 +115,8 @@ def _kind(pid: int, daemon: bool) -> str:
     """What a Python worker runs: its ``-m`` module and the module after it (Spark's worker
     daemons run ``pyspark.daemon <worker module>``: ``pyspark.worker`` for tasks,
     ``pyspark.sql.worker.plan_data_source_read`` for a data source's planning, ...), marked
-    "daemon" for a daemon itself (``daemon``: a child of the JVM; its forks are the workers); else its
-    program's name; "gone" when it exited."""
+    "daemon" for a daemon itself (``daemon``: a child of the JVM; its forks are the workers);
+    else its program's name; "gone" when it exited."""
     try:
         args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
@@ -134,18 +135,6 @@ def _exe(pid: int) -> str | None:
         return os.readlink(f"/proc/{pid}/exe")
     except OSError:
         return None
-
-
-def _children_of(parent: int, pids: list[int]) -> list[int]:
-    """Those of ``pids`` whose parent is ``parent``."""
-    found = []
-    for pid in pids:
-        try:
-            if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                found.append(pid)
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
 
 
 def _stat(path: str) -> tuple[str, float] | None:
@@ -214,9 +203,8 @@ class RssSampler:
         # A child still running the JVM's own program is the JVM forked for a command (Hadoop's
         # local file system runs chmod and readlink) and not exec'ed yet: its RSS is the JVM's
         # pages, shared, not a worker's.
-        children = [p for p in _children(self.jvm_pid) if _exe(p) not in (None, self.jvm_exe)]
-        own = set(_children_of(self.jvm_pid, children))
-        kinds = {p: _kind(p, p in own) for p in children}  # before the RSS: a worker gone by then counts 0
+        children = {p: pp for p, pp in _children(self.jvm_pid).items() if _exe(p) not in (None, self.jvm_exe)}
+        kinds = {p: _kind(p, pp == self.jvm_pid) for p, pp in children.items()}  # before the RSS: a worker gone by then counts 0
         rss = {p: _status_mb(p, "VmRSS") for p in children}
         workers = sum(rss.values())
         by_kind: dict[str, list[float]] = defaultdict(list)
@@ -234,7 +222,7 @@ class RssSampler:
         if final or (self._n - 1) % self.pss_every == 0:  # the first sample, then every pss_every-th
             self._sample_pss(children)
 
-    def _sample_pss(self, children: list[int]) -> None:
+    def _sample_pss(self, children: Iterable[int]) -> None:
         workers_pss = sum(_pss_mb(p) for p in children)
         self.peak["workers_pss"] = max(self.peak["workers_pss"], workers_pss)
         total_pss = _pss_mb(os.getpid()) + _pss_mb(self.jvm_pid) + workers_pss

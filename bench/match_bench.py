@@ -2,7 +2,7 @@
 progress store's rows, against a baseline checkout's, side by side in one Spark session.
 
     git worktree add /tmp/base <commit>
-    ./dev.sh py bench/match_bench.py --baseline /tmp/base [--partitions 10000] [--groups 10000] [--repeat 14]
+    ./dev.sh py bench/match_bench.py --baseline /tmp/base --partitions 10000 --groups 10000 [--repeat 14]
 
 A synthetic snapshot of the cycle bench's shape (``plan_bench.synthetic``), held and hashed as
 the pipeline holds a batch's snapshot (``pipeline.kept``); each implementation's store rows are
