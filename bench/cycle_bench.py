@@ -12,6 +12,8 @@ times: every group advances its commits by one record (untimed), the raw floor i
 DeleteRecords alone on every partition at its current log start: a request of the same size
 that deletes nothing), and one purge cycle runs in
 process as ``foreachBatch`` runs it (``read_snapshot`` + ``PurgePipeline.process_batch``).
+The setup, the commits and the floor run in a Python process of their own (``KafkaSide``), so
+that the driver's figures (CPU, peak RSS) are the purge's alone.
 The first ``--warmup`` cycles (default 1) warm up (JIT, Python workers, table creation) and are
 left out of the summary. The JVM's JIT goes on compiling Spark's code for minutes (at 1k x 1k it
 used more than one of the two cores in cycles 2-6): the summary's "its JIT" line shows how much
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import statistics
@@ -245,14 +248,14 @@ class RssSampler:
 # ---- setup ------------------------------------------------------------------------------------
 
 
-def build_topics(cluster: LocalKafka, partitions: int, per_topic: int, run: str, records: int) -> list[tuple[str, int]]:
-    admin = workload.new_admin(cluster.bootstrap_servers, request_timeout_ms=120_000)
+def build_topics(bootstrap: str, partitions: int, per_topic: int, run: str, records: int) -> list[tuple[str, int]]:
+    admin = workload.new_admin(bootstrap, request_timeout_ms=120_000)
     n_topics = max(1, (partitions + per_topic - 1) // per_topic)
     topics = [(f"cyc-{run}-{i:04d}", min(per_topic, partitions - i * per_topic)) for i in range(n_topics)]
     t0 = time.monotonic()
     workload.create_topics(admin, dict(topics), timeout_s=300)
     admin.close()
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=50, batch_size=1 << 20)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=1 << 20)
     try:
         for topic, n in topics:
             for p in range(n):
@@ -286,6 +289,99 @@ def commit_all(bootstrap: str, assignments: dict[str, list[tuple[str, int]]], of
         for admin in admins:
             admin.close()
     return time.monotonic() - t0
+
+
+class KafkaSide:
+    """The bench's own Kafka work (the setup, the groups advancing their commits, the raw floor)
+    in a Python process of its own, so that the driver's peak RSS is the purge's, not the bench's:
+    in one 10k x 10k run the floor's snapshot and the 500,000 commits took this process from 230
+    to 470 MB. Spoken to with one JSON line each way (``kafka_side_main``); stopped by its PID."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--kafka-side", bootstrap],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+
+    def call(self, op: str, **args: Any) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the bench's Kafka process ended (exit {self.proc.wait()}) during {op!r}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"the bench's Kafka process failed {op!r}: {answer['error']}")
+        return answer["result"]
+
+    def __enter__(self) -> KafkaSide:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()  # its loop ends at end of input
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def kafka_side_main(bootstrap: str) -> int:
+    """``KafkaSide``'s process: one JSON request per input line, one JSON answer per output line
+    (its prints go to stderr)."""
+    from spark_purge.config import load
+    from spark_purge.kafka import SnapshotRequest, open_client
+
+    state: dict[str, Any] = {}
+    out, sys.stdout = sys.stdout, sys.stderr
+
+    def setup(partitions: int, per_topic: int, run: str, records: int, groups: int, per_group: int) -> int:
+        topics = build_topics(bootstrap, partitions, per_topic, run, records)
+        state["assignments"] = {
+            f"cyc-{run}-g{g:05d}": [(t, p) for p in range(min(n, per_group))]
+            for g in range(groups)
+            for t, n in [topics[g % len(topics)]]
+        }
+        n_commits = sum(len(v) for v in state["assignments"].values())
+        took = commit_all(bootstrap, state["assignments"], 1)
+        print(f"setup: {groups} groups, {n_commits} commits: {took:.1f}s", flush=True)
+        return n_commits
+
+    def commit(offset: int) -> None:
+        commit_all(bootstrap, state["assignments"], offset)
+
+    def open_(config_file: str) -> None:
+        state["client"] = open_client(load(config_file))
+
+    def snapshot() -> dict[str, float]:
+        t0 = time.perf_counter()  # the client pauses the cyclic collector itself (``spark_purge._gc``)
+        snap = state["client"].snapshot(SnapshotRequest())
+        return {"seconds": time.perf_counter() - t0, "commits": len(snap.commits)}
+
+    def delete() -> float:
+        client = state["client"]
+        starts = {(p.topic, p.partition): p.log_start_offset for p in client.snapshot(SnapshotRequest(include_groups=False)).partitions}
+        t0 = time.perf_counter()
+        client.delete_records(starts, timeout_ms=120_000)
+        return time.perf_counter() - t0
+
+    ops: dict[str, Callable[..., Any]] = {"setup": setup, "commit": commit, "open": open_, "snapshot": snapshot, "delete": delete}
+    try:
+        for line in sys.stdin:
+            request = json.loads(line)
+            try:
+                answer = {"result": ops[request.pop("op")](**request)}
+            except Exception as exc:  # said to the bench, which stops
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            out.write(json.dumps(answer) + "\n")
+            out.flush()
+    finally:
+        if "client" in state:
+            state["client"].close()
+    return 0
 
 
 # ---- phase timing -----------------------------------------------------------------------------
@@ -449,24 +545,19 @@ def main(argv: list[str] | None = None) -> int:
     broker_config = {"num.network.threads": "3", "num.io.threads": "4", "offsets.topic.num.partitions": "10"}
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp_s, LocalKafka(
         nodes=args.nodes, heap=args.heap, broker_config=broker_config, start_timeout_s=300
-    ) as cluster:
+    ) as cluster, KafkaSide(cluster.bootstrap_servers) as kafka:
         tmp = Path(tmp_s)
-        topics = build_topics(cluster, args.partitions, args.per_topic, run, args.records)
-        per_group = args.commits_per_group or args.per_topic
-        assignments = {
-            f"cyc-{run}-g{g:05d}": [(t, p) for p in range(min(n, per_group))]
-            for g in range(args.groups)
-            for t, n in [topics[g % len(topics)]]
-        }
-        n_commits = sum(len(v) for v in assignments.values())
-        took = commit_all(cluster.bootstrap_servers, assignments, 1)
-        print(f"setup: {args.groups} groups, {n_commits} commits: {took:.1f}s", flush=True)
+        n_commits = kafka.call(
+            "setup", partitions=args.partitions, per_topic=args.per_topic, run=run, records=args.records,
+            groups=args.groups, per_group=args.commits_per_group or args.per_topic,
+        )
         config = workload.purge_config_dict(tmp, cluster.bootstrap_servers, f"cyc-{run}-.*", None, request_timeout="120s", delete_timeout="120s")
         config["defaults"]["min_retention"] = args.min_retention
         config_file = tmp / "purge.yaml"
         config_file.write_text(yaml.safe_dump(config))
         conf = dict(item.split("=", 1) for item in args.conf)
-        figures = cycles(cluster, config_file, assignments, args.cycles, tmp, conf)
+        kafka.call("open", config_file=str(config_file))
+        figures = cycles(cluster, kafka, config_file, args.cycles, tmp, conf)
         report(args, n_commits, figures)
         if args.jobs:
             print("\nSpark jobs of the last cycle, by call site:")
@@ -483,11 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def cycles(
-    cluster: LocalKafka, config_file: Path, assignments: dict[str, list[tuple[str, int]]], n: int, tmp: Path, conf: dict[str, str]
-) -> dict[str, Any]:
+def cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str]) -> dict[str, Any]:
     from spark_purge.config import load
-    from spark_purge.kafka import SnapshotRequest, open_client
     from spark_purge.pipeline import read_snapshot
 
     try:  # as the pipeline holds a batch's snapshot (code before detach.held: Spark's cache)
@@ -508,16 +596,14 @@ def cycles(
     cycle_s: list[float] = []
     cpu_s: dict[str, list[float]] = defaultdict(list)
     delta_commits: list[int] = []
-    sites: dict[str, list[str]] = {}
-    client = open_client(cfg)
+    sites: dict[str, list[tuple[str, float]]] = {}
     with RssSampler(jvm_pid) as rss:
         try:
             for c in range(n):
                 phases.cycle = c
-                commit_all(cluster.bootstrap_servers, assignments, 2 + c)  # every group advances (untimed)
-                t0 = time.perf_counter()  # the client pauses the cyclic collector itself (``spark_purge._gc``)
-                snap = client.snapshot(SnapshotRequest())
-                floor["snapshot"].append(time.perf_counter() - t0)
+                kafka.call("commit", offset=2 + c)  # every group advances (untimed)
+                snap = kafka.call("snapshot")
+                floor["snapshot"].append(snap["seconds"])
                 before = sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir())
                 cpu0, t0 = cpu_seconds(jvm_pid, cluster.pids()), time.perf_counter()
                 with phases.phase("snapshot+source"):
@@ -531,14 +617,10 @@ def cycles(
                 phases.count_jobs()
                 sites = phases.call_sites()
                 delta_commits.append(sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir()) - before)
-                starts = {(p.topic, p.partition): p.log_start_offset for p in client.snapshot(SnapshotRequest(include_groups=False)).partitions}
-                t0 = time.perf_counter()
-                client.delete_records(starts, timeout_ms=120_000)
-                floor["delete"].append(time.perf_counter() - t0)
+                floor["delete"].append(kafka.call("delete"))
                 print(f"cycle {c}: {cycle_s[-1]:.2f}s, CPU {sum(cpu_s[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu_s['jit'][-1]:.2f}s (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
-                      f"{len(snap.commits)} commits)", flush=True)
+                      f"{snap['commits']} commits)", flush=True)
         finally:
-            client.close()
             pipeline.close()
     spark.stop()
     return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "sites": sites}
@@ -602,4 +684,6 @@ def time_processes(config_file: Path) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--kafka-side"]:
+        sys.exit(kafka_side_main(sys.argv[2]))
     sys.exit(main())

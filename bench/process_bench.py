@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes=1, heap=args.heap, broker_config=broker_config, start_timeout_s=300
     ) as cluster:
         tmp = Path(tmp_s)
-        topics = build_topics(cluster, args.partitions, args.per_topic, run, records)
+        topics = build_topics(cluster.bootstrap_servers, args.partitions, args.per_topic, run, records)
         assignments = {
             f"cyc-{run}-g{g:05d}": [(t, p) for p in range(n)] for g in range(args.groups) for t, n in [topics[g % len(topics)]]
         }
