@@ -13,7 +13,7 @@ DeleteRecords alone on every partition at its current log start: a request of th
 that deletes nothing), and one purge cycle runs in
 process as ``foreachBatch`` runs it (``read_snapshot`` + ``PurgePipeline.process_batch``).
 The setup, the commits and the floor run in a Python process of their own (``KafkaSide``), so
-that the driver's figures (CPU, peak RSS) are the purge's alone.
+that the driver's peak RSS is the purge's alone.
 The first ``--warmup`` cycles (default 1) warm up (JIT, Python workers, table creation) and are
 left out of the summary. The JVM's JIT goes on compiling Spark's code for minutes (at 1k x 1k it
 used more than one of the two cores in cycles 2-6): the summary's "its JIT" line shows how much
