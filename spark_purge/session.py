@@ -17,10 +17,12 @@ off, 2 shuffle partitions, 2 Delta snapshot partitions, and adaptive query execu
 batch's queries are small; with it, each of their shuffle and broadcast stages is a Spark job
 of its own, and a streaming query's micro-batches run without it anyway), and room for
 ``CODEGEN_CACHE_ENTRIES`` generated classes in Spark's code cache (100 by default: fewer than a
-batch compiles, so each batch compiled them all again).
+batch compiles, so each batch compiled them all again), and ``IDLE_PYTHON_WORKERS`` idle Python
+worker per kind kept for reuse (all of them by default).
 
 The local driver JVM runs the serial garbage collector (``GC_OPTION``: about 300 MB less
-resident than G1 for the default 1 GB heap, no slower here) unless the options name a collector.
+resident than G1 for the default 1 GB heap, no slower here), with a heap that follows its live
+data (``HEAP_OPTIONS``), unless the options name a collector.
 
 Logging in local mode: the driver JVM reads the package's ``log4j2.properties`` (Spark at WARN,
 its known start-up noise at ERROR, on stderr) unless ``spark.driver.extraJavaOptions`` (in
@@ -56,9 +58,19 @@ LOG4J2_OPTION = "-Dlog4j2.configurationFile"
 # cycle; the serial collector 1.3 GB, with less CPU and no slower cycle (``cycle_bench.py``, README).
 GC_OPTION = "-XX:+UseSerialGC"
 GC_CHOSEN = re.compile(r"-XX:\+Use\w*GC\b")
+# With it, a heap that stays near its live data. By default the serial collector keeps a third of
+# the heap as its young generation (all of it touched, so resident, between two collections),
+# grows the heap while less than 40 % of it is free and gives memory back only when more than
+# 70 % is: a 1 GB heap whose live data is about 260 MB (10k x 10k) stayed all resident. A sixth
+# as young generation and 10 / 30 % free: the JVM's peak about 1.8 -> 1.5 GB at 10k x 10k
+# (``cycle_bench.py``; either change alone measured no smaller; README, "Memory"). Each is added
+# unless the JVM options name it already.
+HEAP_OPTIONS = ("-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30", "-XX:NewRatio=5")
 # Spark's cache of compiled generated classes in a local session
 # (``spark.sql.codegen.cache.maxEntries``, 100 by default): a purge batch compiles about 200.
 CODEGEN_CACHE_ENTRIES = 1000
+# Idle Python workers Spark keeps per kind of worker (``spark.python.factory.idleWorkerMaxPoolSize``).
+IDLE_PYTHON_WORKERS = 1
 
 
 def delta_jars(jars_dir: str | os.PathLike[str] | None = None) -> list[str] | None:
@@ -101,10 +113,10 @@ def log4j2_config() -> Path:
 
 def driver_java_options(conf: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> str | None:
     """``spark.driver.extraJavaOptions`` for a local session: the user's, plus our log4j2 file
-    unless a log4j2 configuration is named already, plus ``GC_OPTION`` unless a garbage
-    collector is chosen already (either there, or in the JVM options the launcher reads from the
-    environment: two collectors would stop the JVM from starting). None when there is nothing
-    to set."""
+    unless a log4j2 configuration is named already, plus ``GC_OPTION`` and ``HEAP_OPTIONS``
+    unless a garbage collector is chosen already (either there, or in the JVM options the
+    launcher reads from the environment: two collectors would stop the JVM from starting). None
+    when there is nothing to set."""
     given = conf.get("spark.driver.extraJavaOptions", "")
     named = (given, environ.get("SPARK_SUBMIT_OPTS", ""), environ.get("JAVA_TOOL_OPTIONS", ""))
     ours = []
@@ -112,6 +124,7 @@ def driver_java_options(conf: Mapping[str, str], environ: Mapping[str, str] = os
         ours.append(f"{LOG4J2_OPTION}={log4j2_config().as_uri()}")
     if not any(GC_CHOSEN.search(options) for options in named):
         ours.append(GC_OPTION)
+        ours.extend(o for o in HEAP_OPTIONS if not any(o.split("=")[0] in options for options in named))
     return " ".join([given, *ours]).strip() or None
 
 
@@ -172,6 +185,10 @@ def get_spark(
             # all again (3-4 s of a 100 x 100 cycle). With room for them, a steady batch reuses
             # them and compiles only what its new literals change.
             .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
+            # Spark keeps every idle Python worker of a kind for reuse: at 10k x 10k four task
+            # workers of about 100 MB each stayed resident for two tasks at a time. One idle
+            # worker per kind (a second task forks another from its daemon, as a first does).
+            .config("spark.python.factory.idleWorkerMaxPoolSize", str(IDLE_PYTHON_WORKERS))
         )
         jars = delta_jars(jars_dir)
         more = extra_jars(extra)

@@ -10,6 +10,7 @@ from kafka import KafkaAdminClient
 from kafka.structs import TopicPartition
 from pyspark.sql import SparkSession
 
+from spark_purge.session import HEAP_OPTIONS, IDLE_PYTHON_WORKERS
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.workload import log_starts, produce
 
@@ -47,6 +48,16 @@ def test_a_local_session_runs_the_serial_collector(spark: SparkSession) -> None:
     assert jvm is not None
     beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
     assert sorted(str(beans.get(i).getName()) for i in range(beans.size())) == ["Copy", "MarkSweepCompact"]
+
+
+def test_a_local_session_gives_back_heap_and_idle_python_workers(spark: SparkSession) -> None:
+    """session.HEAP_OPTIONS reach the driver JVM, and Spark keeps IDLE_PYTHON_WORKERS idle
+    Python worker(s) per kind."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert all(option in args for option in HEAP_OPTIONS), args
+    assert spark.conf.get("spark.python.factory.idleWorkerMaxPoolSize") == str(IDLE_PYTHON_WORKERS)
 
 
 def test_local_kafka_stops_its_jvm_by_pid(tmp_path: Path) -> None:

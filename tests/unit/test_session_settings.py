@@ -14,6 +14,7 @@ from spark_purge.session import CODEGEN_CACHE_ENTRIES, DELTA_PACKAGE, driver_jav
 
 REPO = Path(__file__).resolve().parents[2]
 OURS = f"-Dlog4j2.configurationFile={log4j2_config().as_uri()}"
+GC = "-XX:+UseSerialGC -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 -XX:NewRatio=5"
 
 
 def test_delta_package_matches_the_pom_and_every_documented_spark_submit_line() -> None:
@@ -41,17 +42,20 @@ def test_the_log4j2_file_ships_with_the_package() -> None:
 @pytest.mark.parametrize(
     "given,environ,expected",
     [
-        ({}, {}, f"{OURS} -XX:+UseSerialGC"),
-        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {}, f"-Xss4m {OURS} -XX:+UseSerialGC"),
-        ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/mine.xml"}, {}, "-Dlog4j2.configurationFile=/etc/mine.xml -XX:+UseSerialGC"),
-        ({}, {"SPARK_SUBMIT_OPTS": "-Dlog4j2.configurationFile=/etc/mine.xml"}, "-XX:+UseSerialGC"),
-        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}, "-Xss4m -XX:+UseSerialGC"),
+        ({}, {}, f"{OURS} {GC}"),
+        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {}, f"-Xss4m {OURS} {GC}"),
+        ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/mine.xml"}, {}, f"-Dlog4j2.configurationFile=/etc/mine.xml {GC}"),
+        ({}, {"SPARK_SUBMIT_OPTS": "-Dlog4j2.configurationFile=/etc/mine.xml"}, GC),
+        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}, f"-Xss4m {GC}"),
         ({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, {}, f"-XX:+UseG1GC {OURS}"),
         ({}, {"JAVA_TOOL_OPTIONS": "-XX:+UseParallelGC -Dlog4j2.configurationFile=x"}, None),
+        ({"spark.driver.extraJavaOptions": "-XX:MaxHeapFreeRatio=50"}, {}, f"-XX:MaxHeapFreeRatio=50 {OURS} -XX:+UseSerialGC -XX:MinHeapFreeRatio=10 -XX:NewRatio=5"),
+        ({}, {"SPARK_SUBMIT_OPTS": "-XX:MinHeapFreeRatio=20"}, f"{OURS} -XX:+UseSerialGC -XX:MaxHeapFreeRatio=30 -XX:NewRatio=5"),
     ],
     ids=[
         "ours", "added to the user's options", "the user's file wins", "named in SPARK_SUBMIT_OPTS",
         "named in JAVA_TOOL_OPTIONS", "the user's collector wins", "both chosen in JAVA_TOOL_OPTIONS",
+        "the user's heap ratio wins", "a heap ratio named in SPARK_SUBMIT_OPTS",
     ],
 )
 def test_driver_java_options(given: dict[str, str], environ: dict[str, str], expected: str | None) -> None:
