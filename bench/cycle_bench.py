@@ -22,7 +22,8 @@ larger ``--warmup`` shows the cycle a continuous purge settles to.
 
 Prints per phase min / median seconds, the Spark jobs it ran, and the Delta commits per cycle;
 the cycle's CPU time per part (Python driver, Spark JVM, Python workers, Kafka brokers: on a
-2-core machine a cycle that uses more CPU seconds than twice its wall time waited for a core);
+2-core machine a cycle that uses more CPU seconds than twice its wall time waited for a core)
+and the whole machine's (a worker that exits during the cycle takes its own CPU time with it);
 the floor and the cycle / floor ratio; peak RSS of the Python driver, the Spark JVM and its
 Python workers (sampled from /proc), and the peak PSS of the workers and of all together (the
 workers are forked from one daemon: their RSS counts the pages they share once per worker),
@@ -170,7 +171,17 @@ def cpu_seconds(jvm_pid: int, broker_pids: list[int]) -> dict[str, float]:
         "workers": sum(_cpu_s(p) for p in _children(jvm_pid)),
         "brokers": sum(_cpu_s(p) for p in broker_pids),
         "jit": _jit_cpu_s(jvm_pid),
+        "machine": _machine_cpu_s(),
     }
+
+
+def _machine_cpu_s() -> float:
+    """CPU time (user + system, all cores) the whole machine used so far (/proc/stat): it also
+    counts a Python worker that exited during the cycle, whose own time left with it (Spark's
+    worker daemons ignore SIGCHLD, so their forks' times never reach the daemon's)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def _jit_cpu_s(pid: int) -> float:
@@ -647,6 +658,7 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
         print(f"{'  ' + label:<18} {_stats(cpu[part][keep])}")
         if part == "jvm":
             print(f"{'    its JIT':<18} {_stats(cpu['jit'][keep])}  (compiler threads: the JVM still warming up)")
+    print(f"{'  whole machine':<18} {_stats(cpu['machine'][keep])}  (/proc/stat: also workers gone before the cycle ended, and anything else running)")
     print(f"{'floor: snapshot':<18} {_stats(figures['floor']['snapshot'][keep])}")
     print(f"{'floor: delete':<18} {_stats(figures['floor']['delete'][keep])}")
     print(f"cycle / floor (medians): x{statistics.median(cycle) / statistics.median(floor):.1f}; "
