@@ -68,6 +68,8 @@ from kafka import KafkaProducer
 from spark_purge.testing import workload
 from spark_purge.testing.cluster import LocalKafka
 
+# The benches' brokers (this one, ``process_bench.py``, ``diag/snapshot_memory.py``).
+BROKER_CONFIG = {"num.network.threads": "3", "num.io.threads": "4", "offsets.topic.num.partitions": "10"}
 PHASES = ("snapshot+source", "lease", "plan", "plan: rules", "plan: rows", "intents", "delete", "outcomes", "progress", "history")
 
 
@@ -279,6 +281,16 @@ def build_topics(bootstrap: str, partitions: int, per_topic: int, run: str, reco
     return topics
 
 
+def assign(topics: list[tuple[str, int]], groups: int, run: str, per_group: int = 0) -> dict[str, list[tuple[str, int]]]:
+    """The benches' groups: group *i* commits on the first ``per_group`` (0: all) partitions of
+    topic *i* mod #topics."""
+    return {
+        f"cyc-{run}-g{g:05d}": [(t, p) for p in range(min(n, per_group) if per_group else n)]
+        for g in range(groups)
+        for t, n in [topics[g % len(topics)]]
+    }
+
+
 def commit_all(bootstrap: str, assignments: dict[str, list[tuple[str, int]]], offset: int, threads: int = 8) -> float:
     """Every group commits ``offset`` on its partitions (one OffsetCommit per group, ``threads``
     admin clients in parallel). Returns the seconds it took."""
@@ -350,12 +362,7 @@ def kafka_side_main(bootstrap: str) -> int:
     out, sys.stdout = sys.stdout, sys.stderr
 
     def setup(partitions: int, per_topic: int, run: str, records: int, groups: int, per_group: int) -> int:
-        topics = build_topics(bootstrap, partitions, per_topic, run, records)
-        state["assignments"] = {
-            f"cyc-{run}-g{g:05d}": [(t, p) for p in range(min(n, per_group))]
-            for g in range(groups)
-            for t, n in [topics[g % len(topics)]]
-        }
+        state["assignments"] = assign(build_topics(bootstrap, partitions, per_topic, run, records), groups, run, per_group)
         n_commits = sum(len(v) for v in state["assignments"].values())
         took = commit_all(bootstrap, state["assignments"], 1)
         print(f"setup: {groups} groups, {n_commits} commits: {took:.1f}s", flush=True)
@@ -553,9 +560,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.records < args.cycles + 2:
         ap.error("--records must exceed --cycles + 1 (each cycle purges one record)")
     run = uuid.uuid4().hex[:4]
-    broker_config = {"num.network.threads": "3", "num.io.threads": "4", "offsets.topic.num.partitions": "10"}
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp_s, LocalKafka(
-        nodes=args.nodes, heap=args.heap, broker_config=broker_config, start_timeout_s=300
+        nodes=args.nodes, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300
     ) as cluster, KafkaSide(cluster.bootstrap_servers) as kafka:
         tmp = Path(tmp_s)
         n_commits = kafka.call(

@@ -31,7 +31,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.cycle_bench import PROCESSES, build_topics, commit_all, run_process
+from bench.cycle_bench import BROKER_CONFIG, PROCESSES, assign, build_topics, commit_all, run_process
 from spark_purge.testing import workload
 from spark_purge.testing.cluster import LocalKafka
 
@@ -58,15 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         variants[name] = options
     run = uuid.uuid4().hex[:4]
     records = 2 * args.rounds * len(variants) + 2
-    broker_config = {"num.network.threads": "3", "num.io.threads": "4", "offsets.topic.num.partitions": "10"}
     with tempfile.TemporaryDirectory(prefix="process-bench-") as tmp_s, LocalKafka(
-        nodes=1, heap=args.heap, broker_config=broker_config, start_timeout_s=300
+        nodes=1, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300
     ) as cluster:
         tmp = Path(tmp_s)
-        topics = build_topics(cluster.bootstrap_servers, args.partitions, args.per_topic, run, records)
-        assignments = {
-            f"cyc-{run}-g{g:05d}": [(t, p) for p in range(n)] for g in range(args.groups) for t, n in [topics[g % len(topics)]]
-        }
+        assignments = assign(build_topics(cluster.bootstrap_servers, args.partitions, args.per_topic, run, records), args.groups, run)
         offset = 1
         commit_all(cluster.bootstrap_servers, assignments, offset)
         config = workload.purge_config_dict(tmp, cluster.bootstrap_servers, f"cyc-{run}-.*", None, request_timeout="120s", delete_timeout="120s")

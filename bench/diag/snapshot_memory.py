@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 
+# Not cycle_bench's: the measured process imports only what the worker has.
 def _status_mb(key: str) -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(key + ":"):
@@ -109,18 +110,16 @@ def main() -> int:
         print(json.dumps(measure(args.measure, args.repeat)))
         return 0
     import yaml
-    from cycle_bench import build_topics, commit_all
+    from cycle_bench import BROKER_CONFIG, assign, build_topics, commit_all
 
     from spark_purge.testing import workload
     from spark_purge.testing.cluster import LocalKafka
 
     run = uuid.uuid4().hex[:4]
-    broker_config = {"num.network.threads": "3", "num.io.threads": "4", "offsets.topic.num.partitions": "10"}
     with tempfile.TemporaryDirectory(prefix="snapshot-memory-") as tmp, LocalKafka(
-        nodes=1, heap="3g", broker_config=broker_config, start_timeout_s=300
+        nodes=1, heap="3g", broker_config=BROKER_CONFIG, start_timeout_s=300
     ) as cluster:
-        topics = build_topics(cluster.bootstrap_servers, args.partitions, 50, run, 1)
-        assignments = {f"cyc-{run}-g{g:05d}": [(t, p) for p in range(n)] for g in range(args.groups) for t, n in [topics[g % len(topics)]]}
+        assignments = assign(build_topics(cluster.bootstrap_servers, args.partitions, 50, run, 1), args.groups, run)
         took = commit_all(cluster.bootstrap_servers, assignments, 1)
         print(f"setup: {args.groups} groups, {sum(map(len, assignments.values()))} commits: {took:.1f}s", flush=True)
         config = workload.purge_config_dict(Path(tmp), cluster.bootstrap_servers, f"cyc-{run}-.*", None, request_timeout="120s")
