@@ -39,9 +39,9 @@ from spark_purge.kafka.caught_up import (
 )
 from spark_purge.kafka.configs import check_cluster_describe
 from spark_purge.kafka.members import (
+    CommitRows,
     GroupReads,
     ListedGroups,
-    RawCommit,
     assemble_groups,
     build_requests,
     parse_answer,
@@ -174,7 +174,7 @@ class GroupReader:
         selects_group: Callable[[str], bool],
         topic_names: Optional[Mapping[uuid.UUID, str]] = None,
         partitions: Optional[Mapping[str, Collection[int]]] = None,
-    ) -> tuple[list[GroupInfo], list[RawCommit], list[str]]:
+    ) -> tuple[list[GroupInfo], CommitRows, list[str]]:
         """(groups, their rows on ``topics``, groups that could not be read): every group type
         ListGroups returns, share groups included; rows as ``members.assemble_groups`` makes
         them. ``topic_names``: topic id -> name (KIP-848 and share assignments name topics by id);
@@ -188,7 +188,7 @@ class GroupReader:
             listed, checked = await self.list_groups(brokers, deadline)
             selected = sorted(g for g in listed if selects_group(g))
             if not selected:
-                return [], [], []
+                return [], CommitRows(), []
             reads, unread = await self.fetch_group_state(selected, listed, deadline, topic_names)
             moved = "" if checked is None else leadership_changed(checked, await self.wire.send_any(offsets_metadata()))
             if not moved:

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, overload
 
 from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
@@ -51,6 +52,7 @@ from spark_purge.kafka.messages import (
     parse_streams_group_describe,
 )
 from spark_purge.kafka.model import GroupInfo, SnapshotIssue, TopicPartitionKey
+from spark_purge.kafka.offset_fetch import CommitBlock, GroupAnswer, OffsetFetchRequestV8, Position
 from spark_purge.kafka.wire import AUTH_ERRORS, error_name
 
 # The reads, by the API they use.
@@ -63,14 +65,13 @@ STREAMS_DESCRIBE = "StreamsGroupDescribe"
 
 NO_POSITION = -1  # committed_offset of a partition a group needs but has no position on
 
-# (committed offset, metadata, committed leader epoch or None): one group's position on a partition
-Position = tuple[int, Optional[str], Optional[int]]
-# group id -> {tp: position}
-Commits = dict[str, dict[TopicPartitionKey, Position]]
+# group id -> its positions (``offset_fetch.CommitBlock``: (committed offset, metadata, committed
+# leader epoch or None) per partition, column by column)
+Commits = dict[str, CommitBlock]
 # group id -> (state, type, protocol type), as ListGroups said
 ListedGroups = Mapping[str, tuple[Optional[str], Optional[str], str]]
 RawCommit = tuple[GroupInfo, TopicPartitionKey, int, Optional[str], Optional[int]]  # ... offset, metadata, leader epoch
-Payload = Union[dict[TopicPartitionKey, Position], GroupDescription, ShareGroupOffsets]
+Payload = Union[CommitBlock, GroupDescription, ShareGroupOffsets]
 
 
 def reads_for(group_type: Optional[str]) -> tuple[str, ...]:
@@ -84,6 +85,85 @@ def reads_for(group_type: Optional[str]) -> tuple[str, ...]:
     if group_type in (None, "", "classic"):
         return (OFFSET_FETCH, DESCRIBE_GROUPS)
     return (OFFSET_FETCH,)  # types this version does not know
+
+
+class CommitRows(Sequence[RawCommit]):
+    """The snapshot's group rows (``RawCommit``: group, (topic, partition), offset, metadata,
+    leader epoch or None), held column by column: at 500,000 rows a tuple each (and a
+    (topic, partition) tuple in it) took about 75 MB. Still a sequence of ``RawCommit`` (each
+    made when asked for) that equals a list or tuple of the same rows."""
+
+    __slots__ = ("epochs", "infos", "metadata", "offsets", "partitions", "topics")
+
+    def __init__(self, rows: Iterable[RawCommit] = ()) -> None:
+        self.infos: list[GroupInfo] = []
+        self.topics: list[str] = []
+        self.partitions = array("i")
+        self.offsets = array("q")
+        self.metadata: list[Optional[str]] = []
+        self.epochs = array("i")  # -1: none
+        for info, tp, offset, metadata, epoch in rows:
+            self.extend(info, [(tp, (offset, metadata, epoch))])
+
+    def extend(self, info: GroupInfo, positions: Iterable[tuple[TopicPartitionKey, Position]]) -> None:
+        """Rows of one group, in the order given."""
+        infos, topics, partitions, offsets, metadata, epochs = (
+            self.infos, self.topics, self.partitions, self.offsets, self.metadata, self.epochs
+        )
+        for (topic, partition), (offset, meta, epoch) in positions:
+            infos.append(info)
+            topics.append(topic)
+            partitions.append(partition)
+            offsets.append(offset)
+            metadata.append(meta)
+            epochs.append(-1 if epoch is None or epoch < 0 else epoch)
+
+    def select(self, keep: Collection[TopicPartitionKey]) -> CommitRows:
+        """The rows on the partitions in ``keep`` (this object itself when that is every row)."""
+        wanted = [i for i, tp in enumerate(zip(self.topics, self.partitions)) if tp in keep]
+        if len(wanted) == len(self):
+            return self
+        out = CommitRows()
+        for name in self.__slots__:
+            column = getattr(self, name)
+            picked = [column[i] for i in wanted]
+            setattr(out, name, array(column.typecode, picked) if isinstance(column, array) else picked)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def _row(self, i: int) -> RawCommit:
+        epoch = self.epochs[i]
+        return (self.infos[i], (self.topics[i], self.partitions[i]), self.offsets[i], self.metadata[i], None if epoch < 0 else epoch)
+
+    @overload
+    def __getitem__(self, index: int) -> RawCommit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RawCommit]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[RawCommit, list[RawCommit]]:
+        if isinstance(index, slice):
+            return [self._row(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("CommitRows index out of range")
+        return self._row(index)
+
+    def __iter__(self) -> Iterator[RawCommit]:
+        return map(self._row, range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (CommitRows, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CommitRows({list(self)!r})"
 
 
 @dataclass(frozen=True)
@@ -107,7 +187,7 @@ class GroupReads:
 
     def store(self, read: str, group: str, payload: Payload) -> None:
         if read == OFFSET_FETCH:
-            assert isinstance(payload, dict)
+            assert isinstance(payload, CommitBlock)
             self.commits[group] = payload
         elif read == SHARE_OFFSETS:
             assert isinstance(payload, ShareGroupOffsets)
@@ -125,10 +205,8 @@ def build_requests(read: str, groups: Sequence[str], offset_fetch_v8: bool) -> l
     OffsetFetch before v8 (one per group)."""
     gs = list(groups)
     if read == OFFSET_FETCH:
-        if offset_fetch_v8:
-            _Group = OffsetFetchRequest.OffsetFetchRequestGroup
-            req = OffsetFetchRequest(groups=[_Group(group_id=g, topics=None) for g in gs], min_version=8, max_version=8)
-            return [(gs, req)]
+        if offset_fetch_v8:  # answered column by column (``offset_fetch``)
+            return [(gs, OffsetFetchRequestV8(gs))]
         return [([g], OffsetFetchRequest(group_id=g, topics=None, min_version=2, max_version=7)) for g in gs]
     if read == DESCRIBE_GROUPS:
         return [(gs, DescribeGroupsRequest(groups=gs, include_authorized_operations=False))]
@@ -183,6 +261,9 @@ def parse_answer(
 
 
 def _parse_offset_fetch(groups: Sequence[str], answer: Any, v8: bool) -> dict[str, Outcome]:
+    """Each group's commits: from an ``OffsetFetchAnswerV8`` as decoded, from kafka-python's
+    answer (before v8) partition by partition. A partition with an error or a negative offset
+    is no position."""
     out: dict[str, Outcome] = {}
     pairs = ((ga.group_id, ga) for ga in answer.groups) if v8 else zip(groups, [answer])
     for g_id, ga in pairs:
@@ -191,15 +272,16 @@ def _parse_offset_fetch(groups: Sequence[str], answer: Any, v8: bool) -> dict[st
             what = "Describe on group" if err in AUTH_ERRORS else "OffsetFetch for group"
             out[g_id] = Outcome(err, f"{what} {g_id!r} failed: {err}")
             continue
-        commits: dict[TopicPartitionKey, Position] = {}
+        if isinstance(ga, GroupAnswer):
+            out[g_id] = Outcome(None, "", ga.commits)
+            continue
+        commits = CommitBlock()
         for t in ga.topics:
-            name = t.name
-            for p in t.partitions:  # a large snapshot's hot loop (once per commit): no call in it
+            for p in t.partitions:
                 offset = p.committed_offset
-                if p.error_code or offset is None or offset < 0:  # a partition's error: no position
+                if p.error_code or offset is None or offset < 0:
                     continue
-                epoch = getattr(p, "committed_leader_epoch", None)  # OffsetFetch v5+; -1: none
-                commits[(name, p.partition_index)] = (int(offset), p.metadata, int(epoch) if epoch is not None and epoch >= 0 else None)
+                commits.add(t.name, p.partition_index, int(offset), p.metadata, getattr(p, "committed_leader_epoch", None))  # v5+
         out[g_id] = Outcome(None, "", commits)
     return out
 
@@ -215,7 +297,7 @@ def assemble_groups(
     topics: Collection[str],
     issues: list[SnapshotIssue],
     partitions: Optional[Mapping[str, Collection[int]]] = None,
-) -> tuple[list[GroupInfo], list[RawCommit], list[str]]:
+) -> tuple[list[GroupInfo], CommitRows, list[str]]:
     """(groups, their rows on ``topics``, unreadable groups); see the module docstring.
 
     ``unread``: group -> the issue that left a read missing (failed, refused or out of time);
@@ -224,7 +306,7 @@ def assemble_groups(
     """
     topic_set = set(topics)
     infos: list[GroupInfo] = []
-    rows: list[RawCommit] = []
+    rows = CommitRows()
     unreadable: list[str] = []
     for g in sorted(selected):
         state, gtype, _ = listed[g]
@@ -239,7 +321,8 @@ def assemble_groups(
             unreadable.append(g)
             issues.append(problem)
             continue
-        positions: dict[TopicPartitionKey, Position] = dict(reads.commits.get(g, {}))
+        block = reads.commits.get(g)
+        positions: dict[TopicPartitionKey, Position] = block.as_dict() if block is not None else {}
         needed: set[TopicPartitionKey] = set(desc.held) if desc is not None else set()
         if desc is not None:
             for t in _subscribed(desc, topic_set):
@@ -250,7 +333,7 @@ def assemble_groups(
             needed |= share.without_position()
         for tp in needed - positions.keys():
             positions[tp] = (NO_POSITION, None, None)
-        rows.extend((info, tp, offset, metadata, epoch) for tp, (offset, metadata, epoch) in sorted(positions.items()) if tp[0] in topic_set)
+        rows.extend(info, sorted(item for item in positions.items() if item[0][0] in topic_set))
     return infos, rows, unreadable
 
 
@@ -289,6 +372,7 @@ __all__ = [
     "SHARE_DESCRIBE",
     "SHARE_OFFSETS",
     "STREAMS_DESCRIBE",
+    "CommitRows",
     "Commits",
     "GroupReads",
     "Outcome",

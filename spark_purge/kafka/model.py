@@ -212,6 +212,16 @@ class GroupCommit:
 COMMIT_FIELDS = tuple(f.name for f in fields(GroupCommit))
 
 
+def _column_length(columns: Mapping[str, Sequence[Any]]) -> int:
+    missing = [name for name in COMMIT_FIELDS if name not in columns]
+    if missing:
+        raise ValueError(f"commit columns: missing {missing}")
+    lengths = {len(columns[name]) for name in COMMIT_FIELDS}
+    if len(lengths) > 1:
+        raise ValueError(f"commit columns: of different lengths {sorted(lengths)}")
+    return lengths.pop()
+
+
 class CommitColumns(Sequence[GroupCommit]):
     """A snapshot's commits held column by column (``COMMIT_FIELDS``, one list each): what the
     data source turns into Arrow without a Python object per commit. It is still a sequence of
@@ -221,14 +231,17 @@ class CommitColumns(Sequence[GroupCommit]):
     __slots__ = ("_columns", "_n")
 
     def __init__(self, columns: Mapping[str, Sequence[Any]]) -> None:
-        missing = [name for name in COMMIT_FIELDS if name not in columns]
-        if missing:
-            raise ValueError(f"commit columns: missing {missing}")
-        lengths = {len(columns[name]) for name in COMMIT_FIELDS}
-        if len(lengths) > 1:
-            raise ValueError(f"commit columns: of different lengths {sorted(lengths)}")
+        self._n = _column_length(columns)
         self._columns = {name: list(columns[name]) for name in COMMIT_FIELDS}
-        self._n = lengths.pop() if lengths else 0
+
+    @classmethod
+    def adopt(cls, columns: Mapping[str, list[Any]]) -> CommitColumns:
+        """Lists made for this object alone, kept as they are rather than copied (the caller
+        changes none of them later)."""
+        out = cls.__new__(cls)
+        out._n = _column_length(columns)
+        out._columns = {name: columns[name] for name in COMMIT_FIELDS}
+        return out
 
     def column(self, name: str) -> list[Any]:
         """One field of every commit, in order (the list itself: do not change it)."""

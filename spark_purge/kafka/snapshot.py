@@ -28,7 +28,7 @@ from spark_purge.kafka.configs import TopicConfigs, bool_or_none, int_or_none, s
 from spark_purge.kafka.groups import GroupReader
 from spark_purge.kafka.lineage import EpochEnds, epoch_end_offsets
 from spark_purge.kafka.log_dirs import Sizes, partition_sizes
-from spark_purge.kafka.members import NO_POSITION, RawCommit
+from spark_purge.kafka.members import NO_POSITION, CommitRows, RawCommit
 from spark_purge.kafka.model import (
     ClientConfig,
     ClusterSnapshot,
@@ -104,7 +104,7 @@ async def take_snapshot(
     if floor_tps:
         queries["floor"] = (0, floor_tps)
     infos: list[GroupInfo] = []
-    raw: list[RawCommit] = []
+    raw = CommitRows()
     unreadable: list[str] = []
     if groups_future is not None:
         # Commits are read before the log offsets (not alongside): a commit is then never above
@@ -131,7 +131,7 @@ async def take_snapshot(
     partitions, dropped = _partition_states(tps, meta, offsets, failed, floors, floor_tps, configs, sizes, tiered)
     kept = {(p.topic, p.partition) for p in partitions}
     ends = await epochs_future
-    rows = [r for r in raw if r[1] in kept]
+    rows = raw.select(kept)
     if dropped:
         log.warning("snapshot %s dropped %d partition(s), e.g. %s", snapshot_id, len(dropped), dropped[0])
         held = held_beside_dropped(raw, kept)
@@ -141,7 +141,7 @@ async def take_snapshot(
                 "partitions as missing commits, e.g. %s on %s", snapshot_id,
                 len({(r[0].group_id, r[1][0]) for r in held}), held[0][0].group_id, held[0][1][0],
             )
-            rows = sorted(rows + held, key=lambda r: (r[0].group_id, r[1]))
+            rows = CommitRows(sorted([*rows, *held], key=lambda r: (r[0].group_id, r[1])))
     commits = _commit_columns(rows, ends)
     return ClusterSnapshot(
         snapshot_id=snapshot_id,
@@ -183,24 +183,23 @@ def held_beside_dropped(raw: Sequence[RawCommit], kept: Collection[TopicPartitio
     ]
 
 
-def _commit_columns(raw: Sequence[RawCommit], ends: EpochEnds) -> CommitColumns:
+def _commit_columns(rows: CommitRows, ends: EpochEnds) -> CommitColumns:
     """The snapshot's commits, column by column: no Python object per commit (at 500,000
     commits, building a ``GroupCommit`` each and reading their fields back for Arrow took
     about a second)."""
-    infos = [r[0] for r in raw]
-    tps = [r[1] for r in raw]
-    epochs = [r[4] for r in raw]
-    return CommitColumns({
+    infos = rows.infos
+    epochs = [None if e < 0 else e for e in rows.epochs]
+    return CommitColumns.adopt({
         "group_id": [i.group_id for i in infos],
         "group_state": [i.group_state for i in infos],
         "group_type": [i.group_type for i in infos],
         "member_count": [i.member_count for i in infos],
-        "topic": [tp[0] for tp in tps],
-        "partition": [tp[1] for tp in tps],
-        "committed_offset": [r[2] for r in raw],
-        "commit_metadata": [r[3] for r in raw],
+        "topic": rows.topics,
+        "partition": rows.partitions.tolist(),
+        "committed_offset": rows.offsets.tolist(),
+        "commit_metadata": rows.metadata,
         "committed_leader_epoch": epochs,
-        "epoch_end_offset": [None if e is None else ends.get((tp, e)) for tp, e in zip(tps, epochs)],
+        "epoch_end_offset": [None if e is None else ends.get(((t, p), e)) for t, p, e in zip(rows.topics, rows.partitions, epochs)],
     })
 
 
@@ -293,7 +292,7 @@ async def _tiered_offsets(
 
 async def _epoch_ends(
     wire: Wire,
-    raw: list[RawCommit],
+    raw: CommitRows,
     leaders: Mapping[TopicPartitionKey, Optional[int]],
     deadline: Deadline,
     issues: list[SnapshotIssue],
@@ -301,9 +300,9 @@ async def _epoch_ends(
     """The log's end offset of every leader epoch a commit carries (``lineage``); partitions
     whose leader could not answer are named in ``issues`` and left unchecked."""
     wanted: dict[TopicPartitionKey, set[int]] = {}
-    for _, tp, offset, _, epoch in raw:
-        if epoch is not None and offset >= 0 and tp in leaders:
-            wanted.setdefault(tp, set()).add(epoch)
+    for topic, partition, offset, epoch in zip(raw.topics, raw.partitions, raw.offsets, raw.epochs):
+        if epoch >= 0 and offset >= 0 and (topic, partition) in leaders:
+            wanted.setdefault((topic, partition), set()).add(epoch)
     if not wanted:
         return {}
     ends, failed = await epoch_end_offsets(wire, wanted, leaders, deadline)

@@ -27,6 +27,7 @@ from spark_purge.kafka.messages import (
     parse_streams_group_describe,
 )
 from spark_purge.kafka.model import ClusterSnapshot, GroupCommit, GroupInfo, SnapshotIssue
+from spark_purge.kafka.offset_fetch import CommitBlock
 from spark_purge.kafka.offsets import OffsetReader
 from spark_purge.kafka.settings import ConnectionSettings
 from spark_purge.kafka.snapshot import held_beside_dropped
@@ -369,7 +370,7 @@ def test_a_share_partition_error_on_a_snapshot_topic_makes_the_group_unreadable(
 
 def test_rows_only_for_snapshot_topics_and_a_commit_wins_over_no_position() -> None:
     reads = GroupReads()
-    reads.commits["k"] = {("orders", 0): (5, "m", 3), ("other", 0): (1, None, None)}
+    reads.commits["k"] = CommitBlock.of({("orders", 0): (5, "m", 3), ("other", 0): (1, None, None)})
     reads.descriptions["k"] = GroupDescription(
         "k", "consumer", "Reconciling", 2, assigned=frozenset({("orders", 0), ("other", 1)}), target_assigned=frozenset({("orders", 1)})
     )
@@ -523,7 +524,8 @@ def test_offset_fetch_keeps_positions_only_and_each_commit_epoch() -> None:
     ]
     answer = NS(error_code=0, groups=[NS(group_id="g", error_code=0, topics=[NS(name="t", partitions=parts)])])
     (outcome,) = _parse_offset_fetch(["g"], answer, True).values()
-    assert outcome.error is None and outcome.payload == {("t", 0): (5, "m", 3), ("t", 1): (7, "", None)}
+    assert outcome.error is None and outcome.payload is not None
+    assert outcome.payload.as_dict() == {("t", 0): (5, "m", 3), ("t", 1): (7, "", None)}
 
 
 def test_a_group_seen_only_on_a_dropped_partition_is_held_on_the_topics_other_partitions() -> None:
