@@ -55,7 +55,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -200,8 +200,9 @@ class RssSampler:
     """Peak RSS (MB) of this process, the Spark JVM and the sum of the JVM's Python workers, and
     each kind of worker's (``_kind``)."""
 
-    def __init__(self, jvm_pid: int, interval_s: float = 0.2, pss_every: int = 10) -> None:
+    def __init__(self, jvm_pid: int, interval_s: float = 0.2, pss_every: int = 10, where: Callable[[], str] = lambda: "") -> None:
         self.jvm_pid = jvm_pid
+        self.where = where  # the phase running (for the breakdown at the peak)
         self.jvm_exe = _exe(jvm_pid)
         self.interval_s = interval_s
         # PSS comes from smaps_rollup, which walks every mapping of the process (about 17 ms for
@@ -212,6 +213,7 @@ class RssSampler:
         self._n = 0
         self.peak: dict[str, float] = defaultdict(float)
         self.kinds: dict[str, tuple[float, int]] = {}  # worker kind -> (peak summed RSS MB, processes then)
+        self.at_peak: dict[str, Any] = {}  # the PSS peak's parts: phase, driver, JVM, each worker kind
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -236,13 +238,20 @@ class RssSampler:
         self.peak["total"] = max(self.peak["total"], now["driver"] + _status_mb(self.jvm_pid, "VmRSS") + workers)
         self._n += 1
         if final or (self._n - 1) % self.pss_every == 0:  # the first sample, then every pss_every-th
-            self._sample_pss(children)
+            self._sample_pss(kinds)
 
-    def _sample_pss(self, children: Iterable[int]) -> None:
-        workers_pss = sum(_pss_mb(p) for p in children)
+    def _sample_pss(self, kinds: Mapping[int, str]) -> None:
+        where = self.where()
+        by_kind: dict[str, float] = defaultdict(float)
+        for p, kind in kinds.items():
+            by_kind[kind] += _pss_mb(p)
+        workers_pss = sum(by_kind.values())
         self.peak["workers_pss"] = max(self.peak["workers_pss"], workers_pss)
-        total_pss = _pss_mb(os.getpid()) + _pss_mb(self.jvm_pid) + workers_pss
-        self.peak["total_pss"] = max(self.peak["total_pss"], total_pss)
+        driver, jvm = _pss_mb(os.getpid()), _pss_mb(self.jvm_pid)
+        total_pss = driver + jvm + workers_pss
+        if total_pss > self.peak["total_pss"]:
+            self.peak["total_pss"] = total_pss
+            self.at_peak = {"phase": where, "driver": driver, "Spark JVM": jvm, **by_kind}
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -614,7 +623,7 @@ def cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp
     cpu_s: dict[str, list[float]] = defaultdict(list)
     delta_commits: list[int] = []
     sites: dict[str, list[tuple[str, float]]] = {}
-    with RssSampler(jvm_pid) as rss:
+    with RssSampler(jvm_pid, where=lambda: f"cycle {phases.cycle} {'/'.join(phases.stack) or 'between phases'}") as rss:
         try:
             for c in range(n):
                 phases.cycle = c
@@ -640,7 +649,7 @@ def cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp
         finally:
             pipeline.close()
     spark.stop()
-    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "sites": sites}
+    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "at_peak": rss.at_peak, "sites": sites}
 
 
 def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) -> None:
@@ -678,6 +687,10 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
     if kinds:
         print("  Python workers by what they run (peak of the kind's summed RSS MB, processes then): "
               + ", ".join(f"{kind} {mb:.0f} ({n})" for kind, (mb, n) in kinds))
+    at_peak = dict(figures.get("at_peak", {}))
+    if at_peak:
+        print(f"  at the PSS peak ({at_peak.pop('phase')}), PSS MB: "
+              + ", ".join(f"{part} {mb:.0f}" for part, mb in sorted(at_peak.items(), key=lambda item: -item[1]) if mb >= 1))
 
 
 # The commands a scheduler starts, as processes: (label, arguments before ``-c <config>``).
