@@ -709,7 +709,7 @@ class ProgressStore(CheckpointTable):
         self.ensure_table()
         positions = Positions.match(partitions, groups, self.read())
         try:
-            after = cut(positions.after(now))
+            after = cut(positions.after(now), serialized=True)
             positions.release()  # nothing held reads the store while it is written
             self.record(after, batch_id)
         finally:

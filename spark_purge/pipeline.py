@@ -393,7 +393,7 @@ class PurgePipeline:
             # Cut from the store before it is written: nothing that reads the store may be
             # re-planned at the store's commit (``spark_purge.detach``). The store keeps the
             # rows: its next read answers with them while its table has not moved otherwise.
-            after = cut(plan.positions.after(plan.planned_at))
+            after = cut(plan.positions.after(plan.planned_at), serialized=True)
             try:
                 plan.release()
             except BaseException:

@@ -9,7 +9,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 import spark_purge
-from spark_purge.detach import detached, drop, held
+from spark_purge.detach import cut, detached, drop, held
 
 
 def _planning_jobs_during(spark: SparkSession, write: object) -> int:
@@ -85,6 +85,21 @@ def test_held_rows_are_computed_once_keep_their_partitioning_bypass_sparks_cache
     drop(rows)
     assert _rdd_id(rows) not in _held(spark)
     drop(rows)  # twice: a no-op
+
+
+def test_rows_cut_serialized_are_held_as_bytes_and_read_back_the_same(spark: SparkSession) -> None:
+    df = spark.range(1000).selectExpr("id", "cast(id * 7 as string) s")
+    as_bytes, as_rows = cut(df, serialized=True), cut(df)
+    try:
+        for rows, deserialized in ((as_bytes, False), (as_rows, True)):
+            level = rows._jdf.queryExecution().analyzed().rdd().getStorageLevel()
+            assert (level.useMemory(), level.useDisk(), level.deserialized()) == (True, True, deserialized)
+            assert _rdd_id(rows) in _held(spark)  # computed now (eager)
+        assert sorted(map(tuple, as_bytes.collect())) == sorted(map(tuple, as_rows.collect())) == [(i, str(i * 7)) for i in range(1000)]
+    finally:
+        drop(as_bytes)
+        drop(as_rows)
+    assert _rdd_id(as_bytes) not in _held(spark)
 
 
 def test_the_package_never_uses_sparks_cache() -> None:

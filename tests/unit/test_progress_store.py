@@ -191,6 +191,7 @@ def test_the_rows_a_batch_recorded_answer_the_next_read_only_while_the_table_has
             assert (known is not None) == (batch % 4 != 3), why
         if known is not None:
             assert known.table == table_state(spark, store.path), batch
+            assert not known.held._jdf.queryExecution().analyzed().rdd().getStorageLevel().deserialized()  # kept as bytes
             kept.append(batch)
         assert content(store) == from_table(), batch
     assert set(prunes) & set(kept), (prunes, kept)  # a batch that pruned kept its rows
