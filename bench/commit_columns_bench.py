@@ -6,7 +6,7 @@
 Builds a real single-node KRaft broker with the snapshot bench's shape (``--partitions`` in
 topics of 50, group i committing on every partition of topic i mod #topics), then takes
 snapshots with ``KafkaPythonClient.snapshot`` and turns each into the data source's Arrow batch
-(``source.snapshot_batch``, view ``snapshot``), alternating the two ways of holding the commits
+(``source_arrow.snapshot_batch``, view ``snapshot``), alternating the two ways of holding the commits
 (the baseline is swapped in for the client's ``_commit_columns``). Prints min / median seconds
 of the client's snapshot, of the Arrow batch and of both, and the ratio new / baseline.
 Not a test: numbers depend on the machine.
@@ -31,7 +31,7 @@ from spark_purge.kafka import snapshot as snapshot_module
 from spark_purge.kafka.lineage import EpochEnds
 from spark_purge.kafka.members import RawCommit
 from spark_purge.kafka.model import GroupCommit
-from spark_purge.source import snapshot_batch
+from spark_purge.source_arrow import snapshot_batch
 from spark_purge.testing.cluster import LocalKafka
 
 

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from spark_purge.policy import positions, split_snapshot
     from spark_purge.schemas import PROGRESS_STORE
     from spark_purge.session import get_spark
-    from spark_purge.source import snapshot_batch
+    from spark_purge.source_arrow import snapshot_batch
 
     kinds = {"this tree": positions}
     if args.baseline is not None:

@@ -8,7 +8,7 @@ side so it can go further than a local broker holds (30k x 30k) and be run in a 
 plan changes. A synthetic ``ClusterSnapshot`` of the cycle bench's shape (topics of
 ``--per-topic`` partitions; group *i* commits on every partition of topic *i* mod #topics, all
 classic groups with members) is built with the ``kafka_state`` source's own Arrow builder
-(``source.snapshot_batch``) and cached in Spark as the pipeline caches a batch's snapshot
+(``source_arrow.snapshot_batch``) and cached in Spark as the pipeline caches a batch's snapshot
 (``pipeline.kept``); each cycle every commit advances by one (as
 the cycle bench's consumers do), then it runs what a batch runs of the plan: ``Planner.plan``
 against a real Delta progress store, the plan rows to the driver (``pipeline.collect_rows``),
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     from spark_purge.pipeline import collect_rows, progress_store
     from spark_purge.planner import Planner
     from spark_purge.session import get_spark
-    from spark_purge.source import snapshot_batch
+    from spark_purge.source_arrow import snapshot_batch
     from spark_purge.testing import workload
 
     part_seconds: dict[str, list[float]] = {}

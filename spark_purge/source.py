@@ -35,7 +35,8 @@ Options (keys are case-insensitive):
 Where things run (see DESIGN.md pitfalls): ``partitions()`` / ``latestOffset()`` / ``commit()``
 run in a driver-side Python process; ``read()`` on executors, on another reader instance that
 sees only the pickled input partition. So the snapshot is taken on the driver side and its rows
-travel inside the input partitions; nothing that holds a socket is pickled, and no secret:
+travel inside the input partitions (``source_arrow``: Arrow, imported only by the processes that
+plan or read, not by the ones that create the data source); nothing that holds a socket is pickled, and no secret:
 what reaches executors (the readers, this data source inside the read function's closure)
 pickles with the connection's passwords dropped, since ``read()`` never connects.
 """
@@ -45,34 +46,30 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from operator import attrgetter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Optional
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from spark_purge import schemas
-from spark_purge._gc import gc_paused
 from spark_purge._time import parse_duration
 from spark_purge.errors import ConfigError
 from spark_purge.kafka.model import (
     ClientConfig,
     ClusterSnapshot,
-    CommitColumns,
-    GroupCommit,
     SnapshotRequest,
     TimeFloor,
 )
 from spark_purge.kafka.settings import ConnectionSettings, is_secret_option
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from spark_purge.kafka.client import ClusterClient
+    from spark_purge.source_arrow import SnapshotChunk
 
 log = logging.getLogger(__name__)
 
@@ -198,174 +195,6 @@ def parse_options(options: Mapping[str, Any]) -> SourceOptions:
     )
 
 
-# ---- columnar batches ------------------------------------------------------------------------
-#
-# A snapshot crosses into Spark as Arrow, column by column: ``read()`` yields record batches
-# (PySpark 4's Python data sources take ``pyarrow.RecordBatch``), and the input partitions carry
-# Arrow IPC bytes. Nothing is built or pickled one Python tuple per commit.
-
-_ARROW_SCHEMAS: dict[str, pa.Schema] = {}
-
-
-def arrow_schema(view: str) -> pa.Schema:
-    """The Arrow schema PySpark expects for the view (``to_arrow_schema``, UTC, as its reader)."""
-    if view not in _ARROW_SCHEMAS:
-        _ARROW_SCHEMAS[view] = to_arrow_schema(VIEWS[view], timezone="UTC")
-    return _ARROW_SCHEMAS[view]
-
-
-def _micros(ms: Optional[int]) -> Optional[int]:
-    return None if ms is None else ms * 1000
-
-
-def _attribute_columns(items: Sequence[Any], names: Iterable[str]) -> dict[str, list[Any]]:
-    """One column per schema field name: that attribute of every item (the model's fields are
-    named as the schema's, so a column added to both needs no line here)."""
-    return {name: list(map(attrgetter(name), items)) for name in names}
-
-
-def _commit_fields(commits: Sequence[GroupCommit], names: Iterable[str]) -> dict[str, list[Any]]:
-    """Those fields of the commits as columns: as they are when the client returned them column
-    by column, else read off each commit."""
-    if isinstance(commits, CommitColumns):
-        return {name: commits.column(name) for name in names}
-    return _attribute_columns(commits, names)
-
-
-def _commit_columns(commits: Sequence[GroupCommit], with_partition: bool) -> dict[str, list[Any]]:
-    """The commits' fields as columns (``GROUP_COMMIT`` names; topic/partition when asked)."""
-    return _commit_fields(commits, schemas.GROUP_COMMIT.fieldNames() + (["topic", "partition"] if with_partition else []))
-
-
-def _struct(columns: Mapping[str, Any], element: pa.Field, order: Optional[pa.Array] = None) -> pa.StructArray:
-    """The columns as one struct array; with ``order``, their rows in that order (taken column
-    by column: a whole struct array taken would be built twice over)."""
-    fields = list(element.type)
-    arrays = []
-    for f in fields:
-        array = pa.array(columns[f.name], type=f.type)
-        arrays.append(array if order is None else array.take(order))
-    return pa.StructArray.from_arrays(arrays, fields=fields)
-
-
-def _list(offsets: Sequence[int], values: pa.Array, field: pa.Field) -> pa.ListArray:
-    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values, type=field.type)
-
-
-# PARTITION_STATE columns not read straight off a PartitionState attribute of the same name.
-_DERIVED_PARTITION_COLUMNS = ("snapshot_id", "snapshot_time", "replicas", "isr", "time_floor_time")
-
-
-def _partition_columns(snapshot: ClusterSnapshot) -> dict[str, Any]:
-    parts = snapshot.partitions
-    n = len(parts)
-    columns: dict[str, Any] = _attribute_columns(
-        parts, [f for f in schemas.PARTITION_STATE.fieldNames() if f not in _DERIVED_PARTITION_COLUMNS]
-    )
-    columns.update(
-        snapshot_id=[snapshot.snapshot_id] * n,
-        snapshot_time=[snapshot.snapshot_time_ms * 1000] * n,
-        replicas=[list(p.replicas) for p in parts],
-        isr=[list(p.isr) for p in parts],
-        time_floor_time=[_micros(p.time_floor_time_ms) for p in parts],
-    )
-    return columns
-
-
-def _nested_groups(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
-    """``SNAPSHOT.groups``: each partition's commits (snapshot order kept), as one list column;
-    commits on partitions the snapshot left out are dropped."""
-    n = len(snapshot.partitions)
-    index = {(p.topic, p.partition): i for i, p in enumerate(snapshot.partitions)}
-    at = _commit_fields(snapshot.commits, ("topic", "partition"))
-    owners = [index.get(tp, n) for tp in zip(at["topic"], at["partition"])]  # n: left out
-    counts = [0] * (n + 1)
-    for i in owners:
-        counts[i] += 1
-    offsets = [0]
-    for count in counts[:n]:
-        offsets.append(offsets[-1] + count)
-    # A stable sort by owning partition (the left-out commits last, and cut off).
-    order = pc.sort_indices(pa.array(owners, type=pa.int32())).slice(0, offsets[-1])
-    values = _struct(_commit_columns(snapshot.commits, with_partition=False), field.type.value_field, order)
-    return _list(offsets, values, field)
-
-
-def _unreadable(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
-    """``SNAPSHOT.unreadable_groups``: the same list on every row."""
-    errors = sorted(snapshot.unreadable_group_errors().items())
-    n, k = len(snapshot.partitions), len(errors)
-    columns = {"group_id": [g for g, _ in errors] * n, "error": [e for _, e in errors] * n}
-    return _list([i * k for i in range(n + 1)], _struct(columns, field.type.value_field), field)
-
-
-def snapshot_batch(snapshot: ClusterSnapshot, view: str) -> pa.RecordBatch:
-    """The whole snapshot as one Arrow record batch of the view's schema, built column-wise."""
-    schema = arrow_schema(view)
-    if view == "groups":
-        columns: dict[str, Any] = _commit_columns(snapshot.commits, with_partition=True)
-        columns["snapshot_id"] = [snapshot.snapshot_id] * len(snapshot.commits)
-        columns["snapshot_time"] = [snapshot.snapshot_time_ms * 1000] * len(snapshot.commits)
-    else:
-        columns = _partition_columns(snapshot)
-        if view == "snapshot":
-            columns["groups"] = _nested_groups(snapshot, schema.field("groups"))
-            columns["unreadable_groups"] = _unreadable(snapshot, schema.field("unreadable_groups"))
-    arrays = [c if isinstance(c, pa.Array) else pa.array(c, type=f.type) for f, c in ((f, columns[f.name]) for f in schema)]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-# A commit's group fields repeat in every commit of the group: compressed, the 10k x 10k
-# benchmark's input partitions are 6.5 MB instead of 36 MB, in the read-planning worker, in
-# the driver's JVM (which keeps them with the plan) and on their way to the reading task.
-# Writing them LZ4-compressed took less time there than writing them plain (0.2-0.5 s against
-# 0.35-1.3 s for ``plan_chunks``); ``read()`` decompresses as it reads.
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
-
-
-def _ipc(batch: pa.RecordBatch) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as writer:
-        writer.write_batch(batch)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-@dataclass(frozen=True)
-class SnapshotChunk(InputPartition):
-    """One Spark input partition: ``rows`` rows of one snapshot as Arrow IPC stream bytes
-    (picklable, compact; empty for an empty snapshot)."""
-
-    snapshot_id: str
-    index: int
-    rows: int
-    payload: bytes = field(repr=False)
-
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        """The chunk's record batches (what ``read()`` yields)."""
-        if self.payload:
-            yield from pa.ipc.open_stream(self.payload)
-            give_back_arrow_memory()
-
-
-def give_back_arrow_memory() -> None:
-    """Hand the pages PyArrow's allocator keeps after a snapshot was planned or read back to the
-    system. Its pool (mimalloc in PyArrow's wheels) keeps freed pages for reuse, and Spark keeps
-    a worker alive between cycles: at 10k x 10k the read-planning worker held 310 MB idle where
-    it needs 193 MB (``bench/diag/snapshot_memory.py``)."""
-    pa.default_memory_pool().release_unused()
-
-
-def plan_chunks(snapshot: ClusterSnapshot, view: str, rows_per_partition: int) -> list[SnapshotChunk]:
-    with gc_paused():  # column lists of O(commits) objects (``spark_purge._gc``)
-        batch = snapshot_batch(snapshot, view)
-    if batch.num_rows == 0:
-        return [SnapshotChunk(snapshot.snapshot_id, 0, 0, b"")]
-    return [
-        SnapshotChunk(snapshot.snapshot_id, i, part.num_rows, _ipc(part))
-        for i, part in enumerate(batch.slice(start, rows_per_partition) for start in range(0, batch.num_rows, rows_per_partition))
-    ]
-
-
 def _log_snapshot(snapshot: ClusterSnapshot) -> None:
     if snapshot.missing_topics:
         log.warning("kafka_state: topics not found: %s", ", ".join(snapshot.missing_topics))
@@ -406,12 +235,16 @@ class KafkaStateReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         # Planning may run more than once: the same reader answers with the same snapshot.
+        from spark_purge.source_arrow import give_back_arrow_memory, plan_chunks
+
         if self._planned is None:
             self._planned = plan_chunks(take_snapshot(self.options), self.options.view, self.options.rows_per_partition)
             give_back_arrow_memory()  # the snapshot is gone, its chunks stay
         return self._planned
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from spark_purge.source_arrow import SnapshotChunk
+
         assert isinstance(partition, SnapshotChunk)
         return partition.batches()
 
@@ -481,12 +314,16 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # The batch's data is snapshot `stop`, taken by latestOffset. A batch Spark replays after
         # a restart finds none here and gets a fresh one (kept, as planning may run twice): the
         # pipeline executes that batch's recorded intents, bounded by it.
+        from spark_purge.source_arrow import give_back_arrow_memory, plan_chunks
+
         snapshot = self._taken.get(stop) or self._snapshot_to(stop)
         chunks = plan_chunks(snapshot, "snapshot", self.options.rows_per_partition)
         give_back_arrow_memory()
         return chunks
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from spark_purge.source_arrow import SnapshotChunk
+
         assert isinstance(partition, SnapshotChunk)
         return partition.batches()
 
@@ -564,11 +401,7 @@ __all__ = [
     "KafkaStateDataSource",
     "KafkaStateReader",
     "KafkaStateStreamReader",
-    "SnapshotChunk",
     "SourceOptions",
-    "arrow_schema",
     "parse_options",
-    "plan_chunks",
     "register",
-    "snapshot_batch",
 ]

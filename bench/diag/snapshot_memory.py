@@ -6,7 +6,7 @@ Builds the cycle bench's setup on one local KRaft node (``cycle_bench.build_topi
 ``commit_all``: topics of 50 partitions, group *i* committing on every partition of topic *i*
 mod #topics), then, in a fresh Python process with the data source's modules imported (as the
 worker that runs ``partitions()`` has them), ``--repeat`` times: ``source.take_snapshot`` and
-``source.plan_chunks``, as ``KafkaStateReader.partitions`` runs them. Prints the process's
+``source_arrow.plan_chunks``, as ``KafkaStateReader.partitions`` runs them. Prints the process's
 resident size (VmRSS, MB) and its peak (VmHWM, reset before each step through
 ``/proc/self/clear_refs``) after each step, and at the entry and exit of the snapshot's stages:
 the group reads' answers (``Wire.gather``: the decoded OffsetFetch answers), their parsing into
@@ -46,7 +46,7 @@ def _reset_peak() -> None:
 
 def measure(config_file: str, repeat: int) -> dict[str, Any]:
     """The fresh process's side: each step's (VmRSS, VmHWM) and the stages' marks."""
-    from spark_purge import source
+    from spark_purge import source, source_arrow
     from spark_purge.cli import load_config
     from spark_purge.kafka import groups, snapshot, wire
     from spark_purge.pipeline import source_options
@@ -90,7 +90,7 @@ def measure(config_file: str, repeat: int) -> dict[str, Any]:
         marks.clear()
         _reset_peak()
         t0 = time.monotonic()
-        chunks = source.plan_chunks(snap, "snapshot", options.rows_per_partition)
+        chunks = source_arrow.plan_chunks(snap, "snapshot", options.rows_per_partition)
         out[f"{i}: plan_chunks"] = (round(_status_mb("VmRSS")), round(_status_mb("VmHWM")), round(time.monotonic() - t0, 2),
                                     f"{sum(len(c.payload) for c in chunks)} bytes in {len(chunks)} chunks")
         del snap, chunks

@@ -26,9 +26,8 @@ from spark_purge.source import (
     KafkaStateDataSource,
     KafkaStateReader,
     KafkaStateStreamReader,
-    SnapshotChunk,
-    plan_chunks,
 )
+from spark_purge.source_arrow import SnapshotChunk, plan_chunks
 
 SASL_PASSWORD = f"sasl-{uuid.uuid4().hex}"
 KEY_PASSWORD = f"key-{uuid.uuid4().hex}"

@@ -25,12 +25,9 @@ from spark_purge.source import (
     KafkaStateDataSource,
     KafkaStateReader,
     KafkaStateStreamReader,
-    SnapshotChunk,
-    arrow_schema,
     parse_options,
-    plan_chunks,
-    snapshot_batch,
 )
+from spark_purge.source_arrow import SnapshotChunk, arrow_schema, plan_chunks, snapshot_batch
 
 BASE = {"bootstrap.servers": "127.0.0.1:9092"}
 
@@ -407,3 +404,18 @@ def test_snapshot_json_round_trip_keeps_every_field() -> None:
         unreadable_groups=("g9",),
     )
     assert ClusterSnapshot.from_json(snap.to_json()) == snap
+
+
+def test_creating_the_data_source_imports_neither_pyarrow_nor_kafka_python() -> None:
+    """Spark's data-source creation and lookup workers import ``source`` for the options and the
+    schema only: PyArrow, NumPy and kafka-python (about 45 MB a worker) wait for a reader."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from spark_purge.source import KafkaStateDataSource as S; "
+        "S({'bootstrap.servers': '127.0.0.1:9092'}).schema(); "
+        "print(sorted(m for m in ('pyarrow', 'numpy', 'kafka') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
