@@ -22,6 +22,7 @@ over the modules below. ``ConnectionSettings`` is the one description of a conne
                  group's reads per coordinator (OffsetFetch, Describe*, share-group offsets)
     members.py   which reads each group type needs, their requests and answers, and the rows
                  they make (commits, share-partition start offsets, -1 = held without a position)
+    offset_fetch.py  OffsetFetch v8 answers decoded from their bytes into columns (no object per commit)
     messages.py  the protocol messages kafka-python lacks (APIs 90, 77, 69), build and parse
     snapshot.py  the snapshot assembled from the above
     delete.py    the per-leader DeleteRecords executor and its request
