@@ -10,11 +10,21 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark_purge.cli import EXIT_USAGE, build_parser, main, verbosity_of
 from spark_purge.logs import NORMAL, QUIET, VERBOSE
-from spark_purge.session import CODEGEN_CACHE_ENTRIES, DELTA_PACKAGE, driver_java_options, jars_packages, log4j2_config
+from spark_purge.session import (
+    CODEGEN_CACHE_ENTRIES,
+    DELTA_PACKAGE,
+    TRIM_OPTION,
+    driver_java_options,
+    jars_packages,
+    java_accepts,
+    launcher_java,
+    log4j2_config,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 OURS = f"-Dlog4j2.configurationFile={log4j2_config().as_uri()}"
 GC = "-XX:+UseSerialGC -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 -XX:NewRatio=5"
+TRIM = "-XX:TrimNativeHeapInterval=5000"
 
 
 def test_delta_package_matches_the_pom_and_every_documented_spark_submit_line() -> None:
@@ -42,24 +52,55 @@ def test_the_log4j2_file_ships_with_the_package() -> None:
 @pytest.mark.parametrize(
     "given,environ,expected",
     [
-        ({}, {}, f"{OURS} {GC}"),
-        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {}, f"-Xss4m {OURS} {GC}"),
-        ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/mine.xml"}, {}, f"-Dlog4j2.configurationFile=/etc/mine.xml {GC}"),
-        ({}, {"SPARK_SUBMIT_OPTS": "-Dlog4j2.configurationFile=/etc/mine.xml"}, GC),
-        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}, f"-Xss4m {GC}"),
-        ({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, {}, f"-XX:+UseG1GC {OURS}"),
-        ({}, {"JAVA_TOOL_OPTIONS": "-XX:+UseParallelGC -Dlog4j2.configurationFile=x"}, None),
-        ({"spark.driver.extraJavaOptions": "-XX:MaxHeapFreeRatio=50"}, {}, f"-XX:MaxHeapFreeRatio=50 {OURS} -XX:+UseSerialGC -XX:MinHeapFreeRatio=10 -XX:NewRatio=5"),
-        ({}, {"SPARK_SUBMIT_OPTS": "-XX:MinHeapFreeRatio=20"}, f"{OURS} -XX:+UseSerialGC -XX:MaxHeapFreeRatio=30 -XX:NewRatio=5"),
+        ({}, {}, f"{OURS} {GC} {TRIM}"),
+        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {}, f"-Xss4m {OURS} {GC} {TRIM}"),
+        ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/mine.xml"}, {}, f"-Dlog4j2.configurationFile=/etc/mine.xml {GC} {TRIM}"),
+        ({}, {"SPARK_SUBMIT_OPTS": "-Dlog4j2.configurationFile=/etc/mine.xml"}, f"{GC} {TRIM}"),
+        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}, f"-Xss4m {GC} {TRIM}"),
+        ({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, {}, f"-XX:+UseG1GC {OURS} {TRIM}"),
+        ({}, {"JAVA_TOOL_OPTIONS": "-XX:+UseParallelGC -Dlog4j2.configurationFile=x -XX:TrimNativeHeapInterval=0"}, None),
+        ({"spark.driver.extraJavaOptions": "-XX:MaxHeapFreeRatio=50"}, {}, f"-XX:MaxHeapFreeRatio=50 {OURS} -XX:+UseSerialGC -XX:MinHeapFreeRatio=10 -XX:NewRatio=5 {TRIM}"),
+        ({}, {"SPARK_SUBMIT_OPTS": "-XX:MinHeapFreeRatio=20"}, f"{OURS} -XX:+UseSerialGC -XX:MaxHeapFreeRatio=30 -XX:NewRatio=5 {TRIM}"),
+        ({"spark.driver.extraJavaOptions": "-XX:TrimNativeHeapInterval=1000"}, {}, f"-XX:TrimNativeHeapInterval=1000 {OURS} {GC}"),
     ],
     ids=[
         "ours", "added to the user's options", "the user's file wins", "named in SPARK_SUBMIT_OPTS",
         "named in JAVA_TOOL_OPTIONS", "the user's collector wins", "both chosen in JAVA_TOOL_OPTIONS",
-        "the user's heap ratio wins", "a heap ratio named in SPARK_SUBMIT_OPTS",
+        "the user's heap ratio wins", "a heap ratio named in SPARK_SUBMIT_OPTS", "the user's trim interval wins",
     ],
 )
 def test_driver_java_options(given: dict[str, str], environ: dict[str, str], expected: str | None) -> None:
-    assert driver_java_options(given, environ) == expected
+    asked: list[str] = []
+    assert driver_java_options(given, environ, accepts=lambda option: asked.append(option) is None) == expected
+    assert asked == ([] if "TrimNativeHeapInterval" in given.get("spark.driver.extraJavaOptions", "") + str(environ) else [TRIM_OPTION])
+
+
+def test_the_trim_option_is_left_out_for_a_jvm_without_it() -> None:
+    assert TRIM_OPTION == TRIM
+    assert driver_java_options({}, {}, accepts=lambda option: False) == f"{OURS} {GC}"
+
+
+def _fake_java(home: Path, knows: str) -> Path:
+    """A ``java`` that starts (exit 0) only with options it knows, as a JVM refuses an unknown -XX."""
+    java = home / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(f'#!/bin/sh\nfor a in "$@"; do case "$a" in -XX:{knows}=*|-version) ;; *) echo "Unrecognized VM option" >&2; exit 1;; esac; done\n')
+    java.chmod(0o755)
+    return java
+
+
+def test_java_accepts_asks_the_launchers_java(tmp_path: Path) -> None:
+    """The probe runs $JAVA_HOME/bin/java (else the one on PATH): it answers for the JVM Spark starts."""
+    new, old = _fake_java(tmp_path / "new", "TrimNativeHeapInterval"), _fake_java(tmp_path / "old", "Nothing")
+    assert launcher_java({"JAVA_HOME": str(tmp_path / "new")}) == str(new)
+    assert launcher_java({"PATH": str(old.parent)}) == str(old)
+    assert launcher_java({"PATH": str(tmp_path / "none")}) is None
+    assert java_accepts(TRIM_OPTION, {"JAVA_HOME": str(tmp_path / "new")})
+    assert not java_accepts(TRIM_OPTION, {"JAVA_HOME": str(tmp_path / "old")})
+    assert not java_accepts(TRIM_OPTION, {"PATH": str(tmp_path / "none")})
+    assert not java_accepts(TRIM_OPTION, {"JAVA_HOME": str(tmp_path / "missing")})  # no such file: no JVM to start
+    assert driver_java_options({}, {"JAVA_HOME": str(tmp_path / "old")}) == f"{OURS} {GC}"
+    assert driver_java_options({}, {"JAVA_HOME": str(tmp_path / "new")}) == f"{OURS} {GC} {TRIM}"
 
 
 def test_jars_packages_adds_delta_unless_named() -> None:
