@@ -622,6 +622,7 @@ def cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp
     cycle_s: list[float] = []
     cpu_s: dict[str, list[float]] = defaultdict(list)
     delta_commits: list[int] = []
+    compiled: list[int] = []
     sites: dict[str, list[tuple[str, float]]] = {}
     with RssSampler(jvm_pid, where=lambda: f"cycle {phases.cycle} {'/'.join(phases.stack) or 'between phases'}") as rss:
         try:
@@ -631,6 +632,7 @@ def cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp
                 snap = kafka.call("snapshot")
                 floor["snapshot"].append(snap["seconds"])
                 before = sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir())
+                classes0 = generated_classes(spark)
                 cpu0, t0 = cpu_seconds(jvm_pid, cluster.pids()), time.perf_counter()
                 with phases.phase("snapshot+source"):
                     snapshot = hold(read_snapshot(spark, cfg))
@@ -638,18 +640,26 @@ def cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp
                 pipeline.process_batch(snapshot, c)
                 cycle_s.append(time.perf_counter() - t0)
                 cpu1 = cpu_seconds(jvm_pid, cluster.pids())
+                compiled.append(generated_classes(spark) - classes0)
                 for part, used in cpu1.items():
                     cpu_s[part].append(used - cpu0[part])
                 phases.count_jobs()
                 sites = phases.call_sites()
                 delta_commits.append(sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir()) - before)
                 floor["delete"].append(kafka.call("delete"))
-                print(f"cycle {c}: {cycle_s[-1]:.2f}s, CPU {sum(cpu_s[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu_s['jit'][-1]:.2f}s (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
+                print(f"cycle {c}: {cycle_s[-1]:.2f}s, CPU {sum(cpu_s[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu_s['jit'][-1]:.2f}s, "
+                      f"{compiled[-1]} classes generated (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
                       f"{snap['commits']} commits)", flush=True)
         finally:
             pipeline.close()
     spark.stop()
-    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "at_peak": rss.at_peak, "sites": sites}
+    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "compiled": compiled, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "at_peak": rss.at_peak, "sites": sites}
+
+
+def generated_classes(spark: Any) -> int:
+    """Classes Spark's code generation has compiled in this JVM so far (its codegen metrics:
+    one per compilation, cache hits not counted)."""
+    return int(spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
 
 
 def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) -> None:
@@ -677,7 +687,8 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
     print(f"{'floor: snapshot':<18} {_stats(figures['floor']['snapshot'][keep])}")
     print(f"{'floor: delete':<18} {_stats(figures['floor']['delete'][keep])}")
     print(f"cycle / floor (medians): x{statistics.median(cycle) / statistics.median(floor):.1f}; "
-          f"Delta commits per cycle (median): {statistics.median(figures['delta'][keep])}")
+          f"Delta commits per cycle (median): {statistics.median(figures['delta'][keep])}; "
+          f"generated classes compiled per cycle (Spark's code generation, median): {statistics.median(figures['compiled'][keep])}")
     rss = figures["rss"]
     print(f"peak RSS MB: driver {rss.get('driver', 0):.0f}, Spark JVM {rss.get('jvm', 0):.0f}, "
           f"Python workers {rss.get('workers', 0):.0f}; together (sampled) {rss.get('total', 0):.0f}")
