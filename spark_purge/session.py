@@ -169,8 +169,10 @@ def driver_java_options(
     if not any(GC_CHOSEN.search(options) for options in named):
         ours.append(GC_OPTION)
         ours.extend(o for o in HEAP_OPTIONS if not _named(o, named))
-    if not _named(TRIM_OPTION, named) and (accepts or functools.partial(java_accepts, environ=environ))(TRIM_OPTION):
-        ours.append(TRIM_OPTION)
+    if not _named(TRIM_OPTION, named):
+        has_it = accepts(TRIM_OPTION) if accepts is not None else java_accepts(TRIM_OPTION, environ)
+        if has_it:
+            ours.append(TRIM_OPTION)
     return " ".join([given, *ours]).strip() or None
 
 

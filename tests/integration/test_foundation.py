@@ -57,9 +57,10 @@ def test_a_local_session_gives_back_heap_and_idle_python_workers(spark: SparkSes
     assert jvm is not None
     args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert all(option in args for option in HEAP_OPTIONS), args
-    assert (TRIM_OPTION in args) == java_accepts(TRIM_OPTION), args
+    trims = java_accepts(TRIM_OPTION)
+    assert (TRIM_OPTION in args) == trims, args
     flags = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(jvm.com.sun.management.HotSpotDiagnosticMXBean._java_lang_class)
-    if java_accepts(TRIM_OPTION):
+    if trims:
         assert str(flags.getVMOption("TrimNativeHeapInterval").getValue()) == TRIM_OPTION.split("=")[1]
     assert spark.conf.get("spark.python.factory.idleWorkerMaxPoolSize") == str(IDLE_PYTHON_WORKERS)
 
