@@ -90,6 +90,8 @@ export SPARK_LOCAL_IP=127.0.0.1
 export PYSPARK_PYTHON=$VENV/bin/python
 export SPARK_PURGE_KAFKA_JARS=$ROOT/.cache/jars/kafka
 export SPARK_PURGE_DELTA_JARS=$ROOT/.cache/jars/delta
+# The local driver JVM's class archive (spark_purge/class_archive.py) kept in the checkout.
+export SPARK_PURGE_CLASS_ARCHIVE=${SPARK_PURGE_CLASS_ARCHIVE:-$ROOT/.cache/class-archive}
 # Spark's Kafka connector: the tests' session adds it, to run a real Structured Streaming consumer.
 export SPARK_PURGE_SPARK_KAFKA_JARS=$ROOT/.cache/jars/spark-kafka
 # Kafka Streams' jars: the streams-group member helper's classpath (spark_purge/testing/streams.py).

@@ -563,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the purge's session (repeatable)")
     ap.add_argument("--jobs", action="store_true", help="list the last cycle's Spark jobs by call site, per phase")
     ap.add_argument("--processes", action="store_true", help="also time `spark-purge plan` and a one-shot `spark-purge run`")
+    ap.add_argument("--codegen-dump", type=Path, metavar="DIR", help="write the Java source of each class Spark generates to DIR, by cycle")
     args = ap.parse_args(argv)
     if args.warmup < 0:
         ap.error("--warmup must be at least 0")
@@ -583,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         config_file.write_text(yaml.safe_dump(config))
         conf = dict(item.split("=", 1) for item in args.conf)
         kafka.call("open", config_file=str(config_file))
-        figures = cycles(cluster, kafka, config_file, args.cycles, tmp, conf)
+        figures = cycles(cluster, kafka, config_file, args.cycles, tmp, conf, args.codegen_dump)
         report(args, n_commits, figures)
         if args.jobs:
             print("\nSpark jobs of the last cycle, by call site:")
@@ -600,7 +601,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str]) -> dict[str, Any]:
+def cycles(
+    cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str], dump: Path | None = None
+) -> dict[str, Any]:
     from spark_purge.config import load
     from spark_purge.pipeline import read_snapshot
 
@@ -641,6 +644,8 @@ def cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp
                 cycle_s.append(time.perf_counter() - t0)
                 cpu1 = cpu_seconds(jvm_pid, cluster.pids())
                 compiled.append(generated_classes(spark) - classes0)
+                if dump is not None:
+                    dump_sources(spark, dump, c)
                 for part, used in cpu1.items():
                     cpu_s[part].append(used - cpu0[part])
                 phases.count_jobs()
@@ -654,6 +659,33 @@ def cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp
             pipeline.close()
     spark.stop()
     return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "compiled": compiled, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "at_peak": rss.at_peak, "sites": sites}
+
+
+_dumped: set[str] = set()
+
+
+def dump_sources(spark: Any, into: Path, cycle: int) -> None:
+    """Write the source of each class in Spark's codegen cache not written before to
+    ``into/cycle<N>-<i>.java`` (the cache keys: one per compiled class still cached)."""
+    jvm = spark.sparkContext._jvm
+    owner = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator$")
+    field = owner.getDeclaredField("cache")
+    field.setAccessible(True)
+    cache = field.get(owner.getField("MODULE$").get(None)).loadingCache()
+    into.mkdir(parents=True, exist_ok=True)
+    fresh = [body for body in (_source_of(key) for key in cache.asMap().keySet()) if body not in _dumped]
+    for i, body in enumerate(sorted(fresh)):
+        (into / f"cycle{cycle}-{i:03d}.java").write_text(body)
+    _dumped.update(fresh)
+    print(f"  codegen: {len(fresh)} new source(s) in the cache written to {into}/cycle{cycle}-*.java", flush=True)
+
+
+def _source_of(key: Any) -> str:
+    """A codegen cache key's source: a ``CodeAndComment``, or (Spark 4.2) a pair holding one."""
+    if key.getClass().getName() == "scala.Tuple2":
+        parts = [key._1(), key._2()]
+        key = next(p for p in parts if hasattr(p, "getClass") and p.getClass().getName().endswith("CodeAndComment"))
+    return str(key.body())
 
 
 def generated_classes(spark: Any) -> int:

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from spark_purge import class_archive
 from spark_purge.errors import ConfigError
 
 DELTA_JARS_ENV = "SPARK_PURGE_DELTA_JARS"
@@ -152,18 +153,28 @@ def _named(option: str, named: Sequence[str]) -> bool:
     return any(option.split("=")[0] in options for options in named)
 
 
+def given_java_options(conf: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> tuple[str, str, str]:
+    """The JVM options a local driver gets besides ours: ``spark.driver.extraJavaOptions`` (in
+    ``conf``), and ``SPARK_SUBMIT_OPTS`` / ``JAVA_TOOL_OPTIONS``, which the launcher reads."""
+    return conf.get("spark.driver.extraJavaOptions", ""), environ.get("SPARK_SUBMIT_OPTS", ""), environ.get("JAVA_TOOL_OPTIONS", "")
+
+
 def driver_java_options(
-    conf: Mapping[str, str], environ: Mapping[str, str] = os.environ, accepts: Callable[[str], bool] | None = None
+    conf: Mapping[str, str],
+    environ: Mapping[str, str] = os.environ,
+    accepts: Callable[[str], bool] | None = None,
+    extra: Sequence[str] = (),
 ) -> str | None:
     """``spark.driver.extraJavaOptions`` for a local session: the user's, plus our log4j2 file
     unless a log4j2 configuration is named already, plus ``GC_OPTION`` and ``HEAP_OPTIONS``
     unless a garbage collector is chosen already (either there, or in the JVM options the
     launcher reads from the environment: two collectors would stop the JVM from starting), plus
     ``TRIM_OPTION`` unless named already or the JVM does not have it (``accepts``, by default
-    ``java_accepts`` with ``environ``). None when there is nothing to set."""
-    given = conf.get("spark.driver.extraJavaOptions", "")
-    named = (given, environ.get("SPARK_SUBMIT_OPTS", ""), environ.get("JAVA_TOOL_OPTIONS", ""))
-    ours = []
+    ``java_accepts`` with ``environ``), plus ``extra`` (the class archive's options,
+    ``class_archive.ArchivePlan.options``). None when there is nothing to set."""
+    named = given_java_options(conf, environ)
+    given = named[0]
+    ours = list(extra)
     if not any(LOG4J2_OPTION in options for options in named):
         ours.append(f"{LOG4J2_OPTION}={log4j2_config().as_uri()}")
     if not any(GC_CHOSEN.search(options) for options in named):
@@ -207,6 +218,7 @@ def get_spark(
     builder = SparkSession.builder.appName(app_name)
     # spark-submit starts the JVM first and hands Python its gateway: master is set there.
     local = master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ
+    archive: class_archive.ArchivePlan | None = None
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (
@@ -244,7 +256,10 @@ def get_spark(
             builder = builder.config("spark.jars", ",".join((jars or []) + more))
         if jars is None:
             conf["spark.jars.packages"] = jars_packages(conf)
-        java_options = driver_java_options(conf)
+        archive = class_archive.archive_plan(
+            launcher_java(), archive_classpath((jars or []) + more, conf), given_java_options(conf), java_accepts
+        )
+        java_options = driver_java_options(conf, extra=archive.options if archive is not None else ())
         if java_options is not None:
             conf["spark.driver.extraJavaOptions"] = java_options
     builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config(
@@ -252,5 +267,22 @@ def get_spark(
     )
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except BaseException:
+        class_archive.abandon(archive)
+        raise
+    if archive is not None:
+        class_archive.finish_at_exit(archive, getattr(session.sparkContext._gateway, "proc", None))
+    return session
+
+
+def archive_classpath(jars: Sequence[str], conf: Mapping[str, str]) -> list[str]:
+    """What a local driver JVM's classes come from, for its class archive's key: PySpark's own
+    jars folder, ``jars`` (``spark.jars``) and ``spark.driver.extraClassPath``."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    home = os.environ.get("SPARK_HOME") or _find_spark_home()
+    extra = [e for e in conf.get("spark.driver.extraClassPath", "").split(os.pathsep) if e]
+    return [os.path.join(home, "jars"), *jars, *extra]
 
