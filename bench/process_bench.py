@@ -10,12 +10,15 @@ record before each `run`, so every run has something to delete. All runs share o
 and audit, as a scheduled task's runs do.
 
     ./dev.sh py bench/process_bench.py [--partitions 1000] [--groups 1000] [--rounds 3]
-        [--variant NAME=JAVA_OPTIONS ...]
+        [--variant NAME=JAVA_OPTIONS ...] [--env-variant NAME=KEY=VALUE ...] [--warmup 1]
 
 A variant's JAVA_OPTIONS reach the purge's JVM through ``JAVA_TOOL_OPTIONS`` (the JVM reads it
 whatever launched it); the variant ``default`` (no options) always runs first in each round.
 Prints per command and variant the wall seconds (min / median) and the ratio of medians to
-``default``.
+``default``. An ``--env-variant`` sets one environment variable instead (e.g.
+``no-archive=SPARK_PURGE_CLASS_ARCHIVE=off``: without the driver JVM's class archive,
+``spark_purge.class_archive``). Before the rounds, ``--warmup`` untimed one-shot runs (the first
+local session's JVM writes the class archive when none is there).
 """
 from __future__ import annotations
 
@@ -51,13 +54,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--heap", default="3g", help="broker heap")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=JAVA_OPTIONS")
+    ap.add_argument("--env-variant", action="append", default=[], metavar="NAME=KEY=VALUE")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed one-shot runs before the rounds")
     args = ap.parse_args(argv)
-    variants = {"default": ""}
+    variants: dict[str, dict[str, str]] = {"default": {}}
     for item in args.variant:
         name, _, options = item.partition("=")
-        variants[name] = options
+        variants[name] = {"JAVA_TOOL_OPTIONS": options}
+    for item in args.env_variant:
+        name, _, setting = item.partition("=")
+        key, _, value = setting.partition("=")
+        variants[name] = {key: value}
     run = uuid.uuid4().hex[:4]
-    records = 2 * args.rounds * len(variants) + 2
+    records = 2 * args.rounds * len(variants) + 2 + args.warmup
     with tempfile.TemporaryDirectory(prefix="process-bench-") as tmp_s, LocalKafka(
         nodes=1, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300
     ) as cluster:
@@ -69,12 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         config_file = tmp / "purge.yaml"
         config_file.write_text(yaml.safe_dump(config))
         seconds: dict[tuple[str, str], list[float]] = {}
+        base_env = dict(os.environ)
+        base_env.pop("JAVA_TOOL_OPTIONS", None)
+        for w in range(args.warmup):
+            offset += 1
+            commit_all(cluster.bootstrap_servers, assignments, offset)
+            print(f"warm-up {w}: one-shot run {timed(['run', '--once'], config_file, base_env):6.1f}s (untimed)", flush=True)
         for r in range(args.rounds):
-            for name, options in variants.items():
-                env = dict(os.environ)
-                env.pop("JAVA_TOOL_OPTIONS", None)
-                if options:
-                    env["JAVA_TOOL_OPTIONS"] = options
+            for name, setting in variants.items():
+                env = {**base_env, **setting}
                 for label, cmd in PROCESSES:
                     if cmd[0] == "run":
                         offset += 1

@@ -1,8 +1,8 @@
 """A class data sharing archive for the local driver JVM: Spark's, Delta's and the JDK's classes
 as a started JVM holds them, mapped from one file instead of read from the jars, parsed and
-verified at every start. A one-shot ``spark-purge plan`` or ``run --once`` starts its session
-about 2 s sooner with it here (6.1 -> 3.9 s median; a short Delta job from a cold process 17.8 ->
-13.4 s: ``bench/process_bench.py``; README, "Benchmarks").
+verified at every start. A cold process's session starts about 1.5-2 s sooner with it here, and
+the JVM's first queries run sooner too (README, "spark-submit, Airflow, Databricks" and "Benchmarks":
+``bench/process_bench.py --env-variant no-archive=SPARK_PURGE_CLASS_ARCHIVE=off``).
 
 The archive is a JDK 13+ dynamic archive (``-XX:ArchiveClassesAtExit``), made once per
 installation by the first local session that finds none: its JVM writes the classes it loaded
@@ -188,7 +188,10 @@ def archive_plan(
         folder.mkdir(parents=True, exist_ok=True)
         if promote(folder, key):
             final = folder / f"spark-{key}.jsa"
-            os.utime(final)  # the newest used: kept by ``tidy``
+            try:
+                os.utime(final)  # the newest used: kept by ``tidy``
+            except OSError:  # a folder shared read-only: used as it is
+                pass
             return ArchivePlan(final, None, key)
         if tidy(folder, key):
             return None

@@ -25,7 +25,8 @@ resident than G1 for the default 1 GB heap, no slower here), with a heap that fo
 data (``HEAP_OPTIONS``), unless the options name a collector; and it gives the C heap's free
 pages back to the OS every few seconds (``TRIM_OPTION``) when that JVM has the option (JDK
 17.0.9 and later; ``java_accepts`` asks the ``java`` Spark's launcher runs) and the options do not
-name it.
+name it. It maps its classes from a class data sharing archive, which the first local session's
+JVM writes when its process ends (``spark_purge.class_archive``; ``SPARK_PURGE_CLASS_ARCHIVE``).
 
 Logging in local mode: the driver JVM reads the package's ``log4j2.properties`` (Spark at WARN,
 its known start-up noise at ERROR, on stderr) unless ``spark.driver.extraJavaOptions`` (in
