@@ -12,8 +12,10 @@ every later session maps it (``-XX:SharedArchiveFile``). The folder:
 - ``$SPARK_PURGE_CLASS_ARCHIVE`` when set (``off``, ``0``, ``false`` or ``no``: no archive at all);
 - else ``$XDG_CACHE_HOME/spark-purge/class-archive``, or ``~/.cache/spark-purge/class-archive``.
 
-One archive per JVM and classpath (``archive_key``): a new JDK, PySpark or Delta jar makes a new
-one; the JVM checks its archive against its classpath too and, on a mismatch, runs without it.
+One archive per JVM and classpath (``archive_key``, ``session.archive_classpath``): a new JDK or
+PySpark makes a new one; the JVM checks its archive against its classpath too and, on a mismatch,
+runs without it. Classes from jars Spark loads itself (``spark.jars``: Delta's) are used from the
+archive only when the class file at hand has the archived one's size and checksum.
 Nothing is added when the JVM options already name class data sharing (``NAMED``), nor when the
 launcher's ``java`` lacks the option (before JDK 13).
 
@@ -54,8 +56,9 @@ NAMED = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare", "-XX:Sh
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
 # The option that tells whether the JVM can write one (an empty value writes nothing).
 PROBE = "-XX:ArchiveClassesAtExit="
-# A ``.part`` file younger than this is another process's archive being written: no second one.
-WRITING_S = 15 * 60
+# A ``.part`` file younger than this is another process's archive being written: no second one
+# (its JVM writes it when its process ends, which may be a test session's or a long run's hours).
+WRITING_S = 2 * 3600
 # A ``.part`` file older than this is left over (its JVM was killed while writing): removed.
 LEFT_OVER_S = 24 * 3600
 # Archives kept per folder (other classpaths: another virtualenv, an older PySpark): the newest.

@@ -258,7 +258,7 @@ def get_spark(
         if jars is None:
             conf["spark.jars.packages"] = jars_packages(conf)
         archive = class_archive.archive_plan(
-            launcher_java(), archive_classpath((jars or []) + more, conf), given_java_options(conf), java_accepts
+            launcher_java(), archive_classpath(conf), given_java_options(conf), java_accepts
         )
         java_options = driver_java_options(conf, extra=archive.options if archive is not None else ())
         if java_options is not None:
@@ -278,12 +278,15 @@ def get_spark(
     return session
 
 
-def archive_classpath(jars: Sequence[str], conf: Mapping[str, str]) -> list[str]:
-    """What a local driver JVM's classes come from, for its class archive's key: PySpark's own
-    jars folder, ``jars`` (``spark.jars``) and ``spark.driver.extraClassPath``."""
+def archive_classpath(conf: Mapping[str, str]) -> list[str]:
+    """A local driver JVM's classpath, for its class archive's key: PySpark's own jars folder and
+    ``spark.driver.extraClassPath``. Not ``spark.jars`` (Delta's, the extra jars): Spark loads
+    those through a class loader of its own, whose archived classes the JVM uses only when the
+    class file it is given has the archived one's size and checksum; so sessions with other
+    ``spark.jars`` share one archive."""
     from pyspark.find_spark_home import _find_spark_home
 
     home = os.environ.get("SPARK_HOME") or _find_spark_home()
     extra = [e for e in conf.get("spark.driver.extraClassPath", "").split(os.pathsep) if e]
-    return [os.path.join(home, "jars"), *jars, *extra]
+    return [os.path.join(home, "jars"), *extra]
 
