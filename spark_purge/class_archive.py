@@ -225,10 +225,13 @@ def _finish(plan: ArchivePlan, jvm: subprocess.Popen[bytes], timeout_s: float) -
     assert plan.part is not None
     if jvm.poll() is None:
         log.info("writing the driver JVM's class archive for faster starts (once): %s", plan.final)
+        from spark_purge.progress import progress
+
         try:
             if jvm.stdin is not None:
                 jvm.stdin.close()
-            jvm.wait(timeout_s)
+            with progress("writing the driver JVM's class archive"):
+                jvm.wait(timeout_s)
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.warning("the driver JVM did not end within %.0f s while writing its class archive (%s)", timeout_s, exc)
             return
