@@ -152,8 +152,24 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
+def _abandoned(part: Path) -> bool:
+    """An empty claim whose process is gone (killed with its JVM): nobody will write it. (A JVM
+    left writing alone recreates the file when it writes: it is moved into place all the same.)"""
+    try:
+        pid = int(part.name.split(".")[-2])
+        if part.stat().st_size:
+            return False
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError, IndexError):  # unreadable, not ours to signal, or not our name
+        return False
+    return False
+
+
 def tidy(folder: Path, key: str, now: float | None = None) -> bool:
-    """Remove left-over ``.part`` files (older than ``LEFT_OVER_S``) and all but the newest
+    """Remove left-over ``.part`` files (older than ``LEFT_OVER_S``, or empty claims of processes
+    gone: ``_abandoned``) and all but the newest
     ``KEEP`` archives; True when a ``.part`` of ``key`` is being written (younger than
     ``WRITING_S``)."""
     now = time.time() if now is None else now
@@ -163,7 +179,7 @@ def tidy(folder: Path, key: str, now: float | None = None) -> bool:
             age = now - part.stat().st_mtime
         except OSError:
             continue
-        if age > LEFT_OVER_S:
+        if age > LEFT_OVER_S or _abandoned(part):
             part.unlink(missing_ok=True)
         elif age < WRITING_S and part.name.startswith(f"spark-{key}."):
             writing = True
@@ -212,13 +228,27 @@ def abandon(plan: ArchivePlan | None) -> None:
         plan.part.unlink(missing_ok=True)
 
 
+_pending: list[tuple[ArchivePlan, subprocess.Popen[bytes], float]] = []
+
+
 def finish_at_exit(plan: ArchivePlan, jvm: subprocess.Popen[bytes] | None, timeout_s: float = 300.0) -> None:
-    """When this process's JVM writes the archive: at exit, end the JVM (its stdin closed, as
-    PySpark's gateway ends when Python does), wait for it to write the archive, then move it
-    into place. Another process moves it otherwise (``promote``)."""
+    """When this process's JVM writes the archive: at exit (or at ``finish_pending``), end the
+    JVM (its stdin closed, as PySpark's gateway ends when Python does), wait for it to write the
+    archive, then move it into place. Another process moves it otherwise (``promote``): a process
+    that ends without running its exit handlers leaves its JVM to write it alone."""
     if plan.part is None or jvm is None:
         return
-    atexit.register(_finish, plan, jvm, timeout_s)
+    if not _pending:
+        atexit.register(finish_pending)
+    _pending.append((plan, jvm, timeout_s))
+
+
+def finish_pending() -> None:
+    """Now rather than at exit: end the JVMs that write an archive, wait for them, and move their
+    archives into place (a test session's teardown, whose worker process may end without its
+    exit handlers). Their Spark sessions must be stopped: the JVM ends."""
+    while _pending:
+        _finish(*_pending.pop())
 
 
 def _finish(plan: ArchivePlan, jvm: subprocess.Popen[bytes], timeout_s: float) -> None:
@@ -249,6 +279,7 @@ __all__ = [
     "archive_key",
     "archive_plan",
     "finish_at_exit",
+    "finish_pending",
     "is_complete",
     "named",
     "promote",

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from spark_purge import class_archive
 from spark_purge.session import DELTA_JARS_ENV, get_spark
 from spark_purge.testing.cluster import KAFKA_JARS_ENV, TIERED_STORAGE_JARS_ENV
 from spark_purge.testing.share import STREAMS_JARS_ENV
@@ -88,3 +89,6 @@ def spark() -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+    # The worker process may end without its exit handlers (pytest-xdist): when this session's
+    # JVM writes the class archive, wait for it here, not leave the JVM writing it alone.
+    class_archive.finish_pending()

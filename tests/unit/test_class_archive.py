@@ -3,6 +3,7 @@ session maps one or writes one, and that only a whole archive is ever put in pla
 (``tests/integration/test_class_archive.py`` runs real ones)."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import subprocess
@@ -192,3 +193,37 @@ def test_the_archive_options_go_with_the_driver_options() -> None:
     options = driver_java_options({"spark.driver.extraJavaOptions": "-Xss4m"}, {}, accepts=lambda option: False, extra=["-XX:SharedArchiveFile=/a.jsa", ca.QUIET])
     assert options is not None
     assert options.startswith("-Xss4m -XX:SharedArchiveFile=/a.jsa -Xlog:cds=off,cds+dynamic=off -Dlog4j2.configurationFile=")
+
+
+def test_finish_pending_does_now_what_exit_would(tmp_path: Path, java: str, jars: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    registered: list[object] = []
+    monkeypatch.setattr(ca.atexit, "register", registered.append)
+    monkeypatch.setattr(ca, "_pending", [])
+    plan = ca.archive_plan(java, [str(jars)], [], yes, {ca.ARCHIVE_ENV: str(tmp_path)})
+    assert plan is not None and plan.part is not None
+    jvm = subprocess.Popen([sys.executable, "-c", JVM, str(plan.part), WHOLE.hex()], stdin=subprocess.PIPE)
+    try:
+        ca.finish_at_exit(plan, jvm)
+        assert registered == [ca.finish_pending] and not plan.final.exists()
+        ca.finish_pending()
+    finally:
+        jvm.kill()
+        jvm.wait()
+    assert plan.final.read_bytes() == WHOLE and not plan.part.exists()
+    ca.finish_pending()  # nothing left: a no-op, as at exit then
+    ca.finish_at_exit(dataclasses.replace(plan, part=None), jvm)  # a session that maps one: nothing to wait for
+    assert ca._pending == [] and registered == [ca.finish_pending]
+
+
+def test_an_empty_claim_whose_process_is_gone_is_given_up(tmp_path: Path) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead = tmp_path / f"spark-k.{int(gone.stdout)}.part"
+    dead.touch()
+    alive = tmp_path / f"spark-k.{os.getpid()}.part"
+    alive.touch()
+    written = tmp_path / f"spark-j.{int(gone.stdout)}.part"  # its JVM, left alone, wrote it
+    written.write_bytes(WHOLE)
+    assert ca.tidy(tmp_path, "k")  # this process's claim: being written
+    assert not dead.exists() and alive.exists() and written.exists()
+    alive.unlink()
+    assert not ca.tidy(tmp_path, "k")
