@@ -251,9 +251,23 @@ def finish_pending() -> None:
         _finish(*_pending.pop())
 
 
+def _stop_spark() -> None:
+    """Stop a Spark context still active in this process before its JVM ends: otherwise
+    PySpark's accumulator server, still connected to the JVM, prints an EOFError's traceback."""
+    try:
+        from pyspark import SparkContext
+
+        active = SparkContext._active_spark_context
+        if active is not None:
+            active.stop()
+    except Exception as exc:  # the JVM ends next anyway
+        log.debug("could not stop the Spark context before its JVM ends: %s", exc)
+
+
 def _finish(plan: ArchivePlan, jvm: subprocess.Popen[bytes], timeout_s: float) -> None:
     assert plan.part is not None
     if jvm.poll() is None:
+        _stop_spark()
         log.info("writing the driver JVM's class archive for faster starts (once): %s", plan.final)
         from spark_purge.progress import progress
 
