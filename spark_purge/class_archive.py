@@ -26,10 +26,10 @@ magic is renamed into place (``promote``); the JVM writes to a ``.part`` file of
 cut short under a JVM that maps it would stop that JVM (SIGBUS): archives are only ever renamed
 into place or unlinked, never rewritten.
 
-    plan = archive_plan(conf, environ)        # None: no archive for this session
+    plan = archive_plan(java, classpath, given_options, java_accepts)   # None: no archive
     plan.options                              # JVM options: map the archive, or write one
     ... start the session ...
-    finish_at_exit(plan, gateway_process)     # when this JVM writes one
+    finish_at_exit(plan, gateway_process)     # when this JVM writes one (see session.get_spark)
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 
 ARCHIVE_ENV = "SPARK_PURGE_CLASS_ARCHIVE"
 OFF = frozenset({"off", "0", "false", "no"})
-# A dynamic archive's header magic (0xf00baba8) as the file holds it (little-endian): written last.
+# A dynamic archive's header magic (0xf00baba8) as the file holds it (little-endian: on a
+# big-endian machine no archive is ever complete to this check, so none is used): written last.
 MAGIC = bytes.fromhex("a8ab0bf0")
 # JVM options that already choose what class data sharing does: then nothing is added.
 NAMED = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare", "-XX:SharedClassListFile", "-XX:DumpLoadedClassList", "AutoCreateSharedArchive")
