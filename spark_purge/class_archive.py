@@ -252,14 +252,15 @@ def finish_pending() -> None:
         _finish(*_pending.pop())
 
 
-def _stop_spark() -> None:
-    """Stop a Spark context still active in this process before its JVM ends: otherwise
-    PySpark's accumulator server, still connected to the JVM, prints an EOFError's traceback."""
+def _stop_spark(jvm: subprocess.Popen[bytes]) -> None:
+    """Stop the Spark context still active on ``jvm`` (this process's gateway JVM) before that
+    JVM ends: otherwise PySpark's accumulator server, still connected to it, prints an
+    EOFError's traceback. A context on another JVM is left alone."""
     try:
         from pyspark import SparkContext
 
         active = SparkContext._active_spark_context
-        if active is not None:
+        if active is not None and getattr(SparkContext._gateway, "proc", None) is jvm:
             active.stop()
     except Exception as exc:  # the JVM ends next anyway
         log.debug("could not stop the Spark context before its JVM ends: %s", exc)
@@ -268,7 +269,7 @@ def _stop_spark() -> None:
 def _finish(plan: ArchivePlan, jvm: subprocess.Popen[bytes], timeout_s: float) -> None:
     assert plan.part is not None
     if jvm.poll() is None:
-        _stop_spark()
+        _stop_spark(jvm)
         log.info("writing the driver JVM's class archive for faster starts (once): %s", plan.final)
         from spark_purge.progress import progress
 

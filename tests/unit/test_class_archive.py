@@ -227,3 +227,23 @@ def test_an_empty_claim_whose_process_is_gone_is_given_up(tmp_path: Path) -> Non
     assert not dead.exists() and alive.exists() and written.exists()
     alive.unlink()
     assert not ca.tidy(tmp_path, "k")
+
+
+def test_only_the_context_on_the_jvm_ended_is_stopped_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark import SparkContext
+
+    class Context:
+        stopped = 0
+
+        def stop(self) -> None:
+            Context.stopped += 1
+
+    class Gateway:
+        proc = object()
+
+    monkeypatch.setattr(SparkContext, "_active_spark_context", Context())
+    monkeypatch.setattr(SparkContext, "_gateway", Gateway())
+    ca._stop_spark(object())  # type: ignore[arg-type]  # another JVM (a stand-in's, a test's)
+    assert Context.stopped == 0
+    ca._stop_spark(Gateway.proc)  # type: ignore[arg-type]
+    assert Context.stopped == 1
