@@ -43,6 +43,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from spark_purge.progress import progress
+
 log = logging.getLogger(__name__)
 
 ARCHIVE_ENV = "SPARK_PURGE_CLASS_ARCHIVE"
@@ -128,10 +130,15 @@ def is_complete(path: Path) -> bool:
         return False
 
 
+def final_path(folder: Path, key: str) -> Path:
+    """Where ``key``'s archive is kept in ``folder`` (its writers' ``.part`` files beside it)."""
+    return folder / f"spark-{key}.jsa"
+
+
 def promote(folder: Path, key: str) -> bool:
     """Rename a complete ``.part`` archive of ``key`` into place (an incomplete one is left for
     its JVM to finish, or for ``tidy`` once left over). True when the archive is in place."""
-    final = folder / f"spark-{key}.jsa"
+    final = final_path(folder, key)
     if final.exists():
         return True
     for part in sorted(folder.glob(f"spark-{key}.*.part")):
@@ -206,8 +213,8 @@ def archive_plan(
     key = archive_key(java, classpath)
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        final = final_path(folder, key)
         if promote(folder, key):
-            final = folder / f"spark-{key}.jsa"
             try:
                 os.utime(final)  # the newest used: kept by ``tidy``
             except OSError:  # a folder shared read-only: used as it is
@@ -220,7 +227,7 @@ def archive_plan(
     except OSError as exc:
         log.warning("no driver JVM class archive (%s: %s); sessions start without one", folder, exc)
         return None
-    return ArchivePlan(folder / f"spark-{key}.jsa", part, key)
+    return ArchivePlan(final, part, key)
 
 
 def abandon(plan: ArchivePlan | None) -> None:
@@ -271,8 +278,6 @@ def _finish(plan: ArchivePlan, jvm: subprocess.Popen[bytes], timeout_s: float) -
     if jvm.poll() is None:
         _stop_spark(jvm)
         log.info("writing the driver JVM's class archive for faster starts (once): %s", plan.final)
-        from spark_purge.progress import progress
-
         try:
             if jvm.stdin is not None:
                 jvm.stdin.close()
@@ -294,6 +299,7 @@ __all__ = [
     "archive_folder",
     "archive_key",
     "archive_plan",
+    "final_path",
     "finish_at_exit",
     "finish_pending",
     "is_complete",
