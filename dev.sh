@@ -3,7 +3,7 @@
 #
 #   ./dev.sh demo      set everything up, start a local Kafka, run a real purge, show the audit
 #   ./dev.sh test      set everything up, lint + type-check, run the whole test suite (pytest args pass through)
-#   ./dev.sh setup     only set up: .venv with the package, Kafka + Delta jars from Maven Central
+#   ./dev.sh setup     only set up: .venv with the package, Kafka + Delta jars from Maven Central, the JVM's class archive
 #   ./dev.sh bench     set up (+ kafka-tools, the kafka-delete-records.sh baseline), run bench/
 #   ./dev.sh py ARGS   run the project's Python (e.g. ./dev.sh py -m spark_purge.cli plan ...)
 #   ./dev.sh airflow-env  create .cache/airflow-venv (Airflow + the Spark provider) for `test -m airflow`
@@ -14,7 +14,8 @@
 # (Kafka's LocalTieredStorage, from the 4.3.1 storage test jar, for the tiered test broker), .cache/jars/tools (kafka-tools
 # 4.3.1 for the benchmarks' kafka-delete-records.sh baseline; only `bench` resolves it),
 # .cache/airflow-venv (Airflow and its Spark provider, apart from .venv: only `airflow-env`, or
-# `test` with an airflow marker, creates it). A second
+# `test` with an airflow marker, creates it), .cache/class-archive (the local driver JVM's class
+# archive, written once: spark_purge/warm.py). A second
 # run downloads nothing: each step is skipped while the stamp of its inputs (setup.py, the poms)
 # is unchanged. The package itself never looks for this checkout: every command below exports
 # SPARK_PURGE_KAFKA_JARS (the test cluster launcher's broker jars), SPARK_PURGE_DELTA_JARS
@@ -84,6 +85,10 @@ setup() {
   setup_jars kafka-streams
   # Kafka's LocalTieredStorage (the storage test jar, 4.3.1) alone, for the tiered-storage test broker.
   setup_jars tiered-storage -DexcludeTransitive=true
+  # The local driver JVM's class archive (spark_purge/warm.py): written once (about a minute),
+  # so that every session, the first one included, maps it; 0.2 s when it is in place.
+  "$VENV/bin/python" -m spark_purge.warm --if-needed \
+    || say "the class archive's warm-up failed (above): sessions start without it, the first writes it at its exit"
 }
 
 export SPARK_LOCAL_IP=127.0.0.1

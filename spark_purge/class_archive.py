@@ -251,6 +251,11 @@ def finish_at_exit(plan: ArchivePlan, jvm: subprocess.Popen[bytes] | None, timeo
     _pending.append((plan, jvm, timeout_s))
 
 
+def writing() -> bool:
+    """Whether a JVM of this process writes an archive when it ends (``finish_at_exit``)."""
+    return bool(_pending)
+
+
 def finish_pending() -> None:
     """Now rather than at exit: end the JVMs that write an archive, wait for them, and move their
     archives into place (a test session's teardown, whose worker process may end without its
@@ -306,4 +311,5 @@ __all__ = [
     "named",
     "promote",
     "tidy",
+    "writing",
 ]
