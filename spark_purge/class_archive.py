@@ -7,7 +7,8 @@ the JVM's first queries run sooner too (README, "spark-submit, Airflow, Databric
 The archive is a JDK 13+ dynamic archive (``-XX:ArchiveClassesAtExit``), made once per
 installation by the first local session that finds none: its JVM writes the classes it loaded
 when it exits (about 10 s here; the process waits for it at exit, see ``finish_at_exit``), and
-every later session maps it (``-XX:SharedArchiveFile``). The folder:
+every later session maps it (``-XX:SharedArchiveFile``). ``./dev.sh setup`` makes it before any
+other session, with a short workload (``spark_purge.warm``). The folder:
 
 - ``$SPARK_PURGE_CLASS_ARCHIVE`` when set (``off``, ``0``, ``false`` or ``no``: no archive at all);
 - else ``$XDG_CACHE_HOME/spark-purge/class-archive``, or ``~/.cache/spark-purge/class-archive``.
