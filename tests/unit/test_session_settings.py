@@ -160,3 +160,39 @@ def test_a_local_session_keeps_more_generated_classes_than_a_batch_compiles(spar
     after = compiles.getCount()
     build(probe())
     assert compiles.getCount() == after
+
+
+def _counting_java(home: Path, knows: str) -> tuple[Path, Path]:
+    """A stand-in ``java`` that knows the -XX options matching ``knows`` (a shell pattern) and
+    logs each start's arguments."""
+    java, calls = home / "bin" / "java", home / "calls"
+    java.parent.mkdir(parents=True)
+    java.write_text(
+        f'#!/bin/sh\necho "$@" >> {calls}\n'
+        f'for a in "$@"; do case "$a" in {knows}|-version) ;; *) exit 1;; esac; done\n'
+    )
+    java.chmod(0o755)
+    return java, calls
+
+
+def test_one_java_start_answers_both_probes_when_it_takes_both(tmp_path: Path) -> None:
+    from spark_purge import class_archive
+
+    _, calls = _counting_java(tmp_path / "both", "-XX:TrimNativeHeapInterval=*|-XX:ArchiveClassesAtExit=*")
+    environ = {"JAVA_HOME": str(tmp_path / "both")}
+    assert java_accepts(TRIM_OPTION, environ) and java_accepts(class_archive.PROBE, environ)
+    assert calls.read_text().splitlines() == [f"{TRIM_OPTION} {class_archive.PROBE} -version"]
+
+
+def test_each_probe_is_asked_alone_when_java_refuses_them_together(tmp_path: Path) -> None:
+    from spark_purge import class_archive
+
+    _, calls = _counting_java(tmp_path / "one", "-XX:ArchiveClassesAtExit=*")  # a JDK before 17.0.9
+    environ = {"JAVA_HOME": str(tmp_path / "one")}
+    assert not java_accepts(TRIM_OPTION, environ)
+    assert java_accepts(class_archive.PROBE, environ)
+    assert calls.read_text().splitlines() == [
+        f"{TRIM_OPTION} {class_archive.PROBE} -version",
+        f"{TRIM_OPTION} -version",
+        f"{class_archive.PROBE} -version",
+    ]
