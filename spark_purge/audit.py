@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.sql.window import Window
 
+from spark_purge import txn_append
 from spark_purge._time import Backoff
 from spark_purge.deltalog import table_state
 from spark_purge.detach import cut, drop
@@ -342,15 +343,9 @@ class AuditSink:
         while True:
             attempt += 1
             try:
-                (
-                    df.write.format("delta")
-                    .mode("append")
-                    .option("mergeSchema", "true")  # tables written before a column was added
-                    .option("txnAppId", app_id)
-                    .option("txnVersion", str(version))
-                    .option("userMetadata", f"{kind}:{batch_id}")  # DESCRIBE HISTORY shows the order
-                    .save(self.path)
-                )
+                # mergeSchema: tables written before a column was added; the user metadata:
+                # DESCRIBE HISTORY shows the order.
+                txn_append.append(self.spark, self.path, df, app_id, version, f"{kind}:{batch_id}", merge_schema=True)
                 return True
             except DELTA_CONFLICTS as exc:  # another writer appended at the same time: retry
                 if attempt >= CONFLICT_ATTEMPTS:

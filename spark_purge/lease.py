@@ -53,6 +53,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from spark_purge import txn_append
 from spark_purge._time import Backoff, Deadline
 from spark_purge.audit import AuditSink, absolute_location, retry_conflicts
 from spark_purge.config import PurgeConfig, config_fingerprint, purger_id_of
@@ -274,14 +275,8 @@ class LeaseTable:
             if self.path not in _LEASE_TABLES_READY:
                 DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(LEASES).execute()
                 _LEASE_TABLES_READY.add(self.path)
-            (
-                self.spark.createDataFrame([row], LEASES)
-                .write.format("delta").mode("append")
-                .option("txnAppId", lease_app_id(state.purger_id))
-                .option("txnVersion", str(state.version))
-                .option("userMetadata", token)
-                .save(self.path)
-            )
+            df = self.spark.createDataFrame([row], LEASES)
+            txn_append.append(self.spark, self.path, df, lease_app_id(state.purger_id), state.version, token)
             self._remember_own(state, token)
 
         try:

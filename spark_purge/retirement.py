@@ -34,6 +34,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
+from spark_purge import txn_append
 from spark_purge.audit import BatchContext, CheckpointTable, absolute_location, retry_conflicts
 from spark_purge.config import PurgeConfig
 from spark_purge.errors import AuditError, ConfigError, ConfigProblems
@@ -242,10 +243,10 @@ class RetirementRegistry(CheckpointTable):
         df = self.spark.createDataFrame(list(rows), RETIREMENTS)
 
         def write() -> None:
-            writer = df.write.format("delta").mode("append")
             if txn is not None:
-                writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
-            writer.save(self.path)
+                txn_append.append(self.spark, self.path, df, txn[0], txn[1])
+            else:
+                df.write.format("delta").mode("append").save(self.path)
 
         try:
             retry_conflicts(f"retirement registry append to {self.path}", write)

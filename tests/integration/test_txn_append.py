@@ -1,0 +1,145 @@
+"""Delta appends kept exactly once by a txn id, committed through Delta's own transaction with
+the id looked up in the snapshot's checksum (``spark_purge.txn_append``), on real Delta tables:
+the same commits, skips and conflicts as Delta's writer gives, and the writer's way wherever the
+checksum does not answer."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from delta.exceptions import ConcurrentTransactionException
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_purge import txn_append
+
+
+def rows(spark: SparkSession, n: int, start: int = 0) -> DataFrame:
+    return spark.range(start, start + n).selectExpr("id", "cast(id as string) as name")
+
+
+def delta_transactions(spark: SparkSession, path: str) -> dict[str, int]:
+    """What Delta itself answers (its reconstructed state), to check the checksum's answer by."""
+    jvm: Any = spark.sparkContext._jvm
+    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(
+        False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
+    )
+    found: dict[str, int] = {}
+    listed = snapshot.setTransactions()
+    for i in range(listed.size()):
+        found[listed.apply(i).appId()] = int(listed.apply(i).version())
+    return found
+
+
+def commits(path: str) -> list[list[dict[str, Any]]]:
+    log = sorted((Path(path) / "_delta_log").glob("*.json"))
+    return [[json.loads(line) for line in f.read_text().splitlines() if line.strip()] for f in log]
+
+
+def counts() -> dict[str, int]:
+    return dict(txn_append.COUNTS)
+
+
+def delta(before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before[k] for k, v in txn_append.COUNTS.items()}
+
+
+@pytest.fixture
+def table(spark: SparkSession, tmp_path: Path) -> str:
+    path = str(tmp_path / "t")
+    rows(spark, 3).write.format("delta").save(path)
+    return path
+
+
+def test_a_txn_append_commits_directly_and_a_replay_is_skipped(spark: SparkSession, table: str) -> None:
+    before = counts()
+    txn_append.append(spark, table, rows(spark, 5, 100), "query-1:intent", 7, "intent:7")
+    txn_append.append(spark, table, rows(spark, 5, 100), "query-1:intent", 7, "intent:7")  # a replay
+    txn_append.append(spark, table, rows(spark, 5, 200), "query-1:intent", 6, "intent:6")  # older: skipped too
+    assert delta(before) == {"fast": 1, "skipped": 2, "writer": 0}
+    assert spark.read.format("delta").load(table).count() == 8
+    last = commits(table)[-1]
+    assert {k: v for k, v in next(a["txn"] for a in last if "txn" in a).items() if k != "lastUpdated"} == {"appId": "query-1:intent", "version": 7}
+    info = next(a["commitInfo"] for a in last if "commitInfo" in a)
+    assert info["userMetadata"] == "intent:7" and info["operation"] == "WRITE"
+    assert info["operationParameters"]["mode"] == "Append"
+    assert delta_transactions(spark, table) == {"query-1:intent": 7}
+
+
+def test_the_checksum_answers_what_delta_answers_across_both_ways(spark: SparkSession, table: str) -> None:
+    for version in (1, 2, 3):
+        txn_append.append(spark, table, rows(spark, 1, version), "a", version)
+        rows(spark, 1).write.format("delta").mode("append").option("txnAppId", "b").option("txnVersion", str(version)).save(table)
+    txn_append.append(spark, table, rows(spark, 1), "b", 2)  # written by the writer at 3: skipped
+    jvm: Any = spark.sparkContext._jvm
+    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).update(
+        False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
+    )
+    assert {app: txn_append.checksum_version(snapshot, app) for app in ("a", "b", "c")} == {"a": 3, "b": 3, "c": -1}
+    assert delta_transactions(spark, table) == {"a": 3, "b": 3}
+    assert spark.read.format("delta").load(table).count() == 3 + 6
+
+
+def test_a_commit_of_the_same_app_id_after_the_snapshot_fails_the_append(spark: SparkSession, table: str) -> None:
+    """The fence: another job's commit under the same app id between this one's snapshot and its
+    commit (a lease taken over) makes this commit fail, as Delta's writer's would."""
+    def other_job(path: str) -> None:
+        txn_append.BEFORE_COMMIT.clear()
+        rows(spark, 1).write.format("delta").mode("append").option("txnAppId", "lease:p").option("txnVersion", "9").save(path)
+
+    txn_append.BEFORE_COMMIT.append(other_job)
+    try:
+        with pytest.raises(ConcurrentTransactionException):
+            txn_append.append(spark, table, rows(spark, 2, 50), "lease:p", 5, "lease renewed")
+    finally:
+        txn_append.BEFORE_COMMIT.clear()
+    assert delta_transactions(spark, table) == {"lease:p": 9}
+    assert spark.read.format("delta").load(table).count() == 4  # the other job's row only
+    assert all((a.get("commitInfo") or {}).get("userMetadata") != "lease renewed" for c in commits(table) for a in c)
+
+
+def test_another_app_id_committing_meanwhile_does_not_fail_the_append(spark: SparkSession, table: str) -> None:
+    def other_query(path: str) -> None:
+        txn_append.BEFORE_COMMIT.clear()
+        rows(spark, 1).write.format("delta").mode("append").option("txnAppId", "other").option("txnVersion", "1").save(path)
+
+    txn_append.BEFORE_COMMIT.append(other_query)
+    try:
+        txn_append.append(spark, table, rows(spark, 2, 50), "mine", 1)
+    finally:
+        txn_append.BEFORE_COMMIT.clear()
+    assert delta_transactions(spark, table) == {"other": 1, "mine": 1}
+    assert spark.read.format("delta").load(table).count() == 6
+
+
+def test_over_100_app_ids_delta_lists_none_and_the_writer_checks(spark: SparkSession, table: str) -> None:
+    """Delta keeps a table's app ids in the checksum only while there are at most 100, and then
+    leaves them all out (never some): the writer's own check answers from then on."""
+    jvm: Any = spark.sparkContext._jvm
+    for i in range(101):
+        rows(spark, 1).write.format("delta").mode("append").option("txnAppId", f"app-{i}").option("txnVersion", "1").save(table)
+        if i == 99:  # 100 ids: all listed
+            snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).update(
+                False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
+            )
+            assert txn_append.checksum_version(snapshot, "app-0") == 1
+            assert txn_append.checksum_version(snapshot, "app-99") == 1
+    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).update(
+        False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
+    )
+    assert txn_append.checksum_version(snapshot, "app-0") is None
+    before = counts()
+    txn_append.append(spark, table, rows(spark, 1), "app-7", 1)  # recorded: the writer skips it
+    txn_append.append(spark, table, rows(spark, 1), "app-7", 2)
+    assert delta(before) == {"fast": 0, "skipped": 0, "writer": 2}
+    assert spark.read.format("delta").load(table).count() == 3 + 101 + 1
+
+
+def test_a_schema_not_the_tables_goes_the_writers_way_and_merges(spark: SparkSession, table: str) -> None:
+    before = counts()
+    txn_append.append(spark, table, rows(spark, 1).selectExpr("*", "'x' as added"), "q", 1, merge_schema=True)
+    assert delta(before) == {"fast": 0, "skipped": 0, "writer": 1}
+    assert spark.read.format("delta").load(table).columns == ["id", "name", "added"]
+    txn_append.append(spark, table, rows(spark, 1).selectExpr("*", "'y' as added"), "q", 2)
+    assert delta(before) == {"fast": 1, "skipped": 0, "writer": 1}
