@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from delta.exceptions import ConcurrentAppendException
 from pyspark.sql import Row, SparkSession
-from pyspark.sql.readwriter import DataFrameWriter
 
+from spark_purge import txn_append
 from spark_purge.audit import CONFLICT_ATTEMPTS, AuditSink, blocked_now, deleted_per_topic_per_day, errors
 from spark_purge.errors import AuditError
 from spark_purge.schemas import AUDIT
@@ -87,17 +88,17 @@ def test_operator_queries(spark: SparkSession, tmp_path: Path) -> None:
 
 
 def _conflicts(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
-    """Make the next ``times`` Delta saves fail as if another writer had appended first."""
-    real = DataFrameWriter.save
+    """Make the next ``times`` txn appends fail as if another writer had appended first."""
+    real = txn_append.append
     calls: list[int] = []
 
-    def save(self: DataFrameWriter, *args: object, **kwargs: object) -> None:
+    def append(*args: Any, **kwargs: Any) -> None:
         calls.append(1)
         if len(calls) <= times:
             raise ConcurrentAppendException("simulated concurrent append")
-        real(self, *args, **kwargs)
+        real(*args, **kwargs)
 
-    monkeypatch.setattr(DataFrameWriter, "save", save)
+    monkeypatch.setattr(txn_append, "append", append)
     return calls
 
 
