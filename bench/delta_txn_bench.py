@@ -1,5 +1,5 @@
-"""Delta idempotent-write benchmark (issue 12): what a ``txnAppId`` costs an audit write, and
-what it would cost if Delta did not reconstruct the table's state to check it.
+"""Delta idempotent-write benchmark (issue 12): what a ``txnAppId`` costs an audit write the
+way Delta's writer checks it, and the way the purge writes it since stop 55 (``txn_append``).
 
     ./dev.sh py bench/delta_txn_bench.py [--repeat 15] [--rows 1000] [--gap 0.5]
 
@@ -9,16 +9,16 @@ Side by side in one Spark session, on throwaway tables in a temporary folder (no
 (a batch's DeleteRecords, or the time between batches):
 
 - ``plain append``: the same rows without ``txnAppId`` (the floor: the write itself);
-- ``txn, cold``: ``AuditSink.write`` as the purge runs it. Delta 4.4.0 answers "which version
-  did this app id last write" (``Snapshot.transactions``) only by reconstructing the snapshot's
-  state, a Spark job of its own, although the version's checksum file lists the ids;
-- ``txn, ahead``: the same write, after a daemon thread computed the snapshot's ids during the
-  gap (what a Delta that reads them from the checksum, or a driver with idle cores that computes
-  them in the background, would pay). The purge does not do this: on a CPU-bound 2-core driver
-  the moved work slows the phases it overlaps (README, "Known limits").
+- ``txn, writer``: ``DataFrameWriter`` with ``txnAppId`` / ``txnVersion`` (the audit's writes
+  before stop 55). Delta 4.4 answers "which version did this app id last write"
+  (``Snapshot.transactions``) only by reconstructing the snapshot's state, a Spark job of its
+  own, although the version's checksum file lists the ids;
+- ``txn, direct``: ``AuditSink.write`` as the purge runs it: the id's version read from the
+  snapshot's checksum, the commit made through Delta's transaction (``spark_purge.txn_append``).
 
-Prints each kind's median and minimum seconds, Spark jobs per write (median), and the ratio to
-the plain append. Not a test: absolute figures depend on the machine and its load.
+Prints each kind's median and minimum seconds, Spark jobs per write (median), the ratio to the
+plain append, and how the direct writes went (``txn_append.COUNTS``: all ``fast`` expected).
+Not a test: absolute figures depend on the machine and its load.
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -45,10 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat < 3:
         ap.error(f"--repeat must be at least 3 (the first 2 writes of each kind warm up), got {args.repeat}")
 
-    import threading
-
     from pyspark.sql import Row
 
+    from spark_purge import txn_append
     from spark_purge.audit import AuditSink
     from spark_purge.schemas import AUDIT
     from spark_purge.session import get_spark
@@ -75,42 +73,29 @@ def main(argv: list[str] | None = None) -> int:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it
         return time.perf_counter() - start, len(sc.statusTracker().getJobIdsForGroup(group))
 
-    jvm: Any = sc._jvm
-
-    def ahead(path: str) -> threading.Thread:
-        """The table's current snapshot's write ids, computed on a daemon thread (Delta keeps
-        them with the snapshot, which stays current until the next commit)."""
-
-        def work() -> None:
-            jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).unsafeVolatileSnapshot().transactions()
-
-        thread = threading.Thread(target=work, daemon=True)
-        thread.start()
-        return thread
-
-    pending: list[threading.Thread] = []
-    results: dict[str, list[tuple[float, int]]] = {"plain append": [], "txn, cold": [], "txn, ahead": []}
+    results: dict[str, list[tuple[float, int]]] = {"plain append": [], "txn, writer": [], "txn, direct": []}
     try:
         with tempfile.TemporaryDirectory(prefix="delta-txn-bench-") as tmp:
             sinks = {kind: AuditSink(spark, str(Path(tmp) / kind.replace(",", "").replace(" ", "-")), app_id="bench") for kind in results}
             for sink in sinks.values():
                 sink.ensure_table()
-            plain_path = sinks["plain append"].path
             for n in range(args.repeat):
                 batch = rows(n)
                 for kind, sink in sinks.items():
                     time.sleep(args.gap)
                     if kind == "plain append":  # rows to a DataFrame inside the timing, as AuditSink.write does
                         took = timed(
-                            lambda: spark.createDataFrame(batch, AUDIT).write.format("delta").mode("append").save(plain_path)  # noqa: B023 (called at once)
+                            lambda: spark.createDataFrame(batch, AUDIT).write.format("delta").mode("append").save(sink.path)  # noqa: B023 (called at once)
+                        )
+                    elif kind == "txn, writer":
+                        took = timed(
+                            lambda: spark.createDataFrame(batch, AUDIT).write.format("delta").mode("append")  # noqa: B023 (called at once)
+                            .option("mergeSchema", "true").option("txnAppId", "bench:outcome").option("txnVersion", str(n))  # noqa: B023
+                            .option("userMetadata", f"outcome:{n}").save(sink.path)  # noqa: B023
                         )
                     else:
                         took = timed(lambda: sink.write(batch, "outcome", n))  # noqa: B023 (called at once)
-                        if kind == "txn, ahead":  # for the next write, during its gap
-                            pending.append(ahead(sink.path))
                     results[kind].append(took)
-            for thread in pending:
-                thread.join()
     finally:
         spark.stop()
 
@@ -123,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{kind:<14} {median:9.3f} {min(s for s, _ in kept):7.3f} {statistics.median(j for _, j in kept):5.1f} {median / floor:8.2f}"
         )
+    print(f"direct writes: {txn_append.COUNTS}")
     return 0
 
 
