@@ -9,6 +9,7 @@ import pytest
 from kafka import KafkaAdminClient
 from pyspark.sql import SparkSession
 
+from spark_purge import txn_append
 from spark_purge.config import PurgeConfig
 from spark_purge.pipeline import PurgePipeline, default_client_factory, start_stream
 from spark_purge.testing.cluster import LocalKafka
@@ -46,8 +47,14 @@ def test_purge_cuts_each_partition_at_the_minimum_required_commit(
     commit_topic(admin, f"{topic3}-b", topic3, b)
     cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a", f"{topic3}-b"])
     expected = [min(x, y) for x, y in zip(a, b)]  # computed independently of the policy code
+    before = dict(txn_append.COUNTS)
 
     pipeline = run_once(spark, cfg)
+
+    # Every txn write of the batch (the lease's, its audit fence, intents, outcomes) was made
+    # directly, its id read from the checksum: none fell back to Delta's writer and its state job.
+    made = {k: v - before[k] for k, v in txn_append.COUNTS.items()}
+    assert made["writer"] == 0 and made["fast"] >= 2, made
 
     assert log_starts(admin, topic3, 3) == expected
     outcomes = {r["partition"]: r for r in audit_rows(spark, cfg)}
