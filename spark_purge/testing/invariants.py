@@ -317,6 +317,16 @@ def spark_stream_refusal() -> Optional[str]:
     )
 
 
+def _txn_writes() -> str:
+    """How this process's Delta txn writes went (``txn_append.COUNTS``; not kept across lives)."""
+    from spark_purge.txn_append import COUNTS
+
+    return (
+        f"{COUNTS['fast']} direct (id read from the checksum), {COUNTS['skipped']} skipped as written, "
+        f"{COUNTS['writer']} through Delta's writer (this process)"
+    )
+
+
 @dataclass
 class InvariantReport:
     seed: int
@@ -381,6 +391,7 @@ class InvariantReport:
             f"fenced jobs:        {self.fenced_jobs} (audit rows from a fenced generation after its takeover: {self.fenced_rows})",
             f"violations:         {len(self.violations)}",
             f"seconds:            {self.seconds:.0f}",
+            f"txn writes:         {_txn_writes()}",
         ]
         if self.resumes:
             lines.append(
