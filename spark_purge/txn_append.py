@@ -20,7 +20,8 @@ skips when the version is recorded already, else writes the files and commits th
 through ``DataFrameWriter`` with the txn options, as before: no checksum, or one without the app
 ids (more than 100 of them: Delta then leaves them out entirely, never a part of them; a test
 checks that on the installed Delta), a schema not the table's (the writer merges schemas), a
-table with no commit yet, or a Delta without these classes (``deltalog.missing_api``). A write
+table with no commit yet, a Delta release this was not checked on (``TESTED_DELTA``), or a Delta
+without these classes (``deltalog.missing_api``). A write
 that fails on the fast path for another reason than a conflict is written the writer's way too:
 the same txn id makes that safe (a commit that did land is skipped).
 
@@ -44,6 +45,9 @@ from spark_purge.deltalog import missing_api
 log = logging.getLogger(__name__)
 
 _UNSUPPORTED: list[str] = []  # why, once this Delta turned out to lack the classes used here
+# The Delta releases whose internals this was checked against (``tests/integration/test_txn_append.py``:
+# the checksum's ids, the conflict a registered id gives); any other goes the writer's way.
+TESTED_DELTA = ("4.4.",)
 # Writes of this process by the way they went (the tests and the benches read them).
 COUNTS = {"fast": 0, "skipped": 0, "writer": 0}
 # Called with the path right before a direct commit (tests: another writer's commit in between).
@@ -104,6 +108,8 @@ def _fast(spark: SparkSession, path: str, df: DataFrame, app_id: str, version: i
         return None
     jvm: Any = spark.sparkContext._jvm
     try:
+        if not _tested(jvm):
+            return None
         none = jvm.scala.Option.empty()
         txn = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction(none, none)
         snapshot = txn.snapshot()
@@ -140,6 +146,19 @@ def _fast(spark: SparkSession, path: str, df: DataFrame, app_id: str, version: i
         return None
 
 
+_DELTA_VERSION: list[str] = []
+
+
+def _tested(jvm: Any) -> bool:
+    """Whether the Delta on the JVM is a release in ``TESTED_DELTA`` (asked once per process)."""
+    if not _DELTA_VERSION:
+        _DELTA_VERSION.append(str(jvm.io.delta.package.VERSION()))
+        if not _DELTA_VERSION[0].startswith(TESTED_DELTA):
+            _UNSUPPORTED.append(f"Delta {_DELTA_VERSION[0]} is not one of {TESTED_DELTA}")
+            log.info("Delta %s: txn appends go through the DataFrame writer (direct writes are checked on %s)", _DELTA_VERSION[0], TESTED_DELTA)
+    return _DELTA_VERSION[0].startswith(TESTED_DELTA)
+
+
 def _converted(exc: Exception) -> BaseException:
     """A Py4J error as PySpark (and Delta's Python package) would raise it from a DataFrame call."""
     from py4j.protocol import Py4JJavaError
@@ -159,4 +178,4 @@ def _is_conflict(exc: BaseException) -> bool:
     return isinstance(exc, DELTA_CONFLICTS)
 
 
-__all__ = ["BEFORE_COMMIT", "COUNTS", "append", "checksum_version"]
+__all__ = ["BEFORE_COMMIT", "COUNTS", "TESTED_DELTA", "append", "checksum_version"]

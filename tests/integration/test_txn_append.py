@@ -143,3 +143,17 @@ def test_a_schema_not_the_tables_goes_the_writers_way_and_merges(spark: SparkSes
     assert spark.read.format("delta").load(table).columns == ["id", "name", "added"]
     txn_append.append(spark, table, rows(spark, 1).selectExpr("*", "'y' as added"), "q", 2)
     assert delta(before) == {"fast": 1, "skipped": 0, "writer": 1}
+
+
+def test_a_delta_release_it_was_not_checked_on_goes_the_writers_way(
+    spark: SparkSession, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(txn_append, "_UNSUPPORTED", [])
+    monkeypatch.setattr(txn_append, "_DELTA_VERSION", [])
+    monkeypatch.setattr(txn_append, "TESTED_DELTA", ("9.9.",))
+    before = counts()
+    txn_append.append(spark, table, rows(spark, 1), "q", 1)
+    txn_append.append(spark, table, rows(spark, 1), "q", 1)
+    assert delta(before) == {"fast": 0, "skipped": 0, "writer": 2}
+    assert txn_append._DELTA_VERSION[0].startswith("4.4.")  # what the installed Delta says it is
+    assert spark.read.format("delta").load(table).count() == 4
