@@ -141,12 +141,16 @@ def _fast(spark: SparkSession, path: str, df: DataFrame, app_id: str, version: i
         if missing_api(exc):
             _UNSUPPORTED.append(str(exc))
             log.warning("Delta txn appends go through the DataFrame writer (%s): each checks its txn id with a Spark job", exc)
-        else:
-            log.debug("txn append to %s not done directly (%s): written through the DataFrame writer", path, exc)
+        else:  # said once a process (then at debug): COUNTS["writer"] shows how often
+            (log.debug if _FELL_BACK else log.warning)(
+                "txn append to %s not done directly (%s): written through the DataFrame writer", path, exc
+            )
+            _FELL_BACK.append(path)
         return None
 
 
 _DELTA_VERSION: list[str] = []
+_FELL_BACK: list[str] = []  # paths whose direct write failed for another reason than a conflict
 
 
 def _tested(jvm: Any) -> bool:
