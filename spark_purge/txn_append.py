@@ -145,12 +145,12 @@ def _fast(spark: SparkSession, path: str, df: DataFrame, app_id: str, version: i
             (log.debug if _FELL_BACK else log.warning)(
                 "txn append to %s not done directly (%s): written through the DataFrame writer", path, exc
             )
-            _FELL_BACK.append(path)
+            _FELL_BACK[:] = [path]
         return None
 
 
 _DELTA_VERSION: list[str] = []
-_FELL_BACK: list[str] = []  # paths whose direct write failed for another reason than a conflict
+_FELL_BACK: list[str] = []  # the last path whose direct write failed for another reason than a conflict
 
 
 def _tested(jvm: Any) -> bool:
