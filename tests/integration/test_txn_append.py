@@ -157,3 +157,20 @@ def test_a_delta_release_it_was_not_checked_on_goes_the_writers_way(
     assert delta(before) == {"fast": 0, "skipped": 0, "writer": 2}
     assert txn_append._DELTA_VERSION[0].startswith("4.4.")  # what the installed Delta says it is
     assert spark.read.format("delta").load(table).count() == 4
+
+
+def test_a_direct_write_failing_otherwise_is_made_the_writers_way_once(spark: SparkSession, table: str) -> None:
+    def broken(path: str) -> None:
+        raise RuntimeError("the disk went away for a moment")
+
+    txn_append.BEFORE_COMMIT.append(broken)
+    before = counts()
+    try:
+        txn_append.append(spark, table, rows(spark, 2, 10), "q", 1, "outcome:1")
+    finally:
+        txn_append.BEFORE_COMMIT.clear()
+    assert delta(before) == {"fast": 0, "skipped": 0, "writer": 1}
+    txn_append.append(spark, table, rows(spark, 2, 10), "q", 1, "outcome:1")  # a replay: skipped directly
+    assert delta(before) == {"fast": 0, "skipped": 1, "writer": 1}
+    assert spark.read.format("delta").load(table).count() == 5
+    assert delta_transactions(spark, table) == {"q": 1}
