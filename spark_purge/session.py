@@ -136,7 +136,7 @@ def launcher_java(environ: Mapping[str, str] = os.environ) -> str | None:
 
 @functools.cache
 def _java_starts_with(java: str, *options: str) -> bool:
-    if len(options) == 1 and _java_starts_with_all(java):
+    if len(options) == 1 and options[0] in PROBED_TOGETHER and _java_starts_with_all(java):
         return True
     try:
         done = subprocess.run([java, *options, "-version"], capture_output=True, timeout=60, check=False)

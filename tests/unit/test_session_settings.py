@@ -196,3 +196,12 @@ def test_each_probe_is_asked_alone_when_java_refuses_them_together(tmp_path: Pat
         f"{TRIM_OPTION} -version",
         f"{class_archive.PROBE} -version",
     ]
+
+
+def test_an_option_not_probed_together_is_asked_alone(tmp_path: Path) -> None:
+    """The joint answer speaks for ``PROBED_TOGETHER`` only, never for another option."""
+    _, calls = _counting_java(tmp_path / "both", "-XX:TrimNativeHeapInterval=*|-XX:ArchiveClassesAtExit=*")
+    environ = {"JAVA_HOME": str(tmp_path / "both")}
+    assert java_accepts(TRIM_OPTION, environ)
+    assert not java_accepts("-XX:+NoSuchOption", environ)
+    assert calls.read_text().splitlines()[-1] == "-XX:+NoSuchOption -version"
