@@ -150,17 +150,16 @@ def _register_source(spark: Any) -> None:
             return batches()
 
     class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-        def __init__(self) -> None:
-            self.target = 1
+        """One batch: offset 0, then 1."""
 
         def initialOffset(self) -> dict[str, int]:
             return {"seq": 0}
 
         def prepareForTriggerAvailableNow(self) -> None:
-            self.target = 1
+            pass  # the one batch is all there is
 
         def latestOffset(self, start: dict[str, Any], limit: Any = None) -> dict[str, int]:
-            return {"seq": self.target}
+            return {"seq": 1}
 
         def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
             return [InputPartition(0)] if int(end["seq"]) > int(start["seq"]) else []
