@@ -2,13 +2,14 @@
 step over the selected partitions joined with their rule, group facts and manual entry."""
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import json
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructType
+from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType, TimestampType
 
 from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
@@ -139,11 +140,9 @@ def compute_plan(
     partition, and whether to act) and ``with_explanation`` (the blocking group and the detail).
     """
     every_group = _every_group_row(partitions, groups)
-    topic_rules = partitions.sparkSession.createDataFrame(
-        _selected_topic_rules(partitions, every_group, config, as_utc(now), unreadable_groups), TOPIC_RULES
-    )
+    topic_rules = _selected_topic_rules(partitions, every_group, config, as_utc(now), unreadable_groups)
     in_transition = sorted(set(tiering_transitions))
-    base = partitions.join(F.broadcast(topic_rules), "topic", "inner").withColumn(
+    base = with_topic_rules(partitions, topic_rules).withColumn(
         "tiering_transition", F.col("topic").isin(in_transition) if in_transition else F.lit(False)
     )
     if staleness is None and progress is not None:
@@ -157,6 +156,50 @@ def compute_plan(
         df = with_retirement_facts(df, retirement.state, append_history, as_utc(now), retirement.delay_ms)
         df = with_retirement(df, retirement.delay_ms)
     return _widen(df.select(*PLAN.fieldNames()), PLAN)
+
+
+# ``TOPIC_RULES`` but the topic, as the rules' constant carries them: timestamps as microseconds
+# since the epoch (no time zone or text format between Python and Spark).
+_RULE_VALUE = StructType(
+    [StructField(f.name, LongType() if f.dataType == TimestampType() else f.dataType, f.nullable) for f in TOPIC_RULES.fields[1:]]
+)
+_RULES = MapType(StringType(), _RULE_VALUE, False).json()  # from_json takes a map's schema as its JSON text
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def with_topic_rules(partitions: DataFrame, rules: Sequence[TopicRuleRow]) -> DataFrame:
+    """The rows of ``partitions`` whose topic has a rule in ``rules``, each with its rule's
+    ``TOPIC_RULES`` columns (an inner join on the topic, without a join).
+
+    The rules travel inside the query as one constant: a JSON text of topic -> rule that the
+    optimizer parses once into a map literal (``from_json`` of a literal is folded), looked up by
+    each row's topic. A rules table joined on instead (a broadcast join) cost a Spark job to
+    broadcast it, twice a plan (issue 12); a constant costs none, and Spark's generated code
+    refers to it rather than spelling it, so a new batch's rules compile nothing new."""
+    text = json.dumps({r.topic: _rule_value(r) for r in rules}, ensure_ascii=False)
+    found = F.try_element_at(
+        F.from_json(F.lit(text), _RULES, {"mode": "FAILFAST"}), F.col("topic")
+    )
+    rule = F.col("_rule")
+    values = [
+        (F.timestamp_micros(rule[f.name]) if f.dataType == TimestampType() else rule[f.name]).alias(f.name)
+        for f in TOPIC_RULES.fields[1:]
+    ]
+    return (
+        partitions.select("*", found.alias("_rule"))
+        .where(rule.isNotNull())
+        .select(*(F.col(c) for c in partitions.columns), *values)
+    )
+
+
+def _rule_value(rule: TopicRuleRow) -> dict[str, object]:
+    """One rule as ``_RULE_VALUE`` reads it from JSON (timestamps as epoch microseconds)."""
+    values = rule._asdict()
+    del values["topic"]
+    for name, value in values.items():
+        if isinstance(value, datetime):
+            values[name] = (as_utc(value) - _EPOCH) // timedelta(microseconds=1)
+    return values
 
 
 def _every_group_row(partitions: DataFrame, groups: DataFrame | None) -> DataFrame:

@@ -643,3 +643,36 @@ def test_tiered_cut_says_whether_it_reaches_remote_storage(spark: SparkSession) 
     assert moving[("orders", 3)].detail == (
         "tiered storage is being disabled on this topic (DISABLING, see spark-purge tiering status): not purged until DISABLED"
     )
+
+
+def test_topic_rules_reach_each_row_exactly(spark: SparkSession) -> None:
+    """``with_topic_rules`` carries the rules as one folded constant, looked up by topic: every
+    value arrives as given (timestamps to the microsecond, names with quotes and non-ASCII), a
+    topic without a rule is left out, and no Spark job broadcasts a rules table."""
+    from spark_purge.policy.inputs import TopicRuleRow
+    from spark_purge.policy.plan import with_topic_rules
+
+    stale = datetime(2024, 5, 1, 11, 59, 58, 123456, tzinfo=timezone.utc)
+    odd = 'züge."quoted"\\x'
+    rules = [
+        TopicRuleRow(odd, "r1", True, ['g"1', "gé"], True, False, stale, "2s", 7, None, ["u"], "u (UNKNOWN)"),
+        TopicRuleRow("plain", "r2", False, [], False, True, datetime(1970, 1, 1, tzinfo=timezone.utc), "0s", 1, stale, [], None),
+    ]
+    parts = spark.createDataFrame([(odd, 0), ("plain", 3), ("other", 1)], "topic string, partition int")
+    got = {r["topic"]: r.asDict() for r in with_topic_rules(parts, rules).collect()}
+    assert set(got) == {odd, "plain"}
+    assert got[odd] == {
+        "topic": odd, "partition": 0, "rule": "r1", "protected": True, "required": ['g"1', "gé"], "block_missing": True,
+        "ignore_stale": False, "stale_before": _naive_local(stale), "stale_after": "2s",
+        "min_step": 7, "floor_time": None, "unreadable": ["u"], "unreadable_note": "u (UNKNOWN)",
+    }
+    assert got["plain"]["floor_time"] == _naive_local(stale)
+    assert got["plain"]["stale_before"] == _naive_local(datetime(1970, 1, 1, tzinfo=timezone.utc))
+    assert with_topic_rules(parts, []).count() == 0
+    plan = with_topic_rules(parts, rules)._jdf.queryExecution().executedPlan().toString()
+    assert "Broadcast" not in plan and "Join" not in plan, plan
+
+
+def _naive_local(moment: datetime) -> datetime:
+    """``moment`` as PySpark's collect gives a timestamp: naive, in Python's local time."""
+    return moment.astimezone().replace(tzinfo=None)
