@@ -37,7 +37,7 @@ from pyspark.sql.window import Window
 
 from spark_purge import txn_append
 from spark_purge._time import Backoff
-from spark_purge.deltalog import table_state
+from spark_purge.deltalog import table_state, with_own_properties
 from spark_purge.detach import cut, drop
 from spark_purge.errors import AuditError
 from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, LEASE_RECORD, PROGRESS_STORE, RETIREMENT_CONSTRAINTS
@@ -311,7 +311,7 @@ class AuditSink:
             return
         try:
             (
-                DeltaTable.createIfNotExists(self.spark)
+                with_own_properties(DeltaTable.createIfNotExists(self.spark))
                 .location(self.path)
                 .addColumns(AUDIT)
                 .partitionedBy("event_date")
@@ -681,7 +681,7 @@ class ProgressStore(CheckpointTable):
         if self.path in _PROGRESS_TABLES_READY and self.exists():
             return
         try:
-            DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(PROGRESS_LOG).execute()
+            with_own_properties(DeltaTable.createIfNotExists(self.spark)).location(self.path).addColumns(PROGRESS_LOG).execute()
             columns = self._add_strings(_PROGRESS_ADDED)
             if "batch_id" not in columns:
                 self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS (batch_id BIGINT)")

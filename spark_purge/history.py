@@ -45,6 +45,7 @@ from pyspark.sql.types import StructField, StructType, TimestampType
 
 from spark_purge._time import as_utc
 from spark_purge.audit import CheckpointTable, retry_conflicts
+from spark_purge.deltalog import with_own_properties
 from spark_purge.errors import AuditError
 from spark_purge.schemas import APPEND_HISTORY
 
@@ -80,7 +81,7 @@ class AppendHistory(CheckpointTable):
         if self.path in _READY and self.exists():
             return
         try:
-            DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(APPEND_HISTORY).execute()
+            with_own_properties(DeltaTable.createIfNotExists(self.spark)).location(self.path).addColumns(APPEND_HISTORY).execute()
             self._add_strings(_ADDED)
             _READY.add(self.path)
         except Exception as exc:

@@ -57,7 +57,7 @@ from spark_purge import txn_append
 from spark_purge._time import Backoff, Deadline
 from spark_purge.audit import AuditSink, absolute_location, retry_conflicts
 from spark_purge.config import PurgeConfig, config_fingerprint, purger_id_of
-from spark_purge.deltalog import table_state
+from spark_purge.deltalog import table_state, with_own_properties
 from spark_purge.errors import AuditError, ConfigError, FencedError
 from spark_purge.fs import HadoopFiles, join
 from spark_purge.schemas import LEASES
@@ -273,7 +273,7 @@ class LeaseTable:
 
         def write() -> None:
             if self.path not in _LEASE_TABLES_READY:
-                DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(LEASES).execute()
+                with_own_properties(DeltaTable.createIfNotExists(self.spark)).location(self.path).addColumns(LEASES).execute()
                 _LEASE_TABLES_READY.add(self.path)
             df = self.spark.createDataFrame([row], LEASES)
             txn_append.append(self.spark, self.path, df, lease_app_id(state.purger_id), state.version, token)

@@ -54,3 +54,27 @@ def test_a_delta_without_the_api_gives_it_up_for_the_process(spark: SparkSession
     assert deltalog.table_state(failing_spark(error), path) is None
     assert [str(error)] == deltalog._UNSUPPORTED
     assert deltalog.table_state(spark, path) is None  # not tried again in this process
+
+
+def test_the_purges_own_tables_checkpoint_every_100_commits(spark: SparkSession, tmp_path: Path) -> None:
+    """The audit table, the group progress store, the append history and the lease table are
+    created with ``delta.checkpointInterval`` 100 (a checkpoint is made inside the commit that
+    reaches it: every 10 commits was 1-5 s every few batches); a table that exists keeps its own."""
+    from spark_purge.audit import AuditSink, ProgressStore
+    from spark_purge.history import AppendHistory
+    from spark_purge.lease import LeaseTable, PurgerLease
+
+    def interval(path: Path) -> str | None:
+        detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
+        return detail["properties"].get("delta.checkpointInterval")
+
+    AuditSink(spark, str(tmp_path / "audit"), app_id="t").ensure_table()
+    ProgressStore(spark, str(tmp_path / "progress"), app_id="t").ensure_table()
+    AppendHistory(spark, str(tmp_path / "history")).ensure_table()
+    PurgerLease(LeaseTable(spark, str(tmp_path / "leases")), "p", "run", "fp", ttl_ms=60_000, wait_ms=0).acquire()
+    for name in ("audit", "progress", "history", "leases"):
+        assert interval(tmp_path / name) == str(deltalog.CHECKPOINT_INTERVAL) == "100", name
+    spark.range(1).write.format("delta").save(str(tmp_path / "older"))
+    older = AuditSink(spark, str(tmp_path / "older"), app_id="t")
+    older.ensure_table()  # an existing table: nothing is changed
+    assert interval(tmp_path / "older") is None
