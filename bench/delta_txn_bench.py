@@ -14,7 +14,10 @@ Side by side in one Spark session, on throwaway tables in a temporary folder (no
   (``Snapshot.transactions``) only by reconstructing the snapshot's state, a Spark job of its
   own, although the version's checksum file lists the ids;
 - ``txn, direct``: ``AuditSink.write`` as the purge runs it: the id's version read from the
-  snapshot's checksum, the commit made through Delta's transaction (``spark_purge.txn_append``).
+  snapshot's checksum, the commit made through Delta's transaction (``spark_purge.txn_append``),
+  the rows in one piece (``txn_append.driver_rows``: one task, one file);
+- ``txn, direct, sliced``: the same direct write of the rows as ``createDataFrame`` slices them
+  (``defaultParallelism`` pieces: two tasks and two files here; the audit's writes before stop 56).
 
 Prints each kind's median and minimum seconds, Spark jobs per write (median), the ratio to the
 plain append, and how the direct writes went (``txn_append.COUNTS``: all ``fast`` expected).
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it
         return time.perf_counter() - start, len(sc.statusTracker().getJobIdsForGroup(group))
 
-    results: dict[str, list[tuple[float, int]]] = {"plain append": [], "txn, writer": [], "txn, direct": []}
+    results: dict[str, list[tuple[float, int]]] = {"plain append": [], "txn, writer": [], "txn, direct": [], "txn, direct, sliced": []}
     try:
         with tempfile.TemporaryDirectory(prefix="delta-txn-bench-") as tmp:
             sinks = {kind: AuditSink(spark, str(Path(tmp) / kind.replace(",", "").replace(" ", "-")), app_id="bench") for kind in results}
@@ -93,22 +96,30 @@ def main(argv: list[str] | None = None) -> int:
                             .option("mergeSchema", "true").option("txnAppId", "bench:outcome").option("txnVersion", str(n))  # noqa: B023
                             .option("userMetadata", f"outcome:{n}").save(sink.path)  # noqa: B023
                         )
-                    else:
+                    elif kind == "txn, direct":
                         took = timed(lambda: sink.write(batch, "outcome", n))  # noqa: B023 (called at once)
+                    else:
+                        took = timed(
+                            lambda: txn_append.append(  # noqa: B023 (called at once)
+                                spark, sink.path, spark.createDataFrame(batch, AUDIT), "bench:outcome", n, f"outcome:{n}", merge_schema=True  # noqa: B023
+                            )
+                        )
                     results[kind].append(took)
     finally:
         spark.stop()
 
     floor = statistics.median(s for s, _ in results["plain append"][2:])
     print(f"{args.rows} audit rows a write, {args.repeat - 2} timed writes per kind after a {args.gap:.1f} s gap each")
-    print(f"{'kind':<14} {'median s':>9} {'min s':>7} {'jobs':>5} {'x plain':>8}")
+    print(f"{'kind':<20} {'median s':>9} {'min s':>7} {'jobs':>5} {'x plain':>8}")
     for kind, runs in results.items():
         kept = runs[2:]
         median = statistics.median(s for s, _ in kept)
         print(
-            f"{kind:<14} {median:9.3f} {min(s for s, _ in kept):7.3f} {statistics.median(j for _, j in kept):5.1f} {median / floor:8.2f}"
+            f"{kind:<20} {median:9.3f} {min(s for s, _ in kept):7.3f} {statistics.median(j for _, j in kept):5.1f} {median / floor:8.2f}"
         )
     print(f"direct writes: {txn_append.COUNTS}")
+    direct, sliced = (statistics.median(s for s, _ in results[k][2:]) for k in ("txn, direct", "txn, direct, sliced"))
+    print(f"one piece against sliced (direct writes): x{direct / sliced:.2f}")
     return 0
 
 

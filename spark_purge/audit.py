@@ -335,7 +335,7 @@ class AuditSink:
         if kind not in ("intent", "outcome", "forget", LEASE_RECORD):
             raise ValueError(f"audit write kind must be 'intent', 'outcome', 'forget' or 'lease', got {kind!r}")
         app_id, version = txn if txn is not None else (f"{self.app_id}:{kind}", batch_id)
-        df = rows if isinstance(rows, DataFrame) else self.spark.createDataFrame(list(rows), AUDIT)
+        df = rows if isinstance(rows, DataFrame) else txn_append.driver_rows(self.spark, rows, AUDIT)
         if not isinstance(rows, DataFrame) and not rows:
             return False
         backoff = Backoff(first=0.2, cap=2.0)
@@ -415,7 +415,7 @@ class CheckpointRegistry:
         """Record that ``location`` holds ``query_id`` (a blind append: never conflicts)."""
         try:
             (
-                self.spark.createDataFrame([(location, query_id, query_name, at)], CHECKPOINT_QUERIES)
+                txn_append.driver_rows(self.spark, [(location, query_id, query_name, at)], CHECKPOINT_QUERIES)
                 .write.format("delta").mode("append").save(self.path)
             )
         except Exception as exc:

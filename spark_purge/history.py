@@ -138,7 +138,7 @@ class AppendHistory(CheckpointTable):
         )
         appended = found.filter(found["moved"]).select(list(APPEND_HISTORY.fieldNames()))
         if appended.num_rows:
-            rows = self.spark.createDataFrame(appended, APPEND_HISTORY)
+            rows = self.spark.createDataFrame(appended, APPEND_HISTORY).coalesce(1)  # one task, one file (``txn_append.driver_rows``)
             self._retry(
                 f"append history append for batch {batch_id}",
                 lambda: rows.write.format("delta").mode("append").save(self.path),

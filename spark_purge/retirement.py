@@ -240,7 +240,7 @@ class RetirementRegistry(CheckpointTable):
         write it already committed under them (a replayed batch)."""
         if not rows:
             return
-        df = self.spark.createDataFrame(list(rows), RETIREMENTS)
+        df = txn_append.driver_rows(self.spark, rows, RETIREMENTS)
 
         def write() -> None:
             if txn is not None:

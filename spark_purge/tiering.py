@@ -52,6 +52,7 @@ from spark_purge.kafka.tiering import (
     REMOTE_STORAGE_ENABLE,
 )
 from spark_purge.schemas import TIERING, TIERING_DISABLED, TIERING_DISABLING, TIERING_ENABLED
+from spark_purge.txn_append import driver_rows
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class TieringTable(CheckpointTable):
         if self.path not in _TABLES_READY:
             DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(TIERING).execute()
             _TABLES_READY.add(self.path)
-        self.spark.createDataFrame([record.row()], TIERING).write.format("delta").mode("append").save(self.path)
+        driver_rows(self.spark, [record.row()], TIERING).write.format("delta").mode("append").save(self.path)
 
 
 _TABLES_READY: set[str] = set()  # tiering tables append() created (or found) in this process
