@@ -177,19 +177,20 @@ def with_topic_rules(partitions: DataFrame, rules: Sequence[TopicRuleRow]) -> Da
     broadcast it, twice a plan (issue 12); a constant costs none, and Spark's generated code
     refers to it rather than spelling it, so a new batch's rules compile nothing new."""
     text = json.dumps({r.topic: _rule_value(r) for r in rules}, ensure_ascii=False)
-    found = F.try_element_at(
-        F.from_json(F.lit(text), _RULES, {"mode": "FAILFAST"}), F.col("topic")
-    )
+    found = F.try_element_at(F.from_json(F.lit(text), _RULES, {"mode": "FAILFAST"}), F.col("topic"))
+    found_rule, kept = _rule_columns(tuple(partitions.columns))
+    return partitions.select("*", found.alias("_rule")).where(found_rule).select(*kept)
+
+
+@reused
+def _rule_columns(columns: tuple[str, ...]) -> tuple[Column, list[Column]]:
+    """(a rule was found, the partition's ``columns`` and the rule's values), made once."""
     rule = F.col("_rule")
     values = [
         (F.timestamp_micros(rule[f.name]) if f.dataType == TimestampType() else rule[f.name]).alias(f.name)
         for f in TOPIC_RULES.fields[1:]
     ]
-    return (
-        partitions.select("*", found.alias("_rule"))
-        .where(rule.isNotNull())
-        .select(*(F.col(c) for c in partitions.columns), *values)
-    )
+    return rule.isNotNull(), [*(F.col(c) for c in columns), *values]
 
 
 def _rule_value(rule: TopicRuleRow) -> dict[str, object]:
