@@ -46,20 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import Row
 
     from spark_purge.audit import AuditSink
-    from spark_purge.schemas import AUDIT
     from spark_purge.session import get_spark
+    from spark_purge.testing.workload import outcome_rows
 
     spark = get_spark("delta-checkpoint-bench", master="local[2]")
     sc = spark.sparkContext
     at = datetime.now(timezone.utc)
 
     def rows(batch: int) -> list[Row]:
-        base = dict(
-            run_id="bench", query_id="bench", batch_id=batch, record_type="outcome", planned_at=at, executed_at=at,
-            snapshot_id="s", topic="t", stale_groups=[], status="deleted", dry_run=False, config_fingerprint="f",
-            event_date=at.strftime("%Y-%m-%d"), prior_log_start_offset=0, high_watermark=10, binding_constraint="group",
-        )
-        return [Row(**{f.name: ({**base, "partition": i}).get(f.name) for f in AUDIT.fields}) for i in range(args.rows)]
+        return outcome_rows(batch, args.rows, at)
 
     writes: dict[int, list[tuple[float, int]]] = {i: [] for i in intervals}
     reads: dict[int, list[float]] = {i: [] for i in intervals}

@@ -53,18 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     from spark_purge.audit import AuditSink
     from spark_purge.schemas import AUDIT
     from spark_purge.session import get_spark
+    from spark_purge.testing.workload import outcome_rows
 
     spark = get_spark("delta-txn-bench", master="local[2]")
     sc = spark.sparkContext
     at = datetime.now(timezone.utc)
 
     def rows(batch: int) -> list[Row]:
-        base = dict(
-            run_id="bench", query_id="bench", batch_id=batch, record_type="outcome", planned_at=at, executed_at=at,
-            snapshot_id="s", topic="t", stale_groups=[], status="deleted", dry_run=False, config_fingerprint="f",
-            event_date=at.strftime("%Y-%m-%d"), prior_log_start_offset=0, high_watermark=10, binding_constraint="group",
-        )
-        return [Row(**{f.name: ({**base, "partition": i}).get(f.name) for f in AUDIT.fields}) for i in range(args.rows)]
+        return outcome_rows(batch, args.rows, at)
 
     def timed(action: Callable[[], object]) -> tuple[float, int]:
         group = f"bench-{uuid.uuid4().hex}"
@@ -100,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                         took = timed(lambda: sink.write(batch, "outcome", n))  # noqa: B023 (called at once)
                     else:
                         took = timed(
-                            lambda: txn_append.append(  # noqa: B023 (called at once)
+                            lambda: txn_append.append(
                                 spark, sink.path, spark.createDataFrame(batch, AUDIT), "bench:outcome", n, f"outcome:{n}", merge_schema=True  # noqa: B023
                             )
                         )

@@ -19,6 +19,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional, TypeVar, Union
 
@@ -29,7 +30,7 @@ from kafka.errors import KafkaError as KafkaPythonError
 from kafka.errors import NoError, TopicAlreadyExistsError
 from kafka.producer.future import RecordMetadata
 from kafka.structs import OffsetAndMetadata, TopicPartition
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from spark_purge._time import Backoff, Deadline
 from spark_purge.config import PurgeConfig, from_dict
@@ -517,3 +518,16 @@ def sink_positions(spark: SparkSession, sink: Union[str, Path]) -> dict[TopicPar
         return {}
     rows = spark.read.format("delta").load(str(sink)).groupBy("topic", "partition").max("offset").collect()
     return {(r[0], int(r[1])): int(r[2]) + 1 for r in rows}
+
+
+def outcome_rows(batch: int, n: int, at: datetime) -> list[Row]:
+    """``n`` audit outcome rows (``schemas.AUDIT``) of batch ``batch``, one per partition of topic
+    ``t``, planned and executed at ``at``: a batch's audit write as the benches and tests make one."""
+    from spark_purge.schemas import AUDIT
+
+    given = dict(
+        run_id="bench", query_id="bench", batch_id=batch, record_type="outcome", planned_at=at, executed_at=at,
+        snapshot_id="s", topic="t", stale_groups=[], status="deleted", dry_run=False, config_fingerprint="f",
+        event_date=at.strftime("%Y-%m-%d"), prior_log_start_offset=0, high_watermark=10, binding_constraint="group",
+    )
+    return [Row(**{f.name: {**given, "partition": i}.get(f.name) for f in AUDIT.fields}) for i in range(n)]

@@ -180,20 +180,13 @@ def test_a_direct_write_failing_otherwise_is_made_the_writers_way_once(spark: Sp
 def test_driver_rows_are_written_by_one_task_as_one_file(spark: SparkSession, tmp_path: Path) -> None:
     """An audit write of a batch's rows (``txn_append.driver_rows``) is one file in its commit,
     where the rows as ``createDataFrame`` slices them were one file per core."""
-    from pyspark.sql import Row
-
     from spark_purge.audit import AuditSink
     from spark_purge.schemas import AUDIT
+    from spark_purge.testing.workload import outcome_rows
 
     sink = AuditSink(spark, str(tmp_path / "audit"), app_id="q")
     sink.ensure_table()
-    at = datetime.now(timezone.utc)
-    given = dict(
-        run_id="r", query_id="q", batch_id=1, record_type="outcome", planned_at=at, executed_at=at, snapshot_id="s", topic="t",
-        stale_groups=[], status="deleted", dry_run=False, config_fingerprint="f", event_date=at.strftime("%Y-%m-%d"),
-        prior_log_start_offset=0, high_watermark=10, binding_constraint="group",
-    )
-    batch = [Row(**{f.name: {**given, "partition": i}.get(f.name) for f in AUDIT.fields}) for i in range(500)]
+    batch = outcome_rows(1, 500, datetime.now(timezone.utc))
     assert spark.sparkContext.defaultParallelism > 1 and spark.createDataFrame(batch, AUDIT).rdd.getNumPartitions() > 1
     assert txn_append.driver_rows(spark, batch, AUDIT).rdd.getNumPartitions() == 1
     assert sink.write(batch, "outcome", 1)
