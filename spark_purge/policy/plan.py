@@ -155,6 +155,9 @@ def compute_plan(
     if retirement is not None:
         df = with_retirement_facts(df, retirement.state, append_history, as_utc(now), retirement.delay_ms)
         df = with_retirement(df, retirement.delay_ms)
+        # Retirement decides anew whether a retiring partition acts (a reclaim, or held for
+        # recent writes): whether its cut reaches remote storage follows that decision.
+        df = df.withColumn("cuts_remote", _cuts_remote())
     return _widen(df.select(*PLAN.fieldNames()), PLAN)
 
 

@@ -229,3 +229,30 @@ def test_a_batch_without_a_reclaim_never_reads_the_registry() -> None:
     assert is_reclaim(reclaim[0])
     with pytest.raises(AssertionError, match="read the registry"):  # a reclaim still reads it
         tracker.before_deletes([Row(**reclaim[0])], ctx)
+
+
+def test_cuts_remote_follows_the_retirement_decision(spark: SparkSession) -> None:
+    """A retiring partition of a tiered topic: retirement decides anew whether it acts, and
+    ``cuts_remote`` follows that decision. Drained but written recently, it is held (not
+    actionable), so its cut reaches no remote storage (False, not the unknown the plan before
+    retirement gave it: it would have cut to the high watermark with the latest tiered offset
+    unread); reclaimed, its cut reaches remote storage when the latest tiered offset is at or
+    above the log start."""
+    cfg = config(ORDERS, retirement={"enable": True, "delay": "1m"})
+    names = ["recent", "reclaim", "reclaim_unread"]
+    parts = [
+        part("orders", 0, log_start=0, hw=500, remote=True, tiered=None, local_start=100),
+        part("orders", 1, log_start=0, hw=500, remote=True, tiered=300, local_start=100),
+        part("orders", 2, log_start=0, hw=500, remote=True, tiered=None, local_start=100),
+    ]
+    groups = [grp(g, "orders", i, 500) for i in range(len(names)) for g in ("billing", "analytics")]
+    long_ago, just_now = NOW - timedelta(minutes=2), NOW - timedelta(seconds=10)
+    history = [("orders", 0, just_now, 500, None), ("orders", 1, long_ago, 500, None), ("orders", 2, long_ago, 500, None)]
+    state = [("orders", i, RO, None) for i in range(len(names))]
+    plan = rows(run(spark, cfg, parts, groups, retirement=retirement_state(spark, *state), history=history))
+    got = {names[p]: (r.binding_constraint, r.actionable, r.cuts_remote) for (_, p), r in plan.items()}
+    assert got == {
+        "recent": ("retiring", False, False),
+        "reclaim": ("retiring", True, True),
+        "reclaim_unread": ("retiring", True, None),
+    }
