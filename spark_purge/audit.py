@@ -335,9 +335,9 @@ class AuditSink:
         if kind not in ("intent", "outcome", "forget", LEASE_RECORD):
             raise ValueError(f"audit write kind must be 'intent', 'outcome', 'forget' or 'lease', got {kind!r}")
         app_id, version = txn if txn is not None else (f"{self.app_id}:{kind}", batch_id)
-        df = rows if isinstance(rows, DataFrame) else txn_append.driver_rows(self.spark, rows, AUDIT)
         if not isinstance(rows, DataFrame) and not rows:
             return False
+        df = rows if isinstance(rows, DataFrame) else txn_append.driver_rows(self.spark, rows, AUDIT)
         backoff = Backoff(first=0.2, cap=2.0)
         attempt = 0
         while True:

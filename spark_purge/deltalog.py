@@ -33,10 +33,10 @@ _MISSING_API = re.compile(
 
 # Delta writes a checkpoint of a table every ``delta.checkpointInterval`` commits (10 unless
 # set), inside the commit that reaches it: its state is reconstructed and written as Parquet,
-# two or three Spark jobs, 1-5 s here. The audit table takes two or three commits a batch, the
+# two or three Spark jobs, 1-8 s here. The audit table takes two or three commits a batch, the
 # progress store one, so a purge paid one every four or five batches. Every 100 commits instead
-# (``bench/delta_checkpoint_bench.py``: 0.2 s a write less on average); a fresh read of the table replays at
-# most 99 small JSON commits after the last checkpoint, no slower here than 9.
+# (``bench/delta_checkpoint_bench.py``: 0.29 s a write less on average); a fresh read of the
+# table replays at most 99 small JSON commits after the last checkpoint, no slower here than 9.
 CHECKPOINT_INTERVAL = 100
 OWN_TABLE_PROPERTIES = {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
 

@@ -48,6 +48,7 @@ from spark_purge.audit import CheckpointTable, retry_conflicts
 from spark_purge.deltalog import with_own_properties
 from spark_purge.errors import AuditError
 from spark_purge.schemas import APPEND_HISTORY
+from spark_purge.txn_append import driver_rows
 
 # The rows a prune keeps from, per partition (its MERGE's source, made on the driver).
 PRUNE_FROM = StructType([APPEND_HISTORY["topic"], APPEND_HISTORY["partition"], StructField("keep_from", TimestampType(), False)])
@@ -138,7 +139,7 @@ class AppendHistory(CheckpointTable):
         )
         appended = found.filter(found["moved"]).select(list(APPEND_HISTORY.fieldNames()))
         if appended.num_rows:
-            rows = self.spark.createDataFrame(appended, APPEND_HISTORY).coalesce(1)  # one task, one file (``txn_append.driver_rows``)
+            rows = driver_rows(self.spark, appended, APPEND_HISTORY)
             self._retry(
                 f"append history append for batch {batch_id}",
                 lambda: rows.write.format("delta").mode("append").save(self.path),

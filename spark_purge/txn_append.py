@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -54,13 +55,13 @@ COUNTS = {"fast": 0, "skipped": 0, "writer": 0}
 BEFORE_COMMIT: list[Callable[[str], None]] = []
 
 
-def driver_rows(spark: SparkSession, rows: Iterable[Any], schema: StructType) -> DataFrame:
-    """Rows the driver holds (a batch's audit rows, a lease row: O(partitions) at most) as a
-    DataFrame of one piece, so that a write of them is one task and one file. Spark would
-    slice them into ``defaultParallelism`` pieces: two tasks here, where one writes 1,000 audit
-    rows in about 0.2 s less (``bench/delta_txn_bench.py``), and half the files for the table
-    to list and compact."""
-    return spark.createDataFrame(list(rows), schema).coalesce(1)
+def driver_rows(spark: SparkSession, rows: Iterable[Any] | pa.Table, schema: StructType) -> DataFrame:
+    """Rows the driver holds (a batch's audit rows, a lease row: O(partitions) at most; Python
+    rows or an Arrow table) as a DataFrame of one piece, so that a write of them is one task and
+    one file. Spark would slice them into ``defaultParallelism`` pieces: two tasks here, where
+    one writes 1,000 audit rows in about 0.2 s less (``bench/delta_txn_bench.py``), and half the
+    files for the table to list and compact."""
+    return spark.createDataFrame(rows if isinstance(rows, pa.Table) else list(rows), schema).coalesce(1)
 
 
 def append(

@@ -628,6 +628,7 @@ def _detail() -> Column:
     return F.concat(reason, ignored, remote)
 
 
+@reused
 def _cuts_remote() -> Column:
     """Whether the cut deletes offsets remote storage holds, [log start, latest tiered]: false
     without tiered storage or without a cut, null when the snapshot could not read the latest

@@ -36,6 +36,7 @@ from spark_purge._time import Backoff, Deadline
 from spark_purge.config import PurgeConfig, from_dict
 from spark_purge.detach import drop, held
 from spark_purge.pipeline import BatchResult, PurgePipeline, default_client_factory, read_snapshot, start_stream
+from spark_purge.schemas import AUDIT
 from spark_purge.testing.errors import HarnessError, NotReadyError, WorkloadError
 
 T = TypeVar("T")
@@ -523,8 +524,6 @@ def sink_positions(spark: SparkSession, sink: Union[str, Path]) -> dict[TopicPar
 def outcome_rows(batch: int, n: int, at: datetime) -> list[Row]:
     """``n`` audit outcome rows (``schemas.AUDIT``) of batch ``batch``, one per partition of topic
     ``t``, planned and executed at ``at``: a batch's audit write as the benches and tests make one."""
-    from spark_purge.schemas import AUDIT
-
     given = dict(
         run_id="bench", query_id="bench", batch_id=batch, record_type="outcome", planned_at=at, executed_at=at,
         snapshot_id="s", topic="t", stale_groups=[], status="deleted", dry_run=False, config_fingerprint="f",
