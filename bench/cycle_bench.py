@@ -416,31 +416,15 @@ def kafka_side_main(bootstrap: str) -> int:
 
 class Phases:
     """Times named phases and counts the Spark jobs each ran (a job group per phase; a nested
-    phase's jobs are its own, not its parent's). Each thread nests its own phases: the progress
-    store's append runs beside the batch's audit writes (``pipeline.remembering``), so the
-    phases' seconds may add up to more than the cycle's."""
+    phase's jobs are its own, not its parent's)."""
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark
         self.cycle = 0
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._open: dict[int, str] = {}  # thread -> its open phases
+        self.stack: list[str] = []
         self.seconds: dict[str, list[float]] = defaultdict(list)
         self.jobs: dict[str, list[int]] = defaultdict(list)
-
-    @property
-    def stack(self) -> list[str]:
-        """The calling thread's open phases, outermost first."""
-        if not hasattr(self._local, "stack"):
-            self._local.stack, self._local.inner = [], defaultdict(float)
-        return self._local.stack  # type: ignore[no-any-return]
-
-    @property
-    def open_phases(self) -> str:
-        """Every thread's open phases (for the memory sampler's note)."""
-        with self._lock:
-            return " + ".join(self._open.values())
+        self._inner: dict[str, float] = defaultdict(float)
 
     def _group(self, name: str) -> str:
         return f"bench-{self.cycle}-{name}"
@@ -454,37 +438,27 @@ class Phases:
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        stack = self.stack
-        stack.append(name)
-        self._note(stack)
+        self.stack.append(name)
         self._set(name)
         t0 = time.perf_counter()
         try:
             yield
         finally:
             took = time.perf_counter() - t0
-            stack.pop()
-            self._note(stack)
-            self._set(stack[-1] if stack else None)
-            self._record(name, took - self._local.inner.pop(name, 0.0))
-            if stack:
-                self._local.inner[stack[-1]] += took
+            self.stack.pop()
+            self._set(self.stack[-1] if self.stack else None)
+            self._record(name, took)
+            if self.stack:
+                self._inner[self.stack[-1]] += took
 
-    def _note(self, stack: list[str]) -> None:
-        with self._lock:
-            if stack:
-                self._open[threading.get_ident()] = "/".join(stack)
-            else:
-                self._open.pop(threading.get_ident(), None)
-
-    def _record(self, name: str, own: float) -> None:
-        with self._lock:
-            if len(self.seconds[name]) > self.cycle:  # a phase run twice in a cycle (nested writes)
-                self.seconds[name][-1] += own
-                return
-            while len(self.seconds[name]) < self.cycle:
-                self.seconds[name].append(0.0)
-            self.seconds[name].append(own)
+    def _record(self, name: str, took: float) -> None:
+        own = took - self._inner.pop(name, 0.0)
+        if len(self.seconds[name]) > self.cycle:  # a phase run twice in a cycle (nested writes)
+            self.seconds[name][-1] += own
+            return
+        while len(self.seconds[name]) < self.cycle:
+            self.seconds[name].append(0.0)
+        self.seconds[name].append(own)
 
     def count_jobs(self) -> None:
         tracker = self.spark.sparkContext.statusTracker()
@@ -653,7 +627,7 @@ def cycles(
     delta_commits: list[int] = []
     compiled: list[int] = []
     sites: dict[str, list[tuple[str, float]]] = {}
-    with RssSampler(jvm_pid, where=lambda: f"cycle {phases.cycle} {phases.open_phases or 'between phases'}") as rss:
+    with RssSampler(jvm_pid, where=lambda: f"cycle {phases.cycle} {'/'.join(phases.stack) or 'between phases'}") as rss:
         try:
             for c in range(n):
                 phases.cycle = c

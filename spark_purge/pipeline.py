@@ -40,7 +40,6 @@ location the audit knows under another query id (removed or reset) is refused
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -48,13 +47,12 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.util import InheritableThread
 
 from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location, lease_row
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
@@ -319,7 +317,6 @@ class PurgePipeline:
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
         base = kept(snapshot)
         plan: Plan | None = None
-        remembered = False
         try:
             self._register()
             generation, waited_s = self._hold_lease(batch_id)
@@ -348,12 +345,8 @@ class PurgePipeline:
                 ctx = BatchContext(
                     self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint, lease_generation=generation
                 )
-                # The positions are remembered while the plan runs: nothing the runner writes or
-                # deletes depends on them (``remembering``).
-                with remembering(lambda: self._remember(snapshot, plan, batch_id), f"batch {batch_id}"):
-                    result = self.runner.run(plan_rows, ctx)
-                remembered = True
-            if plan is not None and not remembered:
+                result = self.runner.run(plan_rows, ctx)
+            if plan is not None:
                 self._remember(snapshot, plan, batch_id)
         finally:
             if plan is not None:
@@ -417,45 +410,6 @@ class PurgePipeline:
         if self.on_batch is not None:
             self.on_batch(result)
         return result
-
-
-@contextlib.contextmanager
-def remembering(remember: Callable[[], None], what: str) -> Iterator[None]:
-    """Run ``remember`` (a batch's ``PurgePipeline._remember``: the group progress store's
-    append and the append history's update) in a thread of its own while the body runs (the
-    batch's intents, DeleteRecords and outcomes); wait for it before leaving, whatever happens.
-
-    The two are independent: the runner reads only the collected plan rows, and ``remember``
-    writes tables the runner does not read, with what the snapshot showed, whenever it is
-    written. So a crash or failure between the two orders can only leave the store ahead of the
-    audit (the batch's positions recorded, its outcomes not): a re-run of the batch then finds
-    its own positions remembered, which can make a group look recently moved, never stale,
-    and vanish nothing (conservative). A steady 1k x 1k cycle ran about 0.3 s faster
-    (``cycle_bench.py``, README: "Cycle cost"), since a steady batch leaves the second core
-    mostly idle.
-
-    An error of ``remember`` is raised after the body's, or logged when the body raised its
-    own. The thread inherits the caller's Spark local properties (``InheritableThread``)."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            remember()
-        except BaseException as exc:  # handed to the caller below
-            failed.append(exc)
-
-    thread = InheritableThread(target=run, name=f"spark-purge remember {what}")
-    thread.start()
-    try:
-        yield
-    except BaseException:
-        thread.join()
-        if failed:
-            log.warning("%s: remembering its positions failed too: %s", what, failed[0])
-        raise
-    thread.join()
-    if failed:
-        raise failed[0]
 
 
 def kept(snapshot: DataFrame) -> DataFrame:
