@@ -20,7 +20,7 @@ used more than one of the two cores in cycles 2-6): the summary's "its JIT" line
 of the JVM's CPU in the summarised cycles was still compilation; a long ``--cycles`` with a
 larger ``--warmup`` shows the cycle a continuous purge settles to.
 
-Prints per phase min / median seconds, the Spark jobs it ran, and the Delta commits per cycle;
+Prints per phase min / median / mean seconds, the Spark jobs it ran, and the Delta commits per cycle;
 the cycle's CPU time per part (Python driver, Spark JVM, Python workers, Kafka brokers: on a
 2-core machine a cycle that uses more CPU seconds than twice its wall time waited for a core)
 and the whole machine's (a worker that exits during the cycle takes its own CPU time with it);
@@ -460,6 +460,11 @@ class Phases:
             self.seconds[name].append(0.0)
         self.seconds[name].append(own)
 
+    def slowest(self, cycle: int, n: int = 3) -> str:
+        """The cycle's ``n`` longest phases (their own seconds), e.g. "plan 1.02s, rows 0.67s"."""
+        own = [(secs[cycle], name) for name, secs in self.seconds.items() if len(secs) > cycle and secs[cycle] > 0]
+        return ", ".join(f"{name} {took:.2f}s" for took, name in sorted(own, reverse=True)[:n])
+
     def count_jobs(self) -> None:
         tracker = self.spark.sparkContext.statusTracker()
         for name in PHASES:
@@ -542,7 +547,11 @@ def delta_versions(path: Path) -> int:
 
 
 def _stats(values: list[float]) -> str:
-    return f"{min(values):6.2f} / {statistics.median(values):6.2f}" if values else "     - /      -"
+    """min / median / mean: the mean shows what a cost every few cycles (a lease renewal every
+    third of ``lease.ttl``) adds on average, which the median hides."""
+    if not values:
+        return "     - /      - /      -"
+    return f"{min(values):6.2f} / {statistics.median(values):6.2f} / {statistics.fmean(values):6.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -654,7 +663,7 @@ def cycles(
                 floor["delete"].append(kafka.call("delete"))
                 print(f"cycle {c}: {cycle_s[-1]:.2f}s, CPU {sum(cpu_s[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu_s['jit'][-1]:.2f}s, "
                       f"{compiled[-1]} classes generated (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
-                      f"{snap['commits']} commits)", flush=True)
+                      f"{snap['commits']} commits); {phases.slowest(c)}", flush=True)
         finally:
             pipeline.close()
     spark.stop()
@@ -699,8 +708,8 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
     keep = slice(args.warmup, None) if len(figures["cycle"]) > args.warmup else slice(None)
     print()
     print(f"{args.partitions} partitions x {args.groups} groups ({n_commits} commits), {args.nodes} node(s); "
-          f"steady-state cycles {len(figures['cycle'][keep])} (seconds, min / median; Spark jobs per cycle, median)")
-    print(f"{'phase':<18} {'seconds':>15}  jobs")
+          f"steady-state cycles {len(figures['cycle'][keep])} (seconds, min / median / mean; Spark jobs per cycle, median)")
+    print(f"{'phase':<18} {'seconds':>24}  jobs")
     for name in PHASES:
         secs = phases.seconds.get(name, [])[keep]
         jobs = phases.jobs.get(name, [])[keep]

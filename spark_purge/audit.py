@@ -630,9 +630,12 @@ class ProgressStore(CheckpointTable):
     Kept as a log: each batch **appends** only its new or changed keys (``Positions.changed``
     gives their final values), tagged with the batch id; a key's newest row (highest batch id)
     is its position (``read``). No row is rewritten per batch. Once the log holds more than
-    ``LOG_FACTOR`` times as many rows as it has keys, the superseded rows are deleted (one
-    MERGE, which never touches a key's newest row, so an operator's concurrent ``forget``
-    stays forgotten), and every ``COMPACT_EVERY`` batches the small files are compacted.
+    ``LOG_FACTOR`` times as many rows as it has keys, the superseded rows are deleted: by the
+    batch whose append makes that due, when it knows the store's rows after it (``record``, the
+    table not moved since its read), by rewriting the log as those rows in one commit that
+    conflicts with any other commit since that read (no read of the log: issue 12); otherwise by
+    one MERGE, which never touches a key's newest row, so an operator's concurrent ``forget``
+    stays forgotten either way. Every ``COMPACT_EVERY`` batches the small files are compacted.
     **No key is ever dropped** because its group is gone from a snapshot — a group whose
     offsets Kafka expired keeps holding its last seen position (see ``spark_purge.vanished``).
     Only an operator removes keys (``forget``). Re-running a batch's update is harmless: the
@@ -725,12 +728,19 @@ class ProgressStore(CheckpointTable):
         try:
             self.ensure_table()
             before = table_state(self.spark, self.path)
-            rows = self._append(after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames()), batch_id)
-            # A prune changes no key's newest row: the rows still answer when the table moved by
-            # exactly this call's own commits since the read (any other commit adds to the count).
-            tidied = self._tidy(batch_id, rows)
+            changed = after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames())
+            rows = changed.count()
+            commits: int | None
+            if before is not None and before == read_at and self._prune_due(rows) and self._rewrite(after, batch_id, before[1]):
+                commits = 1  # the log rewritten as ``after``: its append and prune in one commit
+            else:
+                self._append(changed, batch_id, rows)
+                # A prune changes no key's newest row: the rows still answer when the table moved
+                # by exactly this call's own commits since the read (any other commit adds to the count).
+                tidied = self._tidy(batch_id, rows)
+                commits = None if tidied is None else (1 if rows else 0) + tidied
             now = table_state(self.spark, self.path)
-            if tidied is not None and before is not None and before == read_at and now == (before[0], before[1] + (1 if rows else 0) + tidied):
+            if commits is not None and before is not None and before == read_at and now == (before[0], before[1] + commits):
                 _PROGRESS_STATE[self.path] = _KnownState(now, after, after.select(*PROGRESS_STORE.fieldNames()))
                 kept = True
         finally:
@@ -750,9 +760,10 @@ class ProgressStore(CheckpointTable):
         self.ensure_table()
         self._tidy(batch_id, self._append(changed, batch_id))
 
-    def _append(self, changed: DataFrame, batch_id: int) -> int:
-        """Append ``changed`` as batch ``batch_id``'s rows (no commit when it is empty); how many."""
-        rows = changed.count()
+    def _append(self, changed: DataFrame, batch_id: int, rows: int | None = None) -> int:
+        """Append ``changed`` (``rows`` of them, counted here when not given) as batch
+        ``batch_id``'s rows (no commit when it is empty); how many."""
+        rows = changed.count() if rows is None else rows
         if rows:
             self._retry(
                 f"progress append for batch {batch_id}",
@@ -780,6 +791,31 @@ class ProgressStore(CheckpointTable):
             self.compact()
             commits = None
         return commits
+
+    def _prune_due(self, appended: int) -> bool:
+        """Whether appending ``appended`` rows takes the log past ``LOG_FACTOR`` rows a key, as
+        far as this process knows its size (not yet: False; ``_tidy`` counts it after the
+        process's first append)."""
+        size = _PROGRESS_LOG_SIZE.get(self.path)
+        return bool(appended) and size is not None and size.rows + appended > LOG_FACTOR * max(size.keys, 1)
+
+    def _rewrite(self, after: DataFrame, batch_id: int, version: int) -> bool:
+        """Replace the log with ``after`` (every key's values once this batch is recorded, the
+        store at ``version`` plus its changes), one row a key, as batch ``batch_id``'s rows: the
+        append and the prune it makes due in one commit, with no read of the log (a prune's
+        MERGE reads it all and joins it with its newest rows). Only while the table is at
+        ``version``; False when not done (another commit since, or Delta's direct path not
+        available: ``txn_append.rewrite``): the caller appends and prunes instead."""
+        df = after.select(*PROGRESS_STORE.fieldNames(), F.lit(batch_id).cast("long").alias("batch_id"))
+        try:
+            written = txn_append.rewrite(self.spark, self.path, df, version)
+        except DELTA_CONFLICTS as exc:
+            log.info("progress log at %s moved under its rewrite at batch %d (%s); appending instead", self.path, batch_id, type(exc).__name__)
+            return False
+        if written is None:
+            return False
+        _PROGRESS_LOG_SIZE[self.path] = _LogSize(rows=written, keys=written)
+        return True
 
     def _log_size(self) -> _LogSize:
         stored = self._stored()

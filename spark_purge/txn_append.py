@@ -159,6 +159,61 @@ def _fast(spark: SparkSession, path: str, df: DataFrame, app_id: str, version: i
         return None
 
 
+def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int | None:
+    """Replace every row of the Delta table at ``path`` with ``df``'s in one commit (an
+    overwrite), only while the table is at ``version``; returns how many rows were written, or
+    None when nothing was: the table is at another version, its columns are not ``df``'s (by name
+    and type, in any order), or the direct path is not available (as for ``append``).
+
+    The transaction reads the whole table (every file it removes), so any other commit after
+    ``version`` makes this one fail with Delta's conflict (raised, as the writer's are): what the
+    caller computed ``df`` from is never overwritten after someone else changed it."""
+    if _UNSUPPORTED:
+        return None
+    jvm: Any = spark.sparkContext._jvm
+    try:
+        if not _tested(jvm):
+            return None
+        none = jvm.scala.Option.empty()
+        txn = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction(none, none)
+        if int(txn.snapshot().version()) != version:
+            return None
+        table = StructType.fromJson(json.loads(txn.metadata().schema().json()))
+        if {f.name: f.dataType for f in table.fields} != {f.name: f.dataType for f in df.schema.fields} or len(table.fields) != len(df.schema.fields):
+            return None
+        existing = txn.filterFiles()  # the whole table read: a commit after ``version`` conflicts
+        removed = [existing.apply(i).remove() for i in range(existing.size())]
+        files = txn.writeFiles(df.select(*table.fieldNames())._jdf)
+        written = _records(files)
+        for action in removed:
+            files = getattr(files, "$colon$plus")(action)
+        overwrite = jvm.org.apache.spark.sql.SaveMode.Overwrite
+        operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(overwrite, none, none, none, none, none, none, none, none)
+        for hook in BEFORE_COMMIT:
+            hook(path)
+        txn.commit(files, operation)
+        return written if written is not None else int(df.count())
+    except Exception as exc:
+        converted = _converted(exc)
+        if _is_conflict(converted):
+            raise converted from None
+        if missing_api(exc):
+            _UNSUPPORTED.append(str(exc))
+        log.warning("rewrite of %s not done directly (%s)", path, exc)
+        return None
+
+
+def _records(files: Any) -> int | None:
+    """The rows in a write's added files, from their statistics (None: a file without them)."""
+    total = 0
+    for i in range(files.size()):
+        stats = files.apply(i).stats()
+        if stats is None or "numRecords" not in stats:
+            return None
+        total += int(json.loads(stats)["numRecords"])
+    return total
+
+
 _DELTA_VERSION: list[str] = []
 _FELL_BACK: list[str] = []  # the last path whose direct write failed for another reason than a conflict
 
@@ -192,4 +247,4 @@ def _is_conflict(exc: BaseException) -> bool:
     return isinstance(exc, DELTA_CONFLICTS)
 
 
-__all__ = ["BEFORE_COMMIT", "COUNTS", "TESTED_DELTA", "append", "checksum_version", "driver_rows"]
+__all__ = ["BEFORE_COMMIT", "COUNTS", "TESTED_DELTA", "append", "checksum_version", "driver_rows", "rewrite"]

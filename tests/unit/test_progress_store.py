@@ -9,7 +9,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from spark_purge import schemas
+from spark_purge import schemas, txn_append
 from spark_purge.audit import ProgressStore
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
@@ -115,19 +115,58 @@ def test_the_log_appends_changed_keys_only_and_pruning_keeps_each_keys_newest_ro
     assert raw() == [("a", 1, 0), ("a", 2, 1), ("b", 5, 0)]  # appended, nothing rewritten
     assert content(store) == {("a", "t", 0): (2, T1, "classic"), ("b", "t", 0): (5, T0, "classic")}
 
-    # a moves twice more: 5 rows for 2 keys > LOG_FACTOR x 2: the superseded rows go.
+    # a moves twice more: 5 rows for 2 keys > LOG_FACTOR x 2: the superseded rows go. The batch
+    # that makes the prune due rewrites the log as its rows after the batch (one commit, each
+    # key's row stamped with the batch).
     store.update(groups(spark, [("a", "t", 0, 3, "classic")]), T2, 2)
     assert raw() == [("a", 1, 0), ("a", 2, 1), ("a", 3, 2), ("b", 5, 0)]
+    version = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg({"version": "max"}).first()[0]
     store.update(groups(spark, [("a", "t", 0, 4, "classic")]), T2 + timedelta(minutes=5), 3)
-    assert raw() == [("a", 4, 3), ("b", 5, 0)]
-    # The size the next prune is judged by comes from the MERGE's own count of deleted rows.
+    assert raw() == [("a", 4, 3), ("b", 5, 3)]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where(f"version > {version}").collect()
+    assert [(h["operation"], h["operationParameters"]["mode"]) for h in history] == [("WRITE", "Overwrite")]
+    # The size the next prune is judged by: the rows the rewrite wrote.
     assert audit._PROGRESS_LOG_SIZE[path] == audit._LogSize(rows=2, keys=2)
     assert content(store) == {("a", "t", 0): (4, T2 + timedelta(minutes=5), "classic"), ("b", "t", 0): (5, T0, "classic")}
 
     # forget-group removes every row of a key, superseded ones included.
     store.update(groups(spark, [("a", "t", 0, 6, "classic")]), T2 + timedelta(minutes=9), 4)
     store.remove(store.remembered("a"))
-    assert raw() == [("b", 5, 0)]
+    assert raw() == [("b", 5, 3)]
+
+    # Without Delta's direct path the prune is the MERGE: each key's newest row, its batch kept.
+    monkeypatch.setattr(txn_append, "_UNSUPPORTED", ["not here"])
+    for batch, offset in ((5, 7), (6, 8), (7, 9)):
+        store.update(groups(spark, [("a", "t", 0, offset, "classic"), ("b", "t", 0, 5, "classic")]), T2 + timedelta(minutes=10 + batch), batch)
+    assert raw() == [("a", 8, 6), ("a", 9, 7), ("b", 5, 3)]  # batch 6 pruned; b's row is batch 3's still
+
+
+def test_a_rewrite_the_table_moved_under_appends_and_prunes_instead(spark: SparkSession, tmp_path: Path, monkeypatch: Any) -> None:
+    """Another writer's commit between the batch's read and its rewrite is never overwritten:
+    the rewrite conflicts, and the batch appends its changes and prunes with the MERGE."""
+    from spark_purge import audit
+
+    monkeypatch.setattr(audit, "LOG_FACTOR", 2)
+    path = str(tmp_path / "progress")
+    store = ProgressStore(spark, path, app_id="q")
+    store.update(groups(spark, [("a", "t", 0, 1, "classic"), ("b", "t", 0, 5, "classic")]), T0, 0)
+    store.update(groups(spark, [("a", "t", 0, 2, "classic"), ("b", "t", 0, 5, "classic")]), T1, 1)
+    store.update(groups(spark, [("a", "t", 0, 3, "classic"), ("b", "t", 0, 5, "classic")]), T2, 2)
+    other = [("z", "t", 0, 40, T0, "classic", None, 99)]
+
+    def another_writer(at: str) -> None:
+        spark.createDataFrame(other, audit.PROGRESS_LOG).write.format("delta").mode("append").save(at)
+
+    monkeypatch.setattr(txn_append, "BEFORE_COMMIT", [another_writer])
+    rewrites: list[bool] = []
+    rewrite = ProgressStore._rewrite
+    monkeypatch.setattr(ProgressStore, "_rewrite", lambda self, *a: (rewrites.append(rewrite(self, *a)), rewrites[-1])[1])
+    store.update(groups(spark, [("a", "t", 0, 4, "classic"), ("b", "t", 0, 5, "classic")]), T2 + timedelta(minutes=5), 3)
+    assert rewrites == [False]  # it conflicted
+    rows = sorted((r["group_id"], r["committed_offset"], r["batch_id"]) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [("a", 4, 3), ("b", 5, 0), ("z", 40, 99)]  # the other writer's row is there
+    assert store.path not in audit._PROGRESS_STATE  # the table moved: the next read reads it
+    assert {k: v[0] for k, v in content(store).items()} == {("a", "t", 0): 4, ("b", "t", 0): 5, ("z", "t", 0): 40}
 
 
 def test_the_rows_a_batch_recorded_answer_the_next_read_only_while_the_table_has_not_moved(
@@ -167,9 +206,10 @@ def test_the_rows_a_batch_recorded_answer_the_next_read_only_while_the_table_has
     topic_id = "id-1"
     monkeypatch.setattr(audit, "COMPACT_EVERY", 4)  # batches 3 and 7 compact the table
     kept = []
-    prunes: list[int] = []
-    prune = ProgressStore.prune
+    prunes: list[int] = []  # batches that pruned, by the MERGE or by rewriting the log
+    prune, rewrite = ProgressStore.prune, ProgressStore._rewrite
     monkeypatch.setattr(ProgressStore, "prune", lambda self, batch_id: (prunes.append(batch_id), prune(self, batch_id))[1])
+    monkeypatch.setattr(ProgressStore, "_rewrite", lambda self, after, batch_id, v: (prunes.append(batch_id), rewrite(self, after, batch_id, v))[1])
     for batch in range(1, 9):
         now = T0 + timedelta(minutes=batch)
         for key in draw.sample(sorted(offsets), 3):  # some move, some stay, one may leave the snapshot
