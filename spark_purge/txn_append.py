@@ -31,10 +31,11 @@ package creates (no identity or generated columns).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -114,14 +115,11 @@ def _same_columns(table: StructType, data: StructType) -> bool:
 
 def _fast(spark: SparkSession, path: str, df: DataFrame, app_id: str, version: int, user_metadata: str | None) -> bool | None:
     """True: committed; False: skipped (recorded already); None: write it the writer's way."""
-    if _UNSUPPORTED:
-        return None
-    jvm: Any = spark.sparkContext._jvm
-    try:
-        if not _tested(jvm):
+    with _direct(path, "txn append", "written through the DataFrame writer"):
+        started = _start(spark, path)
+        if started is None:
             return None
-        none = jvm.scala.Option.empty()
-        txn = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction(none, none)
+        jvm, none, txn = started
         snapshot = txn.snapshot()
         if int(snapshot.version()) < 0:
             return None
@@ -138,25 +136,9 @@ def _fast(spark: SparkSession, path: str, df: DataFrame, app_id: str, version: i
         files = txn.writeFiles(df._jdf)
         mark = jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, jvm.scala.Some(int(time.time() * 1000)))
         metadata = jvm.scala.Some(user_metadata) if user_metadata is not None else none
-        append_mode = jvm.org.apache.spark.sql.SaveMode.Append
-        operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(append_mode, none, none, metadata, none, none, none, none, none)
-        for hook in BEFORE_COMMIT:
-            hook(path)
-        txn.commit(getattr(files, "$colon$plus")(mark), operation)
+        _commit(jvm, txn, path, getattr(files, "$colon$plus")(mark), "Append", metadata)
         return True
-    except Exception as exc:
-        converted = _converted(exc)
-        if _is_conflict(converted):
-            raise converted from None
-        if missing_api(exc):
-            _UNSUPPORTED.append(str(exc))
-            log.warning("Delta txn appends go through the DataFrame writer (%s): each checks its txn id with a Spark job", exc)
-        else:  # said once a process (then at debug): COUNTS["writer"] shows how often
-            (log.debug if _FELL_BACK else log.warning)(
-                "txn append to %s not done directly (%s): written through the DataFrame writer", path, exc
-            )
-            _FELL_BACK[:] = [path]
-        return None
+    return None
 
 
 def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int | None:
@@ -168,14 +150,11 @@ def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int 
     The transaction reads the whole table (every file it removes), so any other commit after
     ``version`` makes this one fail with Delta's conflict (raised, as the writer's are): what the
     caller computed ``df`` from is never overwritten after someone else changed it."""
-    if _UNSUPPORTED:
-        return None
-    jvm: Any = spark.sparkContext._jvm
-    try:
-        if not _tested(jvm):
+    with _direct(path, "rewrite", "the caller writes it its own way"):
+        started = _start(spark, path)
+        if started is None:
             return None
-        none = jvm.scala.Option.empty()
-        txn = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction(none, none)
+        jvm, none, txn = started
         if int(txn.snapshot().version()) != version:
             return None
         table = StructType.fromJson(json.loads(txn.metadata().schema().json()))
@@ -187,20 +166,51 @@ def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int 
         written = _records(files)
         for action in removed:
             files = getattr(files, "$colon$plus")(action)
-        overwrite = jvm.org.apache.spark.sql.SaveMode.Overwrite
-        operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(overwrite, none, none, none, none, none, none, none, none)
-        for hook in BEFORE_COMMIT:
-            hook(path)
-        txn.commit(files, operation)
+        _commit(jvm, txn, path, files, "Overwrite", none)
         return written if written is not None else int(df.count())
+    return None
+
+
+def _start(spark: SparkSession, path: str) -> tuple[Any, Any, Any] | None:
+    """(the JVM, Scala's None, a Delta transaction on the table's newest snapshot), or None when
+    the direct path is not available (a Delta this was not checked on, or one without the API)."""
+    if _UNSUPPORTED:
+        return None
+    jvm: Any = spark.sparkContext._jvm
+    if not _tested(jvm):
+        return None
+    none = jvm.scala.Option.empty()
+    return jvm, none, jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction(none, none)
+
+
+def _commit(jvm: Any, txn: Any, path: str, actions: Any, mode: str, user_metadata: Any) -> None:
+    """Commit ``actions`` as a Delta write of SaveMode ``mode`` (``BEFORE_COMMIT`` first)."""
+    none = jvm.scala.Option.empty()
+    save_mode = getattr(jvm.org.apache.spark.sql.SaveMode, mode)
+    operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(save_mode, none, none, user_metadata, none, none, none, none, none)
+    for hook in BEFORE_COMMIT:
+        hook(path)
+    txn.commit(actions, operation)
+
+
+@contextlib.contextmanager
+def _direct(path: str, what: str, otherwise: str) -> Iterator[None]:
+    """Around a direct Delta write: a conflict is raised as PySpark raises Delta's (the caller
+    retries or falls back); any other failure ends the block, and the caller's result is then
+    None (``otherwise``, said once a process, then at debug: ``COUNTS`` shows how often). A
+    Delta without the classes used is remembered: later writes do not try."""
+    try:
+        yield
     except Exception as exc:
         converted = _converted(exc)
         if _is_conflict(converted):
             raise converted from None
         if missing_api(exc):
             _UNSUPPORTED.append(str(exc))
-        log.warning("rewrite of %s not done directly (%s)", path, exc)
-        return None
+            log.warning("Delta's direct writes are not available (%s): each %s is %s", exc, what, otherwise)
+        else:
+            (log.debug if _FELL_BACK else log.warning)("%s of %s not done directly (%s): %s", what, path, exc, otherwise)
+            _FELL_BACK[:] = [path]
 
 
 def _records(files: Any) -> int | None:
