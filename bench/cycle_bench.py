@@ -547,8 +547,8 @@ def delta_versions(path: Path) -> int:
 
 
 def _stats(values: list[float]) -> str:
-    """min / median / mean: the mean shows what a cost every few cycles (a lease renewal every
-    third of ``lease.ttl``) adds on average, which the median hides."""
+    """min / median / mean: the mean shows what a cost every few cycles (the progress log's
+    prune, a lease renewal) adds on average, which the median hides."""
     if not values:
         return "     - /      - /      -"
     return f"{min(values):6.2f} / {statistics.median(values):6.2f} / {statistics.fmean(values):6.2f}"

@@ -565,8 +565,12 @@ class _LogSize:
     rows: int
     keys: int
 
+    def over(self, appended: int = 0) -> bool:
+        """Whether ``appended`` more rows take the log past ``LOG_FACTOR`` rows a key (a prune due)."""
+        return self.rows + appended > LOG_FACTOR * max(self.keys, 1)
 
-_PROGRESS_LOG_SIZE: dict[str, _LogSize] = {}  # path -> the log's size, kept by apply() and prune()
+
+_PROGRESS_LOG_SIZE: dict[str, _LogSize] = {}  # path -> the log's size, kept by _tidy(), prune() and _rewrite()
 
 
 @dataclass(frozen=True)
@@ -635,7 +639,8 @@ class ProgressStore(CheckpointTable):
     table not moved since its read), by rewriting the log as those rows in one commit that
     conflicts with any other commit since that read (no read of the log: issue 12); otherwise by
     one MERGE, which never touches a key's newest row, so an operator's concurrent ``forget``
-    stays forgotten either way. Every ``COMPACT_EVERY`` batches the small files are compacted.
+    stays forgotten either way. Every ``COMPACT_EVERY`` batches the small files are compacted
+    (not in a batch that rewrote the log: it left only its own files).
     **No key is ever dropped** because its group is gone from a snapshot — a group whose
     offsets Kafka expired keeps holding its last seen position (see ``spark_purge.vanished``).
     Only an operator removes keys (``forget``). Re-running a batch's update is harmless: the
@@ -730,9 +735,13 @@ class ProgressStore(CheckpointTable):
             before = table_state(self.spark, self.path)
             changed = after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames())
             rows = changed.count()
+            # The table's state when ``after`` was made from it, if it has not moved since (None: it has).
+            unmoved = before if before is not None and before == read_at else None
             commits: int | None
-            if before is not None and before == read_at and self._prune_due(rows) and self._rewrite(after, batch_id, before[1]):
-                commits = 1  # the log rewritten as ``after``: its append and prune in one commit
+            if unmoved is not None and self._prune_due(rows) and self._rewrite(after, batch_id, unmoved[1]):
+                # The log rewritten as ``after``: its append and prune in one commit (and no
+                # compaction this batch: the table is left with the rewrite's files only).
+                commits = 1
             else:
                 self._append(changed, batch_id, rows)
                 # A prune changes no key's newest row: the rows still answer when the table moved
@@ -740,7 +749,7 @@ class ProgressStore(CheckpointTable):
                 tidied = self._tidy(batch_id, rows)
                 commits = None if tidied is None else (1 if rows else 0) + tidied
             now = table_state(self.spark, self.path)
-            if commits is not None and before is not None and before == read_at and now == (before[0], before[1] + commits):
+            if commits is not None and unmoved is not None and now == (unmoved[0], unmoved[1] + commits):
                 _PROGRESS_STATE[self.path] = _KnownState(now, after, after.select(*PROGRESS_STORE.fieldNames()))
                 kept = True
         finally:
@@ -784,7 +793,7 @@ class ProgressStore(CheckpointTable):
                 size = _PROGRESS_LOG_SIZE[self.path] = self._log_size()
             else:
                 size.rows += appended
-            if size.rows > LOG_FACTOR * max(size.keys, 1):
+            if size.over():
                 deleted = self.prune(batch_id)
                 commits = 1 if deleted else None
         if batch_id % COMPACT_EVERY == COMPACT_EVERY - 1:
@@ -797,7 +806,7 @@ class ProgressStore(CheckpointTable):
         far as this process knows its size (not yet: False; ``_tidy`` counts it after the
         process's first append)."""
         size = _PROGRESS_LOG_SIZE.get(self.path)
-        return bool(appended) and size is not None and size.rows + appended > LOG_FACTOR * max(size.keys, 1)
+        return bool(appended) and size is not None and size.over(appended)
 
     def _rewrite(self, after: DataFrame, batch_id: int, version: int) -> bool:
         """Replace the log with ``after`` (every key's values once this batch is recorded, the

@@ -197,8 +197,8 @@ def _commit(jvm: Any, txn: Any, path: str, actions: Any, mode: str, user_metadat
 def _direct(path: str, what: str, otherwise: str) -> Iterator[None]:
     """Around a direct Delta write: a conflict is raised as PySpark raises Delta's (the caller
     retries or falls back); any other failure ends the block, and the caller's result is then
-    None (``otherwise``, said once a process, then at debug: ``COUNTS`` shows how often). A
-    Delta without the classes used is remembered: later writes do not try."""
+    None (``otherwise``, said once a process, then at debug; for appends ``COUNTS["writer"]``
+    shows how often). A Delta without the classes used is remembered: later writes do not try."""
     try:
         yield
     except Exception as exc:
