@@ -776,7 +776,7 @@ class ProgressStore(CheckpointTable):
         if rows:
             self._retry(
                 f"progress append for batch {batch_id}",
-                lambda: changed.select(*PROGRESS_STORE.fieldNames(), F.lit(batch_id).cast("long").alias("batch_id"))
+                lambda: stamped(changed.select(*PROGRESS_STORE.fieldNames()), batch_id)
                 .write.format("delta").mode("append").save(self.path),
             )
         return rows
@@ -815,7 +815,7 @@ class ProgressStore(CheckpointTable):
         MERGE reads it all and joins it with its newest rows). Only while the table is at
         ``version``; False when not done (another commit since, or Delta's direct path not
         available: ``txn_append.rewrite``): the caller appends and prunes instead."""
-        df = after.select(*PROGRESS_STORE.fieldNames(), F.lit(batch_id).cast("long").alias("batch_id"))
+        df = stamped(after.select(*PROGRESS_STORE.fieldNames()), batch_id)
         try:
             written = txn_append.rewrite(self.spark, self.path, df, version)
         except DELTA_CONFLICTS as exc:
@@ -895,6 +895,16 @@ class ProgressStore(CheckpointTable):
 
     def _retry(self, what: str, action: Callable[[], _T]) -> _T:
         return retry_conflicts(f"{what} on {self.path}", action, self.sleep)
+
+
+def stamped(rows: DataFrame, batch_id: int) -> DataFrame:
+    """``rows`` with a ``batch_id`` column of ``batch_id`` (LongType), taken from a one-row table
+    joined on rather than written into the query: Spark inlines a long constant into the code it
+    generates, so each batch would compile (twice) and run unoptimized new code for the same
+    write; with the value in a row, the write's code is the same every batch (issue 12). The row
+    is a local table broadcast to the tasks: no Spark job."""
+    one = rows.sparkSession.sql(f"SELECT * FROM VALUES (CAST({int(batch_id)} AS BIGINT)) AS stamp(batch_id)")
+    return rows.crossJoin(F.broadcast(one))
 
 
 def _merge_deleted(metrics: DataFrame) -> int | None:

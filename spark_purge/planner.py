@@ -102,7 +102,7 @@ class Planner:
         unreadable = unreadable_groups_of(first[0])  # unknown commits block, never vanish
         self.refuse_name_clashes(first[0]["unreadable_groups"], progress)
         # The commits matched with the store once (vanished groups, staleness, the store's update).
-        positions = None if progress is None else Positions.match(partitions, groups, progress)
+        positions = None if progress is None else Positions.match(partitions, groups, progress, at=now)
         rows = compute_plan(
             # The group rows stay nested in their partition's row; the vanished ones join them.
             snapshot.select(*PARTITION_STATE.fieldNames(), "groups"),

@@ -36,7 +36,8 @@ class Positions:
     """The snapshot's positions (>= 0) matched with the store's, one row per key on either side.
 
     ``matched`` columns: the key; ``live`` (the snapshot has a position there, Kafka or external);
-    ``k_offset`` / ``k_type`` (the lowest Kafka position and its group's type; null: no Kafka
+    ``k_offset`` / ``k_type`` / ``k_time`` (the lowest Kafka position, its group's type and the
+    snapshot time of the Kafka rows; null: no Kafka
     position); ``k_no_members`` (every Kafka row of the key has surely no members);
     ``x_present`` (an external consumer has a position there); ``s_offset`` / ``s_time`` /
     ``s_type`` / ``s_topic_id`` (the store's row; null: not remembered); when ``placed``,
@@ -47,14 +48,20 @@ class Positions:
     matched: DataFrame
     placed: bool  # ``matched`` has the ``p_`` columns (the match had the snapshot's partitions; else topic ids unknown)
     kept: bool = False  # ``matched`` is held (``detach.held``) until ``release``
+    # The snapshot time every Kafka row of the match has, when the caller knows it (the
+    # planner: one snapshot); ``after`` at that time then reads it from ``k_time``.
+    at: datetime | None = None
 
     @classmethod
-    def match(cls, partitions: DataFrame | None, groups: DataFrame, store: DataFrame, keep: bool = True) -> Positions:
+    def match(
+        cls, partitions: DataFrame | None, groups: DataFrame, store: DataFrame, keep: bool = True, at: datetime | None = None
+    ) -> Positions:
         """Match ``groups`` (``GROUP_OFFSETS``) with ``store`` (``PROGRESS_STORE``; a table
         without ``group_type`` / ``topic_id`` reads them as null); held until ``release``
         (``keep``; otherwise left lazy, for a single use).
         ``partitions`` (``PARTITION_STATE``) is needed by ``vanished`` and ``staleness``; without
-        it, ``changed`` gives every position a null topic id."""
+        it, ``changed`` gives every position a null topic id. ``at``: the ``snapshot_time`` of
+        every row of ``groups``, when the caller knows it is one time (see ``after``)."""
         external = is_external(F.col("group_type"))
         live = (
             groups.where(F.col("committed_offset") >= 0)
@@ -66,6 +73,7 @@ class Positions:
                     "k_no_members"
                 ),
                 F.bool_or(external).alias("x_present"),
+                F.max(F.when(~external, F.col("snapshot_time"))).alias("k_time"),
             )
             .withColumn("live", F.lit(True))
         )
@@ -83,7 +91,7 @@ class Positions:
             on = partitions.select("topic", "partition", *[F.col(c).alias(f"p_{c}") for c in PLACED])
             matched = matched.join(F.broadcast(on), ["topic", "partition"], "left")
         placed = partitions is not None
-        return cls(held(matched), placed, kept=True) if keep else cls(matched, placed)
+        return cls(held(matched), placed, kept=True, at=at) if keep else cls(matched, placed, at=at)
 
     def release(self) -> None:
         """Free ``matched``'s held rows (kept by ``match``); nothing when it was left lazy."""
@@ -147,8 +155,18 @@ class Positions:
         snapshot adds, each with its values then (``PROGRESS_STORE`` columns: the changed keys'
         new values, the others' stored ones), plus ``changed`` (true: the key is one of
         ``changed(now)``). Keys only external consumers have, and nothing the store held, are
-        left out, as the store never records them."""
+        left out, as the store never records them.
+
+        A moved key's progress time is ``now``. When ``now`` is the match's ``at`` (the planner's
+        batch: its time is the snapshot's), it is read from the rows (``k_time``, the same
+        value) rather than written into the query as a constant: Spark inlines a timestamp
+        constant into the code it generates, so each batch's query would be new code, compiled
+        anew (twice) and run unoptimized by the JVM at every batch; from the rows, the query is
+        the same every batch and its code is compiled once (issue 12)."""
         seen = F.col("k_offset").isNotNull()
+        # k_time is the snapshot time of the key's Kafka rows: never null where ``moved_now``
+        # holds (a moved key is ``seen``: it has a Kafka row).
+        moved_at = F.col("k_time") if self.at is not None and self.at == now else F.lit(now).cast("timestamp")
         topic_id = F.col("p_topic_id") if self.placed else F.lit(None).cast("string")
         rows = self.matched.withColumn("topic_id", topic_id)
         recreated = _other_incarnation(F.col("topic_id"), F.col("s_topic_id"))
@@ -161,7 +179,7 @@ class Positions:
         return rows.where(changed | F.col("s_offset").isNotNull()).select(
             *KEY,
             F.when(changed, F.col("k_offset")).otherwise(F.col("s_offset")).alias("committed_offset"),
-            F.when(moved_now, F.lit(now).cast("timestamp")).otherwise(F.col("s_time")).alias("last_progress_time"),
+            F.when(moved_now, moved_at).otherwise(F.col("s_time")).alias("last_progress_time"),
             F.when(moved_now, F.col("k_type"))
             .when(changed, F.coalesce(F.col("k_type"), F.col("s_type")))
             .otherwise(F.col("s_type"))
