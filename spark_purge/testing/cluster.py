@@ -72,6 +72,7 @@ import ctypes
 import json
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -170,9 +171,34 @@ def tiered_storage_jar(jars_dir: str | os.PathLike[str] | None = None) -> Path:
 
 
 def free_port() -> int:
+    """A port free on 127.0.0.1 now, below the kernel's ephemeral range when it leaves room (the
+    range every outgoing connection takes its local port from: a port picked there can be taken
+    by any client's connection before the broker binds it, and was, once: "Address already in
+    use"). ``LocalKafka.start`` also moves a cluster to new ports when a node could not bind."""
+    low = _ephemeral_low()
+    for _ in range(100 if low > 11_000 else 0):
+        port = random.randint(10_000, low - 1)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The lowest port of the kernel's ephemeral range (Linux; 32768 when unknown)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# A node's log line when one of its listeners' ports was taken before it bound it.
+_PORT_TAKEN = "Address already in use"
 
 
 def _die_with_parent() -> None:
@@ -357,15 +383,39 @@ class LocalKafka:
             for n in self._nodes:
                 self._write_config(n)
                 self._format(n)
-            for n in self._nodes:
-                self._spawn(n)
-            self.wait_ready(self._nodes)
+            for attempt in range(1, _START_ATTEMPTS + 1):
+                for n in self._nodes:
+                    self._spawn(n)
+                try:
+                    self.wait_ready(self._nodes)
+                    break
+                except LocalStackError:
+                    taken = [n.node_id for n in self._nodes if _PORT_TAKEN in self.log_tail(n.node_id, lines=400)]
+                    if not taken or attempt == _START_ATTEMPTS:
+                        raise
+                    # A port picked free was taken before its node bound it: the whole
+                    # cluster moves (the controllers' ports are in every node's config).
+                    log.warning("Kafka node(s) %s could not bind a port (attempt %d): moving the cluster to new ports", taken, attempt)
+                    _stop_processes(self._nodes)
+                    self._move_ports()
         except BaseException:
             self.stop()
             raise
         self._started = True
         log.info("local Kafka up: %s (%s)", self.bootstrap_servers, self._dir)
         return self
+
+    def _move_ports(self) -> None:
+        """New free ports for every node, written into every node's config."""
+        for n in self._nodes:
+            n.port, n.controller_port = free_port(), free_port()
+            n.listener_ports = {name: free_port() for name in n.listener_ports}
+            # A fresh log: the next attempt's clash check reads only its own lines.
+            for log_file in (n.directory / "stdout.log", n.log_file):
+                if log_file.exists():
+                    log_file.rename(log_file.with_name(log_file.name + f".port-clash-{n.port}"))
+        for n in self._nodes:
+            self._write_config(n)
 
     def stop(self, remove: bool | None = None) -> None:
         """Stop every node by PID (SIGTERM, then SIGKILL after 20 s); remove the temp dir."""
@@ -705,6 +755,10 @@ class LocalKafka:
                 stdin=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent,
             )
+
+
+# Starts of a cluster tried when a node could not bind a port picked free (``LocalKafka.start``).
+_START_ATTEMPTS = 3
 
 
 def _formatted_cluster_id(directory: Path) -> str | None:

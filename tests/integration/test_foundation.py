@@ -65,6 +65,30 @@ def test_a_local_session_gives_back_heap_and_idle_python_workers(spark: SparkSes
     assert spark.conf.get("spark.python.factory.idleWorkerMaxPoolSize") == str(IDLE_PYTHON_WORKERS)
 
 
+def test_local_kafka_moves_to_new_ports_when_a_port_it_picked_is_taken(tmp_path: Path) -> None:
+    """A port picked free can be taken before the broker binds it (it happened to a test
+    session's cluster: every test of it errored). The start moves the cluster to new ports."""
+    import socket
+
+    cluster = LocalKafka(nodes=1, workdir=tmp_path / "k")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        cluster.node(1).controller_port = taken.getsockname()[1]  # as if another process took it
+        try:
+            cluster.start()
+            assert cluster.node(1).controller_port != taken.getsockname()[1]
+            clashes = list((tmp_path / "k" / "node-1").glob("*.port-clash-*"))
+            assert clashes and any("Address already in use" in f.read_text(errors="replace") for f in clashes)
+            admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+            try:
+                assert [b.get("broker_id", b.get("node_id")) for b in admin.describe_cluster()["brokers"]] == [1]
+            finally:
+                admin.close()
+        finally:
+            cluster.stop()
+
+
 def test_local_kafka_stops_its_jvm_by_pid(tmp_path: Path) -> None:
     cluster = LocalKafka(nodes=1, workdir=tmp_path / "k")
     cluster.start()
