@@ -902,7 +902,8 @@ def stamped(rows: DataFrame, batch_id: int) -> DataFrame:
     joined on rather than written into the query: Spark inlines a long constant into the code it
     generates, so each batch would compile (twice) and run unoptimized new code for the same
     write; with the value in a row, the write's code is the same every batch (issue 12). The row
-    is a local table broadcast to the tasks: no Spark job."""
+    is a local table broadcast to the tasks (Spark 4.2 runs a small job for that broadcast, about
+    10 ms here)."""
     one = rows.sparkSession.sql(f"SELECT * FROM VALUES (CAST({int(batch_id)} AS BIGINT)) AS stamp(batch_id)")
     return rows.crossJoin(F.broadcast(one))
 
