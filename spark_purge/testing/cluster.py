@@ -397,7 +397,7 @@ class LocalKafka:
                     # cluster moves (the controllers' ports are in every node's config).
                     log.warning("Kafka node(s) %s could not bind a port (attempt %d): moving the cluster to new ports", taken, attempt)
                     _stop_processes(self._nodes)
-                    self._move_ports()
+                    self._move_ports(attempt)
         except BaseException:
             self.stop()
             raise
@@ -405,15 +405,16 @@ class LocalKafka:
         log.info("local Kafka up: %s (%s)", self.bootstrap_servers, self._dir)
         return self
 
-    def _move_ports(self) -> None:
-        """New free ports for every node, written into every node's config."""
+    def _move_ports(self, attempt: int) -> None:
+        """New free ports for every node, written into every node's config; the logs of start
+        ``attempt`` are kept beside as ``<log>.port-clash-<attempt>``."""
         for n in self._nodes:
             n.port, n.controller_port = free_port(), free_port()
             n.listener_ports = {name: free_port() for name in n.listener_ports}
             # A fresh log: the next attempt's clash check reads only its own lines.
             for log_file in (n.directory / "stdout.log", n.log_file):
                 if log_file.exists():
-                    log_file.rename(log_file.with_name(log_file.name + f".port-clash-{n.port}"))
+                    log_file.rename(log_file.with_name(f"{log_file.name}.port-clash-{attempt}"))
         for n in self._nodes:
             self._write_config(n)
 

@@ -2,6 +2,7 @@
 writes and reads a real Delta table."""
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -68,8 +69,6 @@ def test_a_local_session_gives_back_heap_and_idle_python_workers(spark: SparkSes
 def test_local_kafka_moves_to_new_ports_when_a_port_it_picked_is_taken(tmp_path: Path) -> None:
     """A port picked free can be taken before the broker binds it (it happened to a test
     session's cluster: every test of it errored). The start moves the cluster to new ports."""
-    import socket
-
     cluster = LocalKafka(nodes=1, workdir=tmp_path / "k")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
         taken.bind(("127.0.0.1", 0))
