@@ -337,7 +337,7 @@ class AuditSink:
         app_id, version = txn if txn is not None else (f"{self.app_id}:{kind}", batch_id)
         if not isinstance(rows, DataFrame) and not rows:
             return False
-        df = rows if isinstance(rows, DataFrame) else txn_append.driver_rows(self.spark, rows, AUDIT)
+        df = rows if isinstance(rows, DataFrame) else txn_append.DriverRows(list(rows), AUDIT)
         backoff = Backoff(first=0.2, cap=2.0)
         attempt = 0
         while True:

@@ -275,7 +275,7 @@ class LeaseTable:
             if self.path not in _LEASE_TABLES_READY:
                 with_own_properties(DeltaTable.createIfNotExists(self.spark)).location(self.path).addColumns(LEASES).execute()
                 _LEASE_TABLES_READY.add(self.path)
-            df = txn_append.driver_rows(self.spark, [row], LEASES)
+            df = txn_append.DriverRows([row], LEASES)
             txn_append.append(self.spark, self.path, df, lease_app_id(state.purger_id), state.version, token)
             self._remember_own(state, token)
 

@@ -240,13 +240,13 @@ class RetirementRegistry(CheckpointTable):
         write it already committed under them (a replayed batch)."""
         if not rows:
             return
-        df = txn_append.driver_rows(self.spark, rows, RETIREMENTS)
+        held = txn_append.DriverRows(list(rows), RETIREMENTS)
 
         def write() -> None:
             if txn is not None:
-                txn_append.append(self.spark, self.path, df, txn[0], txn[1])
+                txn_append.append(self.spark, self.path, held, txn[0], txn[1])
             else:
-                df.write.format("delta").mode("append").save(self.path)
+                held.frame(self.spark).write.format("delta").mode("append").save(self.path)
 
         try:
             retry_conflicts(f"retirement registry append to {self.path}", write)

@@ -35,13 +35,15 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from spark_purge.delta_files import INDEXED_COLUMNS, DataFile, Unsupported, arrow_table, data_files
 from spark_purge.deltalog import missing_api
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,10 @@ _UNSUPPORTED: list[str] = []  # why, once this Delta turned out to lack the clas
 TESTED_DELTA = ("4.4.",)
 # Writes of this process by the way they went (the tests and the benches read them).
 COUNTS = {"fast": 0, "skipped": 0, "writer": 0}
+# Direct commits whose files the driver wrote itself (``DriverRows``, ``delta_files``), a part of
+# ``COUNTS["fast"]``; and why the last ``DriverRows`` went through Spark's writer instead.
+DRIVER_FILES = {"written": 0, "not": 0}
+_NOT_DRIVER_FILES: list[str] = []
 # Called with the path right before a direct commit (tests: another writer's commit in between).
 BEFORE_COMMIT: list[Callable[[str], None]] = []
 
@@ -65,24 +71,46 @@ def driver_rows(spark: SparkSession, rows: Iterable[Any] | pa.Table, schema: Str
     return spark.createDataFrame(rows if isinstance(rows, pa.Table) else list(rows), schema).coalesce(1)
 
 
+@dataclass
+class DriverRows:
+    """Rows the driver holds for an ``append`` (Python rows in ``schema``'s order or by name, as
+    ``createDataFrame`` takes them): the direct path writes them as Parquet itself, with no
+    Spark job (``spark_purge.delta_files``); any other way gets them as ``frame`` (one piece,
+    ``driver_rows``), made once."""
+
+    rows: Sequence[Any]
+    schema: StructType
+    _frame: DataFrame | None = field(default=None, repr=False)
+
+    def frame(self, spark: SparkSession) -> DataFrame:
+        if self._frame is None:
+            self._frame = driver_rows(spark, self.rows, self.schema)
+        return self._frame
+
+
+def _frame(spark: SparkSession, data: DataFrame | DriverRows) -> DataFrame:
+    return data.frame(spark) if isinstance(data, DriverRows) else data
+
+
 def append(
     spark: SparkSession,
     path: str,
-    df: DataFrame,
+    df: DataFrame | DriverRows,
     app_id: str,
     version: int,
     user_metadata: str | None = None,
     merge_schema: bool = False,
 ) -> None:
     """Append ``df`` to the Delta table at ``path`` under txn (``app_id``, ``version``): nothing
-    when the table records ``app_id`` at ``version`` or above (module docstring). Conflicts
-    raise Delta's exceptions (``delta.exceptions``) as the writer's do; the caller retries."""
+    when the table records ``app_id`` at ``version`` or above (module docstring). Rows the driver
+    holds (``DriverRows``) are written as files by the driver where it can. Conflicts raise
+    Delta's exceptions (``delta.exceptions``) as the writer's do; the caller retries."""
     done = _fast(spark, path, df, app_id, version, user_metadata)
     if done is not None:
         COUNTS["fast" if done else "skipped"] += 1
         return
     COUNTS["writer"] += 1
-    writer = df.write.format("delta").mode("append")
+    writer = _frame(spark, df).write.format("delta").mode("append")
     if merge_schema:
         writer = writer.option("mergeSchema", "true")
     writer = writer.option("txnAppId", app_id).option("txnVersion", str(version))
@@ -113,7 +141,7 @@ def _same_columns(table: StructType, data: StructType) -> bool:
     return [(f.name, f.dataType) for f in table.fields] == [(f.name, f.dataType) for f in data.fields]
 
 
-def _fast(spark: SparkSession, path: str, df: DataFrame, app_id: str, version: int, user_metadata: str | None) -> bool | None:
+def _fast(spark: SparkSession, path: str, df: DataFrame | DriverRows, app_id: str, version: int, user_metadata: str | None) -> bool | None:
     """True: committed; False: skipped (recorded already); None: write it the writer's way."""
     with _direct(path, "txn append", "written through the DataFrame writer"):
         started = _start(spark, path)
@@ -133,12 +161,69 @@ def _fast(spark: SparkSession, path: str, df: DataFrame, app_id: str, version: i
         getattr(txn.readTxn(), "$plus$eq")(app_id)
         if recorded >= version:
             return False
-        files = txn.writeFiles(df._jdf)
+        files = _driver_files(jvm, txn, df) if isinstance(df, DriverRows) else None
+        if files is None:
+            files = txn.writeFiles(_frame(spark, df)._jdf)
         mark = jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, jvm.scala.Some(int(time.time() * 1000)))
         metadata = jvm.scala.Some(user_metadata) if user_metadata is not None else none
         _commit(jvm, txn, path, getattr(files, "$colon$plus")(mark), "Append", metadata)
         return True
     return None
+
+
+# Tables a driver-written file is checked against: Delta's writer versions 1-2 (append-only,
+# NOT NULL columns, SQL invariants). A later version's features (CHECK constraints, generated
+# or identity columns, column mapping, deletion vectors, row tracking, ...) each change what a
+# file or its add action must carry, so such a table gets its files from Spark's writer.
+DRIVER_FILES_WRITER_VERSION = 2
+
+
+def _driver_files(jvm: Any, txn: Any, rows: DriverRows) -> Any | None:
+    """``rows`` written as Parquet by the driver into the transaction's table and returned as
+    Delta add actions (a Scala ``Seq``), or None when they cannot be (``delta_files.Unsupported``;
+    said once a process, then at debug): the caller writes them through Spark."""
+    try:
+        files = _driver_data_files(jvm, txn, rows)
+    except Unsupported as why:
+        DRIVER_FILES["not"] += 1
+        (log.debug if _NOT_DRIVER_FILES else log.info)("rows not written by the driver (%s): Spark's writer writes them", why)
+        _NOT_DRIVER_FILES[:] = [str(why)]
+        return None
+    log_ = txn.deltaLog()
+    base = log_.dataPath()
+    fs = base.getFileSystem(log_.newDeltaHadoopConf())
+    written_ms = int(time.time() * 1000)
+    actions = jvm.java.util.ArrayList()
+    parse = getattr(getattr(jvm.org.apache.spark.sql.delta.actions, "Action$"), "MODULE$")
+    for file in files:
+        out = fs.create(jvm.org.apache.hadoop.fs.Path(base, file.path), False)
+        try:
+            out.write(bytearray(file.body))
+        finally:
+            out.close()
+        actions.add(parse.fromJson(file.add_action(written_ms)))
+    DRIVER_FILES["written"] += 1
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq()
+
+
+def _driver_data_files(jvm: Any, txn: Any, rows: DriverRows) -> list[DataFile]:
+    protocol = txn.protocol()
+    if int(protocol.minWriterVersion()) > DRIVER_FILES_WRITER_VERSION:
+        raise Unsupported(f"the table's Delta writer version is {protocol.minWriterVersion()} (above {DRIVER_FILES_WRITER_VERSION})")
+    metadata = txn.metadata()
+    schema = StructType.fromJson(json.loads(metadata.schema().json()))
+    if any("delta.invariants" in f.metadata for f in schema.fields):
+        raise Unsupported("the table has SQL invariants")
+    config = dict(jvm.scala.jdk.javaapi.CollectionConverters.asJava(metadata.configuration()))
+    if "delta.dataSkippingStatsColumns" in config:
+        raise Unsupported("the table names its statistics columns (delta.dataSkippingStatsColumns)")
+    try:
+        indexed = int(config.get("delta.dataSkippingNumIndexedCols", INDEXED_COLUMNS))
+    except ValueError as exc:
+        raise Unsupported(f"delta.dataSkippingNumIndexedCols: {exc}") from exc
+    partitioned = metadata.partitionColumns()
+    partition_columns = [str(partitioned.apply(i)) for i in range(partitioned.size())]
+    return data_files(arrow_table(rows.rows, schema), schema, partition_columns, indexed)
 
 
 def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int | None:
@@ -257,4 +342,7 @@ def _is_conflict(exc: BaseException) -> bool:
     return isinstance(exc, DELTA_CONFLICTS)
 
 
-__all__ = ["BEFORE_COMMIT", "COUNTS", "TESTED_DELTA", "append", "checksum_version", "driver_rows", "rewrite"]
+__all__ = [
+    "BEFORE_COMMIT", "COUNTS", "DRIVER_FILES", "DRIVER_FILES_WRITER_VERSION", "TESTED_DELTA", "DriverRows", "append", "checksum_version",
+    "driver_rows", "rewrite",
+]
