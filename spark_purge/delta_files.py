@@ -39,7 +39,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import Row
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -114,15 +113,14 @@ def arrow_type(field: StructField) -> pa.DataType:
 
 def arrow_table(rows: Iterable[Any], schema: StructType) -> pa.Table:
     """``rows`` as an Arrow table of ``schema``, read as Spark's ``createDataFrame(rows, schema)``
-    reads them: a dict or a ``Row`` made from keywords by name, any other tuple by position; a
-    timestamp without a zone in local time. ``Unsupported`` when a value does not fit its type."""
+    reads them: a dict by name, a tuple (a ``Row`` too) or a list by position; a timestamp
+    without a zone in local time. ``Unsupported`` when a value does not fit its type (Spark's
+    writer then refuses it with its own error)."""
     names = schema.names
     by_position = []
     for row in rows:
         if isinstance(row, dict):
             by_position.append(tuple(row.get(n) for n in names))
-        elif isinstance(row, Row) and getattr(row, "__from_dict__", False):
-            by_position.append(tuple(row[n] for n in names))
         elif isinstance(row, (tuple, list)) and len(row) == len(names):
             by_position.append(tuple(row))
         else:
@@ -132,6 +130,8 @@ def arrow_table(rows: Iterable[Any], schema: StructType) -> pa.Table:
         values = [r[i] for r in by_position]
         if isinstance(field.dataType, TimestampType):
             values = [_utc(v) for v in values]
+        elif isinstance(field.dataType, (LongType, IntegerType)) and any(isinstance(v, bool) for v in values):
+            raise Unsupported(f"column {field.name!r}: a boolean for a {field.dataType.simpleString()}")  # Arrow would take it as 0 / 1
         try:
             columns.append(pa.array(values, type=arrow_type(field)))
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as exc:
@@ -223,4 +223,4 @@ def _millis(value: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 
 
-__all__ = ["ARROW_TYPES", "DataFile", "INDEXED_COLUMNS", "STRING_PREFIX", "Unsupported", "arrow_table", "check_nulls", "data_files", "stats"]
+__all__ = ["ARROW_TYPES", "INDEXED_COLUMNS", "STRING_PREFIX", "DataFile", "Unsupported", "arrow_table", "check_nulls", "data_files", "stats"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from delta.exceptions import ConcurrentTransactionException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from spark_purge import txn_append
 
@@ -193,3 +193,117 @@ def test_driver_rows_are_written_by_one_task_as_one_file(spark: SparkSession, tm
     added = [a["add"] for a in commits(sink.path)[-1] if "add" in a]
     assert len(added) == 1 and json.loads(added[0]["stats"])["numRecords"] == 500
     assert spark.read.format("delta").load(sink.path).count() == 500
+
+
+def changed(row: Row, **values: Any) -> Row:
+    return Row(**{**row.asDict(), **values})
+
+
+def _audit_sink(spark: SparkSession, path: Path) -> Any:
+    from spark_purge.audit import AuditSink
+
+    sink = AuditSink(spark, str(path), app_id="q")
+    sink.ensure_table()
+    return sink
+
+
+def _added(path: str) -> list[dict[str, Any]]:
+    return [a["add"] for a in commits(path)[-1] if "add" in a]
+
+
+def test_rows_the_driver_holds_are_written_by_it_as_delta_writes_them(spark: SparkSession, tmp_path: Path) -> None:
+    """An audit write of a batch's rows makes its file on the driver, with no Spark job; Delta
+    reads back the rows its own writer would have written, and the statistics are the writer's
+    (the same rows written through Spark's writer beside, as the oracle)."""
+    from spark_purge.schemas import AUDIT
+    from spark_purge.testing.workload import outcome_rows
+
+    at = datetime(2026, 11, 29, 4, 32, 16, 384999, tzinfo=timezone.utc)  # sub-millisecond: the statistics cut it
+    batch = outcome_rows(7, 300, at)
+    batch += [changed(row, blocking_group="g" * 40, partition=-5, cutoff=3) for row in outcome_rows(7, 1, at)]
+    mine, theirs = _audit_sink(spark, tmp_path / "mine"), _audit_sink(spark, tmp_path / "theirs")
+    before, files_before = counts(), dict(txn_append.DRIVER_FILES)
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("driver-files", "the driver's own audit write")
+    try:
+        assert mine.write(batch, "outcome", 7)
+    finally:
+        spark.sparkContext.setJobGroup("other", "other")
+    assert list(tracker.getJobIdsForGroup("driver-files")) == []  # no Spark job
+    assert delta(before)["fast"] == 1 and txn_append.DRIVER_FILES["written"] == files_before["written"] + 1
+    txn_append.append(spark, theirs.path, txn_append.driver_rows(spark, batch, AUDIT), "q:outcome", 7, "outcome:7")
+    assert txn_append.DRIVER_FILES["written"] == files_before["written"] + 1  # a DataFrame: Spark's writer made the file
+
+    ours, delta_s = _added(mine.path), _added(theirs.path)
+    assert len(ours) == 1 and ours[0]["partitionValues"] == delta_s[0]["partitionValues"] == {"event_date": "2026-11-29"}
+    assert ours[0]["path"].startswith("event_date=2026-11-29/part-")
+    our_stats, its_stats = json.loads(ours[0]["stats"]), json.loads(delta_s[0]["stats"])
+    # The one documented difference: a string maximum longer than 32 characters, which Delta
+    # writes cut and marked, is left out.
+    assert its_stats["maxValues"].pop("blocking_group").startswith("g" * 32) and "blocking_group" not in our_stats["maxValues"]
+    assert our_stats == its_stats
+    a, b = mine.read(), theirs.read()
+    assert a.count() == b.count() == 301
+    assert a.exceptAll(b).count() == 0 and b.exceptAll(a).count() == 0
+    assert a.schema == b.schema
+    # Data skipping on the statistics keeps every row a filter matches: the exact sub-millisecond
+    # time, the minimum partition, the long string.
+    for where in ("planned_at = timestamp'2026-11-29 04:32:16.384999'", "partition = -5", f"blocking_group = '{'g' * 40}'", "batch_id = 7"):
+        assert a.where(where).count() == b.where(where).count() > 0, where
+    assert a.where("planned_at > timestamp'2026-11-29 04:32:16.384999'").count() == 0
+    # Answers Delta may give from the statistics alone.
+    assert a.selectExpr("count(*)", "min(partition)", "max(partition)", "max(batch_id)").first() == (301, -5, 299, 7)
+
+
+def test_rows_delta_would_refuse_are_refused_as_before(spark: SparkSession, tmp_path: Path) -> None:
+    """A null in a NOT NULL column is not written by the driver: the rows go Spark's way, whose
+    schema check refuses them, and nothing is committed."""
+    from spark_purge.testing.workload import outcome_rows
+
+    sink = _audit_sink(spark, tmp_path / "audit")
+    good = outcome_rows(1, 2, datetime.now(timezone.utc))
+    bad = [good[0], changed(good[1], run_id=None)]
+    with pytest.raises(Exception, match="run_id"):
+        sink.write(bad, "outcome", 1)
+    assert sink.read().count() == 0
+
+
+def test_a_table_with_a_check_constraint_gets_its_files_from_spark_which_enforces_it(spark: SparkSession, tmp_path: Path) -> None:
+    """A later Delta writer version (here a CHECK constraint's) is not written by the driver: its
+    features may need what a driver-made file does not carry, so Spark's writer writes, and
+    enforces, as before."""
+    from spark_purge.testing.workload import outcome_rows
+
+    sink = _audit_sink(spark, tmp_path / "audit")
+    spark.sql(f"ALTER TABLE delta.`{sink.path}` ADD CONSTRAINT non_negative CHECK (partition >= 0)")
+    files_before = dict(txn_append.DRIVER_FILES)
+    assert sink.write(outcome_rows(1, 3, datetime.now(timezone.utc)), "outcome", 1)
+    assert {"written": files_before["written"], "not": files_before["not"] + 1} == txn_append.DRIVER_FILES
+    negative = [changed(row, partition=-1) for row in outcome_rows(2, 1, datetime.now(timezone.utc))]
+    with pytest.raises(Exception, match="non_negative"):
+        sink.write(negative, "outcome", 2)
+    assert sink.read().count() == 3
+
+
+def test_a_driver_written_append_is_fenced_as_the_writers_is(spark: SparkSession, tmp_path: Path) -> None:
+    """A commit of the same app id after the snapshot fails the driver-written append too (its
+    file stays unreferenced, as the writer's would)."""
+    from delta.exceptions import ConcurrentTransactionException
+
+    from spark_purge.schemas import AUDIT
+    from spark_purge.testing.workload import outcome_rows
+
+    sink = _audit_sink(spark, tmp_path / "audit")
+
+    def other_job(path: str) -> None:
+        txn_append.BEFORE_COMMIT.clear()
+        txn_append.append(spark, path, txn_append.driver_rows(spark, outcome_rows(9, 1, datetime.now(timezone.utc)), AUDIT), "lease:p", 9)
+
+    txn_append.BEFORE_COMMIT.append(other_job)
+    try:
+        with pytest.raises(ConcurrentTransactionException):
+            txn_append.append(spark, sink.path, txn_append.DriverRows(outcome_rows(5, 4, datetime.now(timezone.utc)), AUDIT), "lease:p", 5)
+    finally:
+        txn_append.BEFORE_COMMIT.clear()
+    assert delta_transactions(spark, sink.path) == {"lease:p": 9}
+    assert sink.read().count() == 1
