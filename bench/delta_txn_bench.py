@@ -15,12 +15,16 @@ Side by side in one Spark session, on throwaway tables in a temporary folder (no
   own, although the version's checksum file lists the ids;
 - ``txn, direct``: ``AuditSink.write`` as the purge runs it: the id's version read from the
   snapshot's checksum, the commit made through Delta's transaction (``spark_purge.txn_append``),
-  the rows in one piece (``txn_append.driver_rows``: one task, one file);
-- ``txn, direct, sliced``: the same direct write of the rows as ``createDataFrame`` slices them
+  its file written by the driver itself (``txn_append.DriverRows``, ``spark_purge.delta_files``:
+  no ``createDataFrame``, no Spark job; since stop 59);
+- ``txn, direct, Spark file``: the same direct commit of a file Spark's writer makes from the rows
+  in one piece (``txn_append.driver_rows``: one task, one file; the audit's writes of stops 56-58);
+- ``txn, direct, sliced``: the same of the rows as ``createDataFrame`` slices them
   (``defaultParallelism`` pieces: two tasks and two files here; the audit's writes before stop 56).
 
 Prints each kind's median and minimum seconds, Spark jobs per write (median), the ratio to the
-plain append, and how the direct writes went (``txn_append.COUNTS``: all ``fast`` expected).
+plain append, and how the direct writes went (``txn_append.COUNTS``: all ``fast`` expected;
+``txn_append.DRIVER_FILES``: one ``written`` per ``txn, direct`` write).
 Not a test: absolute figures depend on the machine and its load.
 """
 from __future__ import annotations
@@ -72,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it
         return time.perf_counter() - start, len(sc.statusTracker().getJobIdsForGroup(group))
 
-    results: dict[str, list[tuple[float, int]]] = {"plain append": [], "txn, writer": [], "txn, direct": [], "txn, direct, sliced": []}
+    results: dict[str, list[tuple[float, int]]] = {
+        "plain append": [], "txn, writer": [], "txn, direct": [], "txn, direct, Spark file": [], "txn, direct, sliced": [],
+    }
     try:
         with tempfile.TemporaryDirectory(prefix="delta-txn-bench-") as tmp:
             sinks = {kind: AuditSink(spark, str(Path(tmp) / kind.replace(",", "").replace(" ", "-")), app_id="bench") for kind in results}
@@ -94,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     elif kind == "txn, direct":
                         took = timed(lambda: sink.write(batch, "outcome", n))  # noqa: B023 (called at once)
+                    elif kind == "txn, direct, Spark file":
+                        took = timed(
+                            lambda: txn_append.append(
+                                spark, sink.path, txn_append.driver_rows(spark, batch, AUDIT), "bench:outcome", n, f"outcome:{n}", merge_schema=True  # noqa: B023
+                            )
+                        )
                     else:
                         took = timed(
                             lambda: txn_append.append(
@@ -113,9 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{kind:<20} {median:9.3f} {min(s for s, _ in kept):7.3f} {statistics.median(j for _, j in kept):5.1f} {median / floor:8.2f}"
         )
-    print(f"direct writes: {txn_append.COUNTS}")
-    direct, sliced = (statistics.median(s for s, _ in results[k][2:]) for k in ("txn, direct", "txn, direct, sliced"))
-    print(f"one piece against sliced (direct writes): x{direct / sliced:.2f}")
+    print(f"direct writes: {txn_append.COUNTS}; files the driver wrote: {txn_append.DRIVER_FILES}")
+    direct, spark_file, sliced = (statistics.median(s for s, _ in results[k][2:]) for k in ("txn, direct", "txn, direct, Spark file", "txn, direct, sliced"))
+    print(f"the driver's file against Spark's (direct writes): x{direct / spark_file:.2f}")
+    print(f"Spark's file in one piece against sliced (direct writes): x{spark_file / sliced:.2f}")
     return 0
 
 

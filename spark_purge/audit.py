@@ -21,6 +21,7 @@ Readers: Spark SQL (``SELECT * FROM delta.`<path>```), Databricks, delta-rs and 
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -102,7 +103,8 @@ def _audit_row(
     leader: int | None = None,
 ) -> Row:
     deleted = records_deleted if records_deleted is not None else (0 if record_type == "outcome" else None)
-    size = plan["size_bytes"]
+    p = plan.asDict() if isinstance(plan, Row) else dict(plan)  # a Row finds a field by name with a list search
+    size = p["size_bytes"]
     values: dict[str, Any] = dict(
         run_id=ctx.run_id,
         query_id=ctx.query_id,
@@ -110,39 +112,45 @@ def _audit_row(
         record_type=record_type,
         planned_at=ctx.planned_at,
         executed_at=executed_at,
-        snapshot_id=plan["snapshot_id"],
-        topic=plan["topic"],
-        partition=plan["partition"],
-        leader=plan["leader"] if leader is None else leader,
-        prior_log_start_offset=plan["log_start_offset"],
-        high_watermark=plan["high_watermark"],
-        cutoff=plan["cutoff"],
+        snapshot_id=p["snapshot_id"],
+        topic=p["topic"],
+        partition=p["partition"],
+        leader=p["leader"] if leader is None else leader,
+        prior_log_start_offset=p["log_start_offset"],
+        high_watermark=p["high_watermark"],
+        cutoff=p["cutoff"],
         low_watermark=low_watermark,
         records_deleted=deleted,
-        binding_constraint=plan["binding_constraint"],
-        blocking_group=plan["blocking_group"],
-        blocking_group_type=plan["blocking_group_type"],
-        stale_groups=list(plan["stale_groups"] or []),
-        rule=plan["rule"],
+        binding_constraint=p["binding_constraint"],
+        blocking_group=p["blocking_group"],
+        blocking_group_type=p["blocking_group_type"],
+        stale_groups=list(p["stale_groups"] or []),
+        rule=p["rule"],
         status=status,
         error=error,
         dry_run=ctx.dry_run,
-        remote_storage_enable=plan["remote_storage_enable"],
+        remote_storage_enable=p["remote_storage_enable"],
         config_fingerprint=ctx.config_fingerprint,
         operator=None,
-        time_floor_source=plan["time_floor_source"],
-        topic_id=plan["topic_id"],
+        time_floor_source=p["time_floor_source"],
+        topic_id=p["topic_id"],
         lease_generation=ctx.lease_generation,
-        active_producers=plan["active_producers"] if "active_producers" in plan.__fields__ else None,
+        active_producers=p.get("active_producers"),
         size_bytes_before=size,
-        bytes_reclaimed_estimate=reclaimed_estimate(size, deleted, plan["log_start_offset"], plan["high_watermark"]),
-        prior_local_log_start_offset=plan["local_log_start_offset"],
+        bytes_reclaimed_estimate=reclaimed_estimate(size, deleted, p["log_start_offset"], p["high_watermark"]),
+        prior_local_log_start_offset=p["local_log_start_offset"],
         local_log_start_offset=local_log_start,
-        cuts_remote=plan["cuts_remote"],
+        cuts_remote=p["cuts_remote"],
         remote_bytes_removed=None,  # Kafka reports no remote size per partition (see schemas.AUDIT)
-        event_date=ctx.planned_at.strftime("%Y-%m-%d"),
+        event_date=_day(ctx.planned_at),
     )
-    return Row(**{f.name: values[f.name] for f in AUDIT.fields})
+    return Row(**values)  # in AUDIT's order, as written above (rows are read by position)
+
+
+@functools.lru_cache(maxsize=16)
+def _day(at: datetime) -> str:
+    """``at``'s day, yyyy-MM-dd: the audit's partition value (one per batch, asked once a row)."""
+    return at.strftime("%Y-%m-%d")
 
 
 def reclaimed_estimate(size_bytes: int | None, records_deleted: int | None, log_start: int, high_watermark: int) -> int | None:

@@ -79,6 +79,8 @@ def test_outcomes_one_per_plan_row_never_silently_deleted() -> None:
     ]
     assert {r.record_type for r in rows} == {"outcome"} and {r.executed_at for r in rows} == {EXECUTED}
     assert rows[1].stale_groups == ["old"]
+    # Every kind of row in the audit's column order: the write reads rows by position, as Spark does.
+    assert all(list(r.asDict()) == AUDIT.fieldNames() for r in rows)
 
 
 def test_dry_run_outcomes_ignore_any_outcome() -> None:
