@@ -307,3 +307,61 @@ def test_a_driver_written_append_is_fenced_as_the_writers_is(spark: SparkSession
         txn_append.BEFORE_COMMIT.clear()
     assert delta_transactions(spark, sink.path) == {"lease:p": 9}
     assert sink.read().count() == 1
+
+
+def test_a_rewrite_after_this_process_rewrote_finds_the_files_from_the_log(spark: SparkSession, table: str) -> None:
+    """The second rewrite of a table lists no state (no "Compute snapshot" job): it removes the
+    files the first left plus those other commits added since, read from the log, and leaves
+    exactly its own rows, as the state's listing did."""
+    def version() -> int:
+        return int(spark.sql(f"DESCRIBE HISTORY delta.`{table}`").agg({"version": "max"}).first()[0])
+
+    before = dict(txn_append.REWRITE_LISTINGS)
+    assert txn_append.rewrite(spark, table, rows(spark, 4, 10), version()) == 4  # the first: from the state
+    assert {"state": before["state"] + 1, "log": before["log"]} == txn_append.REWRITE_LISTINGS
+    rows(spark, 2, 50).write.format("delta").mode("append").save(table)  # another writer, twice
+    rows(spark, 1, 60).write.format("delta").mode("append").save(table)
+    spark.sql(f"DELETE FROM delta.`{table}` WHERE id = 11")  # and a delete (removes a file, adds its rest)
+    assert sorted(r["id"] for r in spark.read.format("delta").load(table).collect()) == [10, 12, 13, 50, 51, 60]
+    sc = spark.sparkContext
+    sc.setJobGroup("second-rewrite", "the second rewrite")
+    try:
+        assert txn_append.rewrite(spark, table, rows(spark, 3, 100), version()) == 3
+    finally:
+        sc.setJobGroup("other", "other")
+    assert {"state": before["state"] + 1, "log": before["log"] + 1} == txn_append.REWRITE_LISTINGS
+    jobs = [sc.statusTracker().getJobInfo(j) for j in sc.statusTracker().getJobIdsForGroup("second-rewrite")]
+    stages = [sc.statusTracker().getStageInfo(s) for job in jobs for s in job.stageIds]
+    assert not any("snapshot" in (stage.name or "").lower() for stage in stages if stage is not None)
+    assert sorted(r["id"] for r in spark.read.format("delta").load(table).collect()) == [100, 101, 102]
+    # The table's files are the rewrite's own: every other one removed.
+    assert {path.rsplit("/", 1)[-1] for path in _live_paths(spark, table)} == {a["path"] for a in _added(table)}
+
+
+def test_a_rewrite_from_the_log_still_conflicts_with_a_commit_after_its_start(spark: SparkSession, table: str) -> None:
+    """A rewrite whose files came from the log reads the whole table too: another writer's
+    append between its start and its commit fails it, and nothing of the append is lost."""
+    from spark_purge.audit import DELTA_CONFLICTS
+
+    def version() -> int:
+        return int(spark.sql(f"DESCRIBE HISTORY delta.`{table}`").agg({"version": "max"}).first()[0])
+
+    assert txn_append.rewrite(spark, table, rows(spark, 2, 10), version()) == 2
+    before = dict(txn_append.REWRITE_LISTINGS)
+
+    def another_writer(path: str) -> None:
+        txn_append.BEFORE_COMMIT.clear()
+        rows(spark, 1, 70).write.format("delta").mode("append").save(path)
+
+    txn_append.BEFORE_COMMIT.append(another_writer)
+    try:
+        with pytest.raises(DELTA_CONFLICTS):
+            txn_append.rewrite(spark, table, rows(spark, 3, 100), version())
+    finally:
+        txn_append.BEFORE_COMMIT.clear()
+    assert txn_append.REWRITE_LISTINGS["log"] == before["log"] + 1
+    assert sorted(r["id"] for r in spark.read.format("delta").load(table).collect()) == [10, 11, 70]
+
+
+def _live_paths(spark: SparkSession, path: str) -> set[str]:
+    return {r[0] for r in spark.read.format("delta").load(path).selectExpr("_metadata.file_path").distinct().collect()}
