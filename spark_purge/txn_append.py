@@ -73,8 +73,8 @@ def driver_rows(spark: SparkSession, rows: Iterable[Any] | pa.Table, schema: Str
 
 @dataclass
 class DriverRows:
-    """Rows the driver holds for an ``append`` (Python rows in ``schema``'s order or by name, as
-    ``createDataFrame`` takes them): the direct path writes them as Parquet itself, with no
+    """Rows the driver holds for an ``append`` (as ``createDataFrame`` reads them: a tuple or a
+    ``Row`` by position in ``schema``'s order, a dict by name): the direct path writes them as Parquet itself, with no
     Spark job (``spark_purge.delta_files``); any other way gets them as ``frame`` (one piece,
     ``driver_rows``), made once."""
 
