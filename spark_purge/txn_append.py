@@ -238,7 +238,9 @@ def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int 
 
     The transaction reads the whole table (every file it removes), so any other commit after
     ``version`` makes this one fail with Delta's conflict (raised, as the writer's are): what the
-    caller computed ``df`` from is never overwritten after someone else changed it."""
+    caller computed ``df`` from is never overwritten after someone else changed it. The files it
+    removes come from the table's state the first time a process rewrites the table, and from
+    the files that rewrite left plus the log's commits since after that (``_files_since_rewrite``)."""
     with _direct(path, "rewrite", "the caller writes it its own way"):
         started = _start(spark, path)
         if started is None:
