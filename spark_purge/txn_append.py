@@ -16,7 +16,9 @@ transaction (the table's newest snapshot), reads the app id's version from that 
 checksum, registers the app id as read by the transaction (so a commit of the same app id after
 the snapshot makes this one fail with ``ConcurrentTransactionException``, as the writer's does),
 skips when the version is recorded already, else writes the files and commits them with the
-``SetTransaction`` action and the user metadata. When any of that is not available it writes
+``SetTransaction`` action and the user metadata. Rows the driver holds (``DriverRows``) get
+their files from the driver itself, with no Spark job (``_driver_files``, ``spark_purge.delta_files``),
+where the table and the rows allow it; other data through Delta's ``writeFiles``. When any of that is not available it writes
 through ``DataFrameWriter`` with the txn options, as before: no checksum, or one without the app
 ids (more than 100 of them: Delta then leaves them out entirely, never a part of them; a test
 checks that on the installed Delta), a schema not the table's (the writer merges schemas), a
