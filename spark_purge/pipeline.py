@@ -71,6 +71,7 @@ from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from spark_purge.retirement import RegistryTracker, RetirementRegistry
 from spark_purge.runner import AuditWriter, BatchResult, BatchRunner, PurgeClient
+from spark_purge.session import activate
 from spark_purge.tiering import TieringTable
 from spark_purge.vanished import retention_warning
 
@@ -352,6 +353,7 @@ class PurgePipeline:
             if plan is not None:
                 plan.release()
             drop(base)
+            activate(self.spark)  # not the streaming batch's cloned session (``session.activate``)
         return self._done(result)
 
     def _record_history(self, partitions: DataFrame, batch_id: int) -> None:

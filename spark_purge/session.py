@@ -291,6 +291,22 @@ def get_spark(
     return session
 
 
+def activate(spark: SparkSession) -> None:
+    """Make ``spark`` the active session again: PySpark's (one for the process) and the JVM's for
+    this thread, as PySpark's ``createDataFrame`` does.
+
+    A streaming batch (``foreachBatch``) makes its query's cloned session the active one, and
+    its conf is the one of the query's start. Until stop 59 every batch's audit writes went
+    through ``createDataFrame`` of the pipeline's session, which set that session back as a side
+    effect; they no longer do (``txn_append.DriverRows``). Whatever reads the active session
+    after a batch (a ``{spark_conf: key}`` secret, ``get_spark``) must see the caller's session
+    and its conf as it is now: ``PurgePipeline.process_batch`` calls this when a batch ends."""
+    SparkSession._activeSession = spark
+    jvm = spark.sparkContext._jvm
+    if jvm is not None:
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
 def archive_classpath(conf: Mapping[str, str]) -> list[str]:
     """A local driver JVM's classpath, for its class archive's key: PySpark's own jars folder and
     ``spark.driver.extraClassPath``. Not ``spark.jars`` (Delta's, the extra jars): Spark loads
