@@ -125,6 +125,7 @@ def arrow_table(rows: Iterable[Any], schema: StructType) -> pa.Table:
             by_position.append(tuple(row))
         else:
             raise Unsupported(f"a row of {len(row) if isinstance(row, (tuple, list)) else type(row).__name__} values for {len(names)} columns")
+    arrow_schema = pa.schema([pa.field(f.name, arrow_type(f), nullable=f.nullable) for f in schema.fields])
     columns = []
     for i, field in enumerate(schema.fields):
         values = [r[i] for r in by_position]
@@ -133,10 +134,10 @@ def arrow_table(rows: Iterable[Any], schema: StructType) -> pa.Table:
         elif isinstance(field.dataType, (LongType, IntegerType)) and any(isinstance(v, bool) for v in values):
             raise Unsupported(f"column {field.name!r}: a boolean for a {field.dataType.simpleString()}")  # Arrow would take it as 0 / 1
         try:
-            columns.append(pa.array(values, type=arrow_type(field)))
+            columns.append(pa.array(values, type=arrow_schema.field(i).type))
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as exc:
             raise Unsupported(f"column {field.name!r}: {exc}") from exc
-    return pa.Table.from_arrays(columns, schema=pa.schema([pa.field(f.name, arrow_type(f), nullable=f.nullable) for f in schema.fields]))
+    return pa.Table.from_arrays(columns, schema=arrow_schema)
 
 
 def _utc(value: Any) -> Any:

@@ -156,14 +156,15 @@ def _fast(spark: SparkSession, path: str, df: DataFrame | DriverRows, app_id: st
         recorded = checksum_version(snapshot, app_id)
         if recorded is None:
             return None
-        if not _same_columns(StructType.fromJson(json.loads(txn.metadata().schema().json())), df.schema):
+        schema = _table_schema(txn)
+        if not _same_columns(schema, df.schema):
             return None
         # What the writer's check does besides looking the id up: a commit of this app id after
         # the snapshot now fails this one (ConcurrentTransactionException).
         getattr(txn.readTxn(), "$plus$eq")(app_id)
         if recorded >= version:
             return False
-        files = _driver_files(jvm, txn, df) if isinstance(df, DriverRows) else None
+        files = _driver_files(jvm, txn, df, schema) if isinstance(df, DriverRows) else None
         if files is None:
             files = txn.writeFiles(_frame(spark, df)._jdf)
         mark = jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, jvm.scala.Some(int(time.time() * 1000)))
@@ -180,12 +181,12 @@ def _fast(spark: SparkSession, path: str, df: DataFrame | DriverRows, app_id: st
 DRIVER_FILES_WRITER_VERSION = 2
 
 
-def _driver_files(jvm: Any, txn: Any, rows: DriverRows) -> Any | None:
-    """``rows`` written as Parquet by the driver into the transaction's table and returned as
+def _driver_files(jvm: Any, txn: Any, rows: DriverRows, schema: StructType) -> Any | None:
+    """``rows`` written as Parquet by the driver into the transaction's table (of ``schema``) and returned as
     Delta add actions (a Scala ``Seq``), or None when they cannot be (``delta_files.Unsupported``;
     said once a process, then at debug): the caller writes them through Spark."""
     try:
-        files = _driver_data_files(jvm, txn, rows)
+        files = _driver_data_files(jvm, txn, rows, schema)
     except Unsupported as why:
         DRIVER_FILES["not"] += 1
         (log.debug if _NOT_DRIVER_FILES else log.info)("rows not written by the driver (%s): Spark's writer writes them", why)
@@ -200,7 +201,7 @@ def _driver_files(jvm: Any, txn: Any, rows: DriverRows) -> Any | None:
     fs = base.getFileSystem(log_.newDeltaHadoopConf())
     written_ms = int(time.time() * 1000)
     actions = jvm.java.util.ArrayList()
-    parse = getattr(getattr(jvm.org.apache.spark.sql.delta.actions, "Action$"), "MODULE$")
+    parse = _action_parser(jvm)
     for file in files:
         out = fs.create(jvm.org.apache.hadoop.fs.Path(base, file.path), False)
         try:
@@ -212,12 +213,11 @@ def _driver_files(jvm: Any, txn: Any, rows: DriverRows) -> Any | None:
     return jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq()
 
 
-def _driver_data_files(jvm: Any, txn: Any, rows: DriverRows) -> list[DataFile]:
+def _driver_data_files(jvm: Any, txn: Any, rows: DriverRows, schema: StructType) -> list[DataFile]:
     protocol = txn.protocol()
     if int(protocol.minWriterVersion()) > DRIVER_FILES_WRITER_VERSION:
         raise Unsupported(f"the table's Delta writer version is {protocol.minWriterVersion()} (above {DRIVER_FILES_WRITER_VERSION})")
     metadata = txn.metadata()
-    schema = StructType.fromJson(json.loads(metadata.schema().json()))
     if any("delta.invariants" in f.metadata for f in schema.fields):
         raise Unsupported("the table has SQL invariants")
     config = dict(jvm.scala.jdk.javaapi.CollectionConverters.asJava(metadata.configuration()))
@@ -250,7 +250,7 @@ def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int 
         jvm, none, txn = started
         if int(txn.snapshot().version()) != version:
             return None
-        table = StructType.fromJson(json.loads(txn.metadata().schema().json()))
+        table = _table_schema(txn)
         if {f.name: f.dataType for f in table.fields} != {f.name: f.dataType for f in df.schema.fields} or len(table.fields) != len(df.schema.fields):
             return None
         table_id = str(txn.metadata().id())
@@ -326,13 +326,23 @@ def _files_since_rewrite(jvm: Any, txn: Any, path: str, table_id: str) -> list[A
                 files.update(added)
             if expected != at + 1:
                 return None
-        parse = getattr(getattr(jvm.org.apache.spark.sql.delta.actions, "Action$"), "MODULE$")
+        parse = _action_parser(jvm)
         return [parse.fromJson(line) for line in files.values()]
     except Exception as exc:  # the log no longer holds a commit, an I/O error: list the state instead
         if missing_api(exc):
             raise
         log.debug("the files of %s since its last rewrite are not known from the log (%s): its state lists them", path, exc)
         return None
+
+
+def _table_schema(txn: Any) -> StructType:
+    """The schema of the table a Delta transaction writes (its snapshot's metadata)."""
+    return StructType.fromJson(json.loads(txn.metadata().schema().json()))
+
+
+def _action_parser(jvm: Any) -> Any:
+    """Delta's ``Action`` object, whose ``fromJson`` reads one line of a commit as its action."""
+    return getattr(getattr(jvm.org.apache.spark.sql.delta.actions, "Action$"), "MODULE$")
 
 
 def _start(spark: SparkSession, path: str) -> tuple[Any, Any, Any] | None:
