@@ -201,6 +201,12 @@ def _ephemeral_low() -> int:
 _PORT_TAKEN = "Address already in use"
 
 
+def _port_taken(node: KafkaNode) -> bool:
+    """Whether a node's logs say a port was taken: its stdout and its server log both, whole
+    (``log_tail`` reads one of them, and the bind error can be in the other)."""
+    return any(_PORT_TAKEN in f.read_text(errors="replace") for f in (node.directory / "stdout.log", node.log_file) if f.exists())
+
+
 def _die_with_parent() -> None:
     """Runs in the child before exec: the kernel SIGKILLs the JVM if our process dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -390,7 +396,7 @@ class LocalKafka:
                     self.wait_ready(self._nodes)
                     break
                 except LocalStackError:
-                    taken = [n.node_id for n in self._nodes if _PORT_TAKEN in self.log_tail(n.node_id, lines=400)]
+                    taken = [n.node_id for n in self._nodes if _port_taken(n)]
                     if not taken or attempt == _START_ATTEMPTS:
                         raise
                     # A port picked free was taken before its node bound it: the whole
