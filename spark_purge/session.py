@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from spark_purge import class_archive
@@ -82,6 +83,8 @@ HEAP_OPTIONS = ("-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30", "-XX:NewRa
 # "Memory"). Only where the JVM has the option (JDK 17.0.9+, 21.0.1+): an older one refuses to
 # start on an option it does not know.
 TRIM_OPTION = "-XX:TrimNativeHeapInterval=5000"
+# PySpark's DataFrame debugging (``quiet_debugging``).
+DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
 # Spark's cache of compiled generated classes in a local session
 # (``spark.sql.codegen.cache.maxEntries``, 100 by default): a purge batch compiles about 200.
 CODEGEN_CACHE_ENTRIES = 1000
@@ -279,7 +282,7 @@ def get_spark(
     builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config(
         "spark.sql.catalog.spark_catalog", DELTA_CATALOG
     )
-    for key, value in conf.items():
+    for key, value in {**quiet_debugging(local, conf), **conf}.items():
         builder = builder.config(key, value)
     try:
         session = builder.getOrCreate()
@@ -289,6 +292,25 @@ def get_spark(
     if archive is not None:
         class_archive.finish_at_exit(archive, getattr(session.sparkContext._gateway, "proc", None))
     return session
+
+
+def quiet_debugging(local: bool, conf: Mapping[str, str]) -> dict[str, str]:
+    """PySpark's DataFrame debugging off for a session this process builds, unless it is set.
+
+    On by default, it wraps every ``functions`` call and Column method: each asks the JVM for the
+    active session and the setting, then sets and clears the Python call site there, about a
+    dozen Py4J round trips a call. A batch's plan makes a few hundred such calls, about half of
+    the driver's Py4J calls a batch (issue 12). What it gives is the Python line in an analysis
+    error's query context; the purge's own errors name their key or value. A static setting, so
+    given to the builder; set by the caller (``get_spark(conf=...)``, ``spark-submit --conf``,
+    ``PYSPARK_SUBMIT_ARGS``), it is left as set."""
+    if DATAFRAME_DEBUGGING in conf or DATAFRAME_DEBUGGING in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        return {}
+    if not local:  # spark-submit started the JVM with its settings: connect and read them
+        SparkContext._ensure_initialized()
+        if SparkConf().contains(DATAFRAME_DEBUGGING):
+            return {}
+    return {DATAFRAME_DEBUGGING: "false"}
 
 
 def activate(spark: SparkSession) -> None:

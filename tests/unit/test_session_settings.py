@@ -12,6 +12,7 @@ from spark_purge.cli import EXIT_USAGE, build_parser, main, verbosity_of
 from spark_purge.logs import NORMAL, QUIET, VERBOSE
 from spark_purge.session import (
     CODEGEN_CACHE_ENTRIES,
+    DATAFRAME_DEBUGGING,
     DELTA_PACKAGE,
     TRIM_OPTION,
     driver_java_options,
@@ -19,6 +20,7 @@ from spark_purge.session import (
     java_accepts,
     launcher_java,
     log4j2_config,
+    quiet_debugging,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,6 +125,38 @@ def test_conflicting_flags_are_usage_errors(capsys: pytest.CaptureFixture[str]) 
     assert "not allowed with argument" in capsys.readouterr().err
     assert main(["run", "--once", "--follow", "-c", "x.yaml"]) == EXIT_USAGE
     assert "--follow: not allowed with argument --once" in capsys.readouterr().err
+
+
+def test_dataframe_debugging_is_off_unless_the_caller_sets_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    assert quiet_debugging(True, {}) == {DATAFRAME_DEBUGGING: "false"}
+    assert quiet_debugging(True, {DATAFRAME_DEBUGGING: "true"}) == {}
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--conf {DATAFRAME_DEBUGGING}=true pyspark-shell")
+    assert quiet_debugging(True, {}) == {}
+
+
+def test_a_local_session_builds_columns_without_the_call_site_round_trips(spark: SparkSession) -> None:
+    """PySpark's DataFrame debugging is off in the session ``get_spark`` built, so a Column
+    function costs no round trips for the call site (with it on: about a dozen more per call)."""
+    from pyspark.errors.utils import is_debugging_enabled
+    from pyspark.sql import functions as F
+
+    assert spark.sparkContext.getConf().get(DATAFRAME_DEBUGGING) == "false"
+    assert not is_debugging_enabled()
+    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
+    sent: list[str] = []
+    send = client.send_command
+
+    def counted(command: str, *args: object, **kwargs: object) -> object:
+        sent.append(command)
+        return send(command, *args, **kwargs)
+
+    client.send_command = counted
+    try:
+        F.col("x")
+    finally:
+        del client.send_command
+    assert sent and not any("PySparkCurrentOrigin" in c or "getActiveSession" in c for c in sent), sent
 
 
 def test_a_local_session_runs_a_join_and_aggregate_as_one_job(spark: SparkSession) -> None:
