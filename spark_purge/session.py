@@ -52,7 +52,7 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from spark_purge import class_archive
+from spark_purge import class_archive, py4j_calls
 from spark_purge.errors import ConfigError
 
 DELTA_JARS_ENV = "SPARK_PURGE_DELTA_JARS"
@@ -226,6 +226,7 @@ def get_spark(
     uses UTC, keeps the UI off and puts Delta and the ``extra`` jars (see ``extra_jars``) on
     the classpath (see the module docstring).
     """
+    py4j_calls.install()  # fewer Py4J round trips to build DataFrames (issue 12)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

@@ -115,31 +115,35 @@ class Positions:
             gone = gone.where(~F.col("group_id").isin(skip))
         return gone.where(~_other_incarnation(F.col("topic_id"), F.col("s_topic_id")))
 
+    def any_gone(self, unreadable: Iterable[str] = ()) -> bool:
+        """Whether ``vanished(unreadable)`` has a row: a count, one Spark job (the first to read
+        a held match computes it). Without one, a plan needs neither the vanished rows nor their
+        part of ``staleness``: a steady batch then reads the match once less for each, and runs
+        one broadcast (a Spark job) less (issue 12)."""
+        return self._gone(unreadable).count() > 0
+
     def vanished(self, unreadable: Iterable[str] = ()) -> DataFrame:
         """``GROUP_OFFSETS`` rows, ``Vanished``, for the remembered positions the snapshot lacks
         (see ``spark_purge.vanished``)."""
         return self._gone(unreadable).select(*_vanished_columns())
 
-    def staleness(self, unreadable: Iterable[str] = ()) -> DataFrame:
+    def staleness(self, unreadable: Iterable[str] = (), gone: bool = True) -> DataFrame:
         """Per group (``group_id``, ``stale_candidate``, ``last_progress``) over the snapshot's
         positions plus ``vanished(unreadable)``: a candidate surely has no members and every
         position it has is one the store knows at that offset; ``last_progress`` is the latest
-        time the store saw one of them move (see the policy package docstring)."""
-        kafka, external, gone, verdict = _staleness_columns()
+        time the store saw one of them move (see the policy package docstring). ``gone``
+        False: the caller knows ``vanished(unreadable)`` is empty (``any_gone``), left out."""
+        kafka, external, vanished, verdict = _staleness_columns()
         seen = self.matched.where(F.col("k_offset").isNotNull())
         if self.placed:
             # A position on another incarnation of the topic (another topic id) is not the one the
             # store knows, whatever its number: it is new, as ``changed`` records it.
             other = _other_incarnation(F.col("p_topic_id"), F.col("s_topic_id"))
             seen = seen.withColumn("s_offset", F.when(other, F.lit(None).cast("long")).otherwise(F.col("s_offset")))
-        return (
-            seen
-            .select(*kafka)
-            .unionByName(self.matched.where(F.col("x_present")).select(*external))
-            .unionByName(self._gone(unreadable).select(*gone))
-            .groupBy("group_id")
-            .agg(*verdict)
-        )
+        rows = seen.select(*kafka).unionByName(self.matched.where(F.col("x_present")).select(*external))
+        if gone:
+            rows = rows.unionByName(self._gone(unreadable).select(*vanished))
+        return rows.groupBy("group_id").agg(*verdict)
 
     def changed(self, now: datetime) -> DataFrame:
         """The Kafka positions the store must record at ``now`` (``PROGRESS_STORE`` columns), with

@@ -1,0 +1,73 @@
+"""PySpark's Column functions and column lists with fewer Py4J round trips (``py4j_calls``):
+the same JVM objects and query results, asked of the JVM once."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from spark_purge import py4j_calls
+
+
+@contextmanager
+def sent_commands(spark: SparkSession) -> Iterator[list[str]]:
+    """Every Py4J command the driver's gateway client sends inside the block."""
+    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
+    sent: list[str] = []
+    send = client.send_command
+
+    def counted(command: str, *args: object, **kwargs: object) -> object:
+        sent.append(command)
+        return send(command, *args, **kwargs)
+
+    client.send_command = counted
+    try:
+        yield sent
+    finally:
+        del client.send_command
+
+
+def test_get_spark_installs_it(spark: SparkSession) -> None:
+    assert py4j_calls.installed()
+
+
+def test_a_column_function_is_one_round_trip_once_known(spark: SparkSession) -> None:
+    F.col("warm"), F.lit(0)  # the lookups, once per gateway
+    with sent_commands(spark) as sent:
+        F.col("x")
+        F.lit(3)
+    assert [c.split("\n")[:3] for c in sent] == [
+        ["c", "z:org.apache.spark.sql.functions", "col"],
+        ["c", "z:org.apache.spark.sql.functions", "lit"],
+    ]
+
+
+@pytest.mark.parametrize("n", [1, 2, 10, 11, 25, py4j_calls.LONGEST])
+def test_java_list_holds_the_elements_in_order(spark: SparkSession, n: int) -> None:
+    values = [f"v{i}" for i in range(n)]
+    made = py4j_calls.java_list(spark.sparkContext, values)
+    assert [made.get(i) for i in range(made.size())] == values
+
+
+def test_java_list_takes_a_round_trip_per_ten_elements(spark: SparkSession) -> None:
+    py4j_calls.java_list(spark.sparkContext, ["warm"])
+    with sent_commands(spark) as sent:
+        py4j_calls.java_list(spark.sparkContext, [f"v{i}" for i in range(25)])
+    assert len(sent) == 3 + 1 + 2  # three pieces, the list they join into, two joins (Py4J's converter: 26)
+
+
+@pytest.mark.parametrize("values", [[], ["a", None], [str(i) for i in range(py4j_calls.LONGEST + 1)]])
+def test_java_list_leaves_to_py4j_what_it_does_not_take(spark: SparkSession, values: list[str | None]) -> None:
+    assert py4j_calls.java_list(spark.sparkContext, values) == values
+
+
+def test_queries_built_through_it_answer_as_before(spark: SparkSession) -> None:
+    df = spark.range(4).select(*[(F.col("id") + i).alias(f"c{i}") for i in range(23)], F.lit(None).alias("n"))
+    assert df.columns == [f"c{i}" for i in range(23)] + ["n"]
+    assert [tuple(r) for r in df.collect()] == [tuple(i + j for j in range(23)) + (None,) for i in range(4)]
+    grouped = spark.createDataFrame([("a", 1), ("a", 2), ("b", 5)], "k string, v int").groupBy("k").agg(F.sum("v").alias("s"))
+    assert sorted(tuple(r) for r in grouped.collect()) == [("a", 3), ("b", 5)]
+    assert spark.range(3).drop("id").columns == []
