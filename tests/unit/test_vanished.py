@@ -86,6 +86,31 @@ def test_vanished_rows_are_remembered_positions_missing_from_the_snapshot(spark:
     assert {r["group_id"] for r in vanished_rows(partitions, groups, old).collect()} == {"gone", "held", "lost", "ghost"}
 
 
+def test_any_gone_says_whether_vanished_has_rows_and_the_plan_is_the_same_either_way(spark: SparkSession) -> None:
+    """``Positions.any_gone`` answers what ``vanished`` would hold; the planner joins vanished
+    rows and their staleness only when there are some, and a store without gone positions plans
+    as one that has none to add."""
+    from spark_purge.policy import split_snapshot
+    from spark_purge.policy.positions import Positions
+
+    snapshot = spark.createDataFrame([snapshot_row(0, [live("fast", 100)]), snapshot_row(1, [live("fast", 120)])], schemas.SNAPSHOT)
+    partitions, groups = split_snapshot(snapshot)
+    steady = progress(spark, [("fast", "orders", 0, 90, NOW, "classic"), ("fast", "orders", 1, 120, NOW, "classic")])
+    gone = progress(spark, [("fast", "orders", 0, 90, NOW, "classic"), ("slow", "orders", 1, 30, NOW, "classic")])
+    for store, expected in ((steady, False), (gone, True)):
+        positions = Positions.match(partitions, groups, store, at=NOW)
+        try:
+            assert positions.any_gone() is expected
+            assert (positions.vanished().count() > 0) is expected
+            assert not positions.any_gone(["slow"])  # unreadable: unknown is not vanished
+        finally:
+            positions.release()
+    cfg = config(on_missing_commit="ignore")
+    rows = [snapshot_row(0, [live("fast", 100)]), snapshot_row(1, [live("fast", 120)])]
+    assert {p: (r["cutoff"], r["blocking_group"]) for p, r in plan(spark, cfg, rows, steady).items()} == {0: (100, "fast"), 1: (120, "fast")}
+    assert {p: (r["cutoff"], r["blocking_group"]) for p, r in plan(spark, cfg, rows, gone).items()} == {0: (100, "fast"), 1: (30, "slow")}
+
+
 def test_a_position_seen_on_another_incarnation_of_the_topic_holds_nothing(spark: SparkSession) -> None:
     """A topic deleted and recreated under the same name: the old incarnation's remembered
     positions do not vanish-hold the new one (its records are unread); unknown ids still hold."""
