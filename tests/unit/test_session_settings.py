@@ -14,6 +14,7 @@ from spark_purge.session import (
     CODEGEN_CACHE_ENTRIES,
     DATAFRAME_DEBUGGING,
     DELTA_PACKAGE,
+    QUERY_CONTEXT,
     TRIM_OPTION,
     driver_java_options,
     jars_packages,
@@ -129,10 +130,10 @@ def test_conflicting_flags_are_usage_errors(capsys: pytest.CaptureFixture[str]) 
 
 def test_dataframe_debugging_is_off_unless_the_caller_sets_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    assert quiet_debugging(True, {}) == {DATAFRAME_DEBUGGING: "false", QUERY_CONTEXT: "false"}
+    assert quiet_debugging(True, {DATAFRAME_DEBUGGING: "true"}) == {QUERY_CONTEXT: "false"}
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--conf {QUERY_CONTEXT}=true pyspark-shell")
     assert quiet_debugging(True, {}) == {DATAFRAME_DEBUGGING: "false"}
-    assert quiet_debugging(True, {DATAFRAME_DEBUGGING: "true"}) == {}
-    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--conf {DATAFRAME_DEBUGGING}=true pyspark-shell")
-    assert quiet_debugging(True, {}) == {}
 
 
 def test_a_local_session_builds_columns_without_the_call_site_round_trips(spark: SparkSession) -> None:
@@ -142,6 +143,7 @@ def test_a_local_session_builds_columns_without_the_call_site_round_trips(spark:
     from pyspark.sql import functions as F
 
     assert spark.sparkContext.getConf().get(DATAFRAME_DEBUGGING) == "false"
+    assert spark.conf.get(QUERY_CONTEXT) == "false"
     assert not is_debugging_enabled()
     client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
     sent: list[str] = []
