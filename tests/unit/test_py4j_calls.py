@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from spark_purge import py4j_calls
+from spark_purge.session import DATAFRAME_DEBUGGING, QUERY_CONTEXT
 
 
 @contextmanager
@@ -32,6 +33,20 @@ def sent_commands(spark: SparkSession) -> Iterator[list[str]]:
 
 def test_get_spark_installs_it(spark: SparkSession) -> None:
     assert py4j_calls.installed()
+
+
+def test_a_local_session_builds_columns_without_the_call_site_round_trips(spark: SparkSession) -> None:
+    """The DataFrame debugging aids are off in the session ``get_spark`` built, so a Column
+    function costs no round trips for the call site (with PySpark's on: about a dozen more per
+    call, checked by hand: 19 for ``F.col``)."""
+    from pyspark.errors.utils import is_debugging_enabled
+
+    assert spark.sparkContext.getConf().get(DATAFRAME_DEBUGGING) == "false"
+    assert spark.conf.get(QUERY_CONTEXT) == "false"
+    assert not is_debugging_enabled()
+    with sent_commands(spark) as sent:
+        F.col("x")
+    assert sent and not any("PySparkCurrentOrigin" in c or "getActiveSession" in c for c in sent), sent
 
 
 def test_a_column_function_is_one_round_trip_once_known(spark: SparkSession) -> None:

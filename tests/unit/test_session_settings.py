@@ -136,31 +136,6 @@ def test_dataframe_debugging_is_off_unless_the_caller_sets_it(monkeypatch: pytes
     assert quiet_debugging(True, {}) == {DATAFRAME_DEBUGGING: "false"}
 
 
-def test_a_local_session_builds_columns_without_the_call_site_round_trips(spark: SparkSession) -> None:
-    """PySpark's DataFrame debugging is off in the session ``get_spark`` built, so a Column
-    function costs no round trips for the call site (with it on: about a dozen more per call)."""
-    from pyspark.errors.utils import is_debugging_enabled
-    from pyspark.sql import functions as F
-
-    assert spark.sparkContext.getConf().get(DATAFRAME_DEBUGGING) == "false"
-    assert spark.conf.get(QUERY_CONTEXT) == "false"
-    assert not is_debugging_enabled()
-    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
-    sent: list[str] = []
-    send = client.send_command
-
-    def counted(command: str, *args: object, **kwargs: object) -> object:
-        sent.append(command)
-        return send(command, *args, **kwargs)
-
-    client.send_command = counted
-    try:
-        F.col("x")
-    finally:
-        del client.send_command
-    assert sent and not any("PySparkCurrentOrigin" in c or "getActiveSession" in c for c in sent), sent
-
-
 def test_a_local_session_runs_a_join_and_aggregate_as_one_job(spark: SparkSession) -> None:
     """Adaptive execution off locally: a query with a shuffle and a broadcast is one job (with
     it on, each stage would be a job of its own), as a streaming micro-batch runs it."""
