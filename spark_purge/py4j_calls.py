@@ -45,6 +45,14 @@ LONGEST = 200  # longer lists go through Py4J's converter (nothing here builds o
 _members: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], JavaMember]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 _original_lookup: Callable[[str, Any], Any] = _builtin._get_jvm_function
+# PySpark's own functions that ``install`` replaces (``uninstall`` puts them back).
+_PYSPARK_OWN = (
+    _builtin._get_jvm_function,
+    _column._create_column_from_name,
+    _column._create_column_from_literal,
+    _column._to_seq,
+    _dataframe._to_seq,
+)
 
 
 def static_method(client: Any, cls: str, name: str, lookup: Callable[[], Any] | None = None) -> Any:
@@ -113,8 +121,19 @@ def install() -> None:
     _dataframe._to_seq = to_seq
 
 
+def uninstall() -> None:
+    """PySpark's own functions back (``bench/build_bench.py`` compares both)."""
+    (
+        _builtin._get_jvm_function,
+        _column._create_column_from_name,
+        _column._create_column_from_literal,
+        _column._to_seq,
+        _dataframe._to_seq,
+    ) = _PYSPARK_OWN
+
+
 def installed() -> bool:
     return _builtin._get_jvm_function is function and _dataframe._to_seq is to_seq
 
 
-__all__ = ["FUNCTIONS", "LIST_OF", "LONGEST", "PYTHON_UTILS", "function", "install", "installed", "java_list", "static_method", "to_seq"]
+__all__ = ["FUNCTIONS", "LIST_OF", "LONGEST", "PYTHON_UTILS", "function", "install", "installed", "java_list", "static_method", "to_seq", "uninstall"]

@@ -86,3 +86,15 @@ def test_queries_built_through_it_answer_as_before(spark: SparkSession) -> None:
     grouped = spark.createDataFrame([("a", 1), ("a", 2), ("b", 5)], "k string, v int").groupBy("k").agg(F.sum("v").alias("s"))
     assert sorted(tuple(r) for r in grouped.collect()) == [("a", 3), ("b", 5)]
     assert spark.range(3).drop("id").columns == []
+
+
+def test_uninstall_puts_pysparks_own_lookups_back(spark: SparkSession) -> None:
+    py4j_calls.uninstall()
+    try:
+        assert not py4j_calls.installed()
+        with sent_commands(spark) as sent:
+            F.col("x")
+        assert len(sent) == 3  # the class, the member, the call
+    finally:
+        py4j_calls.install()
+    assert py4j_calls.installed()
