@@ -15,7 +15,8 @@ the pipeline holds it, an empty progress store; the rules' collect made once bef
 other round): PySpark's DataFrame debugging on / off, ``py4j_calls`` installed or PySpark's own
 functions put back, Spark's DataFrame query context on / off. A build is ``Positions.match``,
 ``compute_plan`` and ``Positions.after``, analysed, not run. Prints each mode's min / median
-seconds over the rounds after the first four, and its Py4J calls.
+seconds over the rounds after the first four, and its Py4J calls on the driver's
+thread (Py4J's finalizer thread, freeing objects, left out).
 
 ``--any-gone``: ``plan_bench``'s loop (every commit advancing, a real Delta progress store kept
 as the pipeline keeps it), alternating cycles with ``Positions.any_gone`` and with it forced
@@ -29,6 +30,7 @@ import itertools
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -91,8 +93,11 @@ def build_modes(spark: Any, args: argparse.Namespace) -> None:
     sent = [0]
     send = client.send_command
 
+    main = threading.main_thread()
+
     def counted(command: str, *a: Any, **k: Any) -> Any:
-        sent[0] += 1
+        if threading.current_thread() is main:  # not Py4J's finalizer thread (freed objects)
+            sent[0] += 1
         return send(command, *a, **k)
 
     def build() -> None:
