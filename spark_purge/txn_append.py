@@ -156,7 +156,8 @@ def _fast(spark: SparkSession, path: str, df: DataFrame | DriverRows, app_id: st
         recorded = checksum_version(snapshot, app_id)
         if recorded is None:
             return None
-        schema = _table_schema(txn)
+        metadata = _table_metadata(txn)
+        schema = _metadata_schema(metadata)
         if not _same_columns(schema, df.schema):
             return None
         # What the writer's check does besides looking the id up: a commit of this app id after
@@ -164,7 +165,7 @@ def _fast(spark: SparkSession, path: str, df: DataFrame | DriverRows, app_id: st
         getattr(txn.readTxn(), "$plus$eq")(app_id)
         if recorded >= version:
             return False
-        files = _driver_files(jvm, txn, df, schema) if isinstance(df, DriverRows) else None
+        files = _driver_files(jvm, txn, df, schema, metadata) if isinstance(df, DriverRows) else None
         if files is None:
             files = txn.writeFiles(_frame(spark, df)._jdf)
         mark = jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, jvm.scala.Some(int(time.time() * 1000)))
@@ -181,12 +182,13 @@ def _fast(spark: SparkSession, path: str, df: DataFrame | DriverRows, app_id: st
 DRIVER_FILES_WRITER_VERSION = 2
 
 
-def _driver_files(jvm: Any, txn: Any, rows: DriverRows, schema: StructType) -> Any | None:
-    """``rows`` written as Parquet by the driver into the transaction's table (of ``schema``) and returned as
+def _driver_files(jvm: Any, txn: Any, rows: DriverRows, schema: StructType, metadata: dict[str, Any]) -> Any | None:
+    """``rows`` written as Parquet by the driver into the transaction's table (of ``schema``, its
+    ``metadata`` as ``_table_metadata`` reads it) and returned as
     Delta add actions (a Scala ``Seq``), or None when they cannot be (``delta_files.Unsupported``;
     said once a process, then at debug): the caller writes them through Spark."""
     try:
-        files = _driver_data_files(txn, rows, schema)
+        files = _driver_data_files(txn, rows, schema, metadata)
     except Unsupported as why:
         DRIVER_FILES["not"] += 1
         (log.debug if _NOT_DRIVER_FILES else log.info)("rows not written by the driver (%s): Spark's writer writes them", why)
@@ -213,13 +215,10 @@ def _driver_files(jvm: Any, txn: Any, rows: DriverRows, schema: StructType) -> A
     return jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq()
 
 
-def _driver_data_files(txn: Any, rows: DriverRows, schema: StructType) -> list[DataFile]:
+def _driver_data_files(txn: Any, rows: DriverRows, schema: StructType, metadata: dict[str, Any]) -> list[DataFile]:
     protocol = txn.protocol()
     if int(protocol.minWriterVersion()) > DRIVER_FILES_WRITER_VERSION:
         raise Unsupported(f"the table's Delta writer version is {protocol.minWriterVersion()} (above {DRIVER_FILES_WRITER_VERSION})")
-    # The table's metadata as its commit would write it: one round trip (its configuration
-    # map read entry by entry through Py4J was about a hundred).
-    metadata = json.loads(txn.metadata().json())["metaData"]
     if any("delta.invariants" in f.metadata for f in schema.fields):
         raise Unsupported("the table has SQL invariants")
     config = metadata.get("configuration") or {}
@@ -251,10 +250,11 @@ def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int 
         jvm, none, txn = started
         if int(txn.snapshot().version()) != version:
             return None
-        table = _table_schema(txn)
+        metadata = _table_metadata(txn)
+        table = _metadata_schema(metadata)
         if {f.name: f.dataType for f in table.fields} != {f.name: f.dataType for f in df.schema.fields} or len(table.fields) != len(df.schema.fields):
             return None
-        table_id = str(txn.metadata().id())
+        table_id = str(metadata["id"])
         existing = _files_since_rewrite(jvm, txn, path, table_id)
         if existing is None:
             listed = txn.filterFiles()  # the table's reconstructed state: a Spark job
@@ -336,9 +336,19 @@ def _files_since_rewrite(jvm: Any, txn: Any, path: str, table_id: str) -> list[A
         return None
 
 
-def _table_schema(txn: Any) -> StructType:
-    """The schema of the table a Delta transaction writes (its snapshot's metadata)."""
-    return StructType.fromJson(json.loads(txn.metadata().schema().json()))
+def _table_metadata(txn: Any) -> dict[str, Any]:
+    """The metadata of the table a Delta transaction writes (its snapshot's), as its commit
+    would write it: its id, schema (``schemaString``), partition columns and configuration.
+    Read as one JSON document: its configuration map read entry by entry through Py4J was
+    about a hundred round trips."""
+    metadata: dict[str, Any] = json.loads(txn.metadata().json())["metaData"]
+    return metadata
+
+
+def _metadata_schema(metadata: dict[str, Any]) -> StructType:
+    """The table's schema from its metadata (``_table_metadata``): Delta's ``schemaString``, the
+    same JSON ``Metadata.schema`` parses."""
+    return StructType.fromJson(json.loads(metadata["schemaString"]))
 
 
 def _action_parser(jvm: Any) -> Any:
