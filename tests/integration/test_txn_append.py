@@ -114,27 +114,43 @@ def test_another_app_id_committing_meanwhile_does_not_fail_the_append(spark: Spa
     assert spark.read.format("delta").load(table).count() == 6
 
 
+def record_app_ids(spark: SparkSession, path: str, app_ids: list[str]) -> None:
+    """Commit ``app_ids`` to the table at ``path`` at version 1 each, in one Delta commit of
+    ``SetTransaction`` actions and no data: the same ids a writer's appends with these txn ids
+    would leave, without a hundred Spark jobs."""
+    jvm: Any = spark.sparkContext._jvm
+    none = jvm.scala.Option.empty()
+    txn = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction(none, none)
+    actions = jvm.java.util.ArrayList()
+    for app_id in app_ids:
+        actions.add(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, 1, jvm.scala.Some(1_700_000_000_000)))
+    txn_append._commit(jvm, txn, path, jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq(), "Append", none)
+
+
 def test_over_100_app_ids_delta_lists_none_and_the_writer_checks(spark: SparkSession, table: str) -> None:
     """Delta keeps a table's app ids in the checksum only while there are at most 100, and then
     leaves them all out (never some): the writer's own check answers from then on."""
     jvm: Any = spark.sparkContext._jvm
-    for i in range(101):
-        rows(spark, 1).write.format("delta").mode("append").option("txnAppId", f"app-{i}").option("txnVersion", "1").save(table)
-        if i == 99:  # 100 ids: all listed
-            snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).update(
-                False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
-            )
-            assert txn_append.checksum_version(snapshot, "app-0") == 1
-            assert txn_append.checksum_version(snapshot, "app-99") == 1
+    record_app_ids(spark, table, [f"app-{i}" for i in range(99)])
+    rows(spark, 1).write.format("delta").mode("append").option("txnAppId", "app-99").option("txnVersion", "1").save(table)
+    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).update(
+        False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
+    )
+    # 100 ids: all listed, the writer's and those committed beside no data alike.
+    assert txn_append.checksum_version(snapshot, "app-0") == 1
+    assert txn_append.checksum_version(snapshot, "app-99") == 1
+    assert len(delta_transactions(spark, table)) == 100
+    rows(spark, 1).write.format("delta").mode("append").option("txnAppId", "app-100").option("txnVersion", "1").save(table)
     snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).update(
         False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
     )
     assert txn_append.checksum_version(snapshot, "app-0") is None
+    assert txn_append.checksum_version(snapshot, "app-100") is None
     before = counts()
     txn_append.append(spark, table, rows(spark, 1), "app-7", 1)  # recorded: the writer skips it
     txn_append.append(spark, table, rows(spark, 1), "app-7", 2)
     assert delta(before) == {"fast": 0, "skipped": 0, "writer": 2}
-    assert spark.read.format("delta").load(table).count() == 3 + 101 + 1
+    assert spark.read.format("delta").load(table).count() == 3 + 2 + 1
 
 
 def test_a_schema_not_the_tables_goes_the_writers_way_and_merges(spark: SparkSession, table: str) -> None:
