@@ -1,7 +1,8 @@
 """The local driver JVM's class archive with real JVMs (``spark_purge.class_archive``): the first
 local session's JVM writes it when its process ends, the next one loads Spark's classes from it,
 and neither prints the JVM's class-sharing notes into the command's output; or the warm-up
-(``python -m spark_purge.warm``, what ``./dev.sh setup`` runs) writes it before any session."""
+(``python -m spark_purge.warm``, what ``./dev.sh setup`` runs) writes it before any session
+(the one setup wrote is checked, when it is in place)."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 from spark_purge import class_archive as ca
+from spark_purge import warm as warm_mod
 
 # A process with a local session, as a one-shot `spark-purge plan` is; argv[1]: extra JVM
 # options; argv[2]: "stop" to stop the session (the demo and a plain script may not).
@@ -65,17 +67,30 @@ def warm(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_warm_up_writes_the_archive_before_any_session_and_sessions_load_delta_from_it(tmp_path: Path) -> None:
-    folder = tmp_path / "archives"
-    first = warm(folder)
-    archives = list(folder.glob("spark-*.jsa"))
-    assert len(archives) == 1 and ca.is_complete(archives[0]), sorted(p.name for p in folder.iterdir())
-    assert f"driver JVM class archive written: {archives[0]}" in first.stdout, first.stdout
+    """The archive this installation's setup wrote (``./dev.sh setup`` runs the warm-up before
+    any session: on CI's clean checkout, just before the tests) is checked as it is, rather than
+    written again: the warm-up's Spark and Delta workload is one of the suite's longest steps on
+    this 2-core machine (114 s in a fresh setup here, 158-167 s inside the suite). Without one in
+    place (pytest run without ``./dev.sh``, archives not set up), the warm-up writes one here."""
+    status, archive = warm_mod.archive_status()
+    if status == warm_mod.IN_PLACE:
+        assert archive is not None
+        folder = archive.parent
+        archives = [archive]
+    else:
+        folder = tmp_path / "archives"
+        first = warm(folder)
+        archives = list(folder.glob("spark-*.jsa"))
+        assert len(archives) == 1, sorted(p.name for p in folder.iterdir())
+        assert f"driver JVM class archive written: {archives[0]}" in first.stdout, first.stdout
+    assert ca.is_complete(archives[0]) and archives[0].stat().st_size > 10_000_000
     assert not list(folder.glob("*.part"))
 
     again = warm(folder, "--if-needed")  # what every ./dev.sh command runs: no JVM, no output
     assert again.stdout == "" and "class archive" not in again.stderr, again.stderr[-2000:]
     assert warm(folder).stdout.startswith(f"driver JVM class archive in place: {archives[0]}")
 
+    present = sorted(folder.glob("spark-*.jsa"))  # (the setup's folder may keep older installations' too)
     loaded = tmp_path / "classes.log"
     done = session(folder, f"-Xlog:class+load=info:file={loaded}", delta=tmp_path / "table")
     assert "delta 10" in done.stdout
@@ -83,4 +98,4 @@ def test_the_warm_up_writes_the_archive_before_any_session_and_sessions_load_del
     # Delta's classes come through Spark's own class loader (spark.jars): archived all the same.
     assert re.search(r"org\.apache\.spark\.sql\.delta\.DeltaLog source: shared objects file \(top\)", log), log[:2000]
     assert len(re.findall(r"source: shared objects file \(top\)", log)) > 5_000
-    assert list(folder.glob("spark-*.jsa")) == archives
+    assert sorted(folder.glob("spark-*.jsa")) == present and archives[0] in present  # mapped, not written again
