@@ -1,0 +1,54 @@
+"""CPU an idle test cluster's broker JVMs use (user + system time from ``/proc/<pid>/stat``).
+
+    PYTHONPATH=. ./dev.sh py bench/diag/idle_brokers.py [--settle 30] [--window 60]
+
+Starts the fault suite's 3-node cluster (``FAULT_BROKER_CONFIG``), waits ``--settle`` seconds
+after it is ready, then prints each broker's share of one core over ``--window`` idle seconds;
+then the same for a 1-node cluster (the shared and secured clusters' size). The whole suite is
+CPU-bound on a 2-core machine (stop 61: both cores 92-95 % busy), and several clusters live for
+most of a run. Each cluster is stopped by its PIDs at the end, as the tests stop theirs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from spark_purge.testing.cluster import LocalKafka
+from tests.integration.faults.conftest import FAULT_BROKER_CONFIG
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def idle_share(cluster: LocalKafka, settle: float, window: float) -> list[float]:
+    pids = [cluster.node(n).process.pid for n in cluster.node_ids]  # type: ignore[union-attr]
+    time.sleep(settle)
+    before = [cpu_seconds(p) for p in pids]
+    began = time.monotonic()
+    time.sleep(window)
+    after = [cpu_seconds(p) for p in pids]
+    took = time.monotonic() - began
+    return [round(100 * (b - a) / took, 1) for a, b in zip(before, after)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--settle", type=float, default=30.0, help="seconds after the start before measuring")
+    parser.add_argument("--window", type=float, default=60.0, help="seconds measured")
+    args = parser.parse_args()
+    with LocalKafka(nodes=3, broker_config=FAULT_BROKER_CONFIG) as cluster:
+        print(f"3-node fault cluster, idle {args.window:.0f} s after {args.settle:.0f} s: % of a core per broker:",
+              idle_share(cluster, args.settle, args.window))
+    with LocalKafka(nodes=1) as cluster:
+        print(f"1-node cluster, idle {args.window:.0f} s after {args.settle:.0f} s: % of a core:",
+              idle_share(cluster, args.settle, args.window))
+
+
+if __name__ == "__main__":
+    main()
