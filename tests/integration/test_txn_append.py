@@ -20,12 +20,17 @@ def rows(spark: SparkSession, n: int, start: int = 0) -> DataFrame:
     return spark.range(start, start + n).selectExpr("id", "cast(id as string) as name")
 
 
-def delta_transactions(spark: SparkSession, path: str) -> dict[str, int]:
-    """What Delta itself answers (its reconstructed state), to check the checksum's answer by."""
+def latest_snapshot(spark: SparkSession, path: str) -> Any:
+    """The Delta table's snapshot at its newest commit (the log read again)."""
     jvm: Any = spark.sparkContext._jvm
-    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(
+    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(
         False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
     )
+
+
+def delta_transactions(spark: SparkSession, path: str) -> dict[str, int]:
+    """What Delta itself answers (its reconstructed state), to check the checksum's answer by."""
+    snapshot = latest_snapshot(spark, path)
     found: dict[str, int] = {}
     listed = snapshot.setTransactions()
     for i in range(listed.size()):
@@ -73,10 +78,7 @@ def test_the_checksum_answers_what_delta_answers_across_both_ways(spark: SparkSe
         txn_append.append(spark, table, rows(spark, 1, version), "a", version)
         rows(spark, 1).write.format("delta").mode("append").option("txnAppId", "b").option("txnVersion", str(version)).save(table)
     txn_append.append(spark, table, rows(spark, 1), "b", 2)  # written by the writer at 3: skipped
-    jvm: Any = spark.sparkContext._jvm
-    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).update(
-        False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
-    )
+    snapshot = latest_snapshot(spark, table)
     assert {app: txn_append.checksum_version(snapshot, app) for app in ("a", "b", "c")} == {"a": 3, "b": 3, "c": -1}
     assert delta_transactions(spark, table) == {"a": 3, "b": 3}
     assert spark.read.format("delta").load(table).count() == 3 + 6
@@ -130,20 +132,15 @@ def record_app_ids(spark: SparkSession, path: str, app_ids: list[str]) -> None:
 def test_over_100_app_ids_delta_lists_none_and_the_writer_checks(spark: SparkSession, table: str) -> None:
     """Delta keeps a table's app ids in the checksum only while there are at most 100, and then
     leaves them all out (never some): the writer's own check answers from then on."""
-    jvm: Any = spark.sparkContext._jvm
     record_app_ids(spark, table, [f"app-{i}" for i in range(99)])
     rows(spark, 1).write.format("delta").mode("append").option("txnAppId", "app-99").option("txnVersion", "1").save(table)
-    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).update(
-        False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
-    )
+    snapshot = latest_snapshot(spark, table)
     # 100 ids: all listed, the writer's and those committed beside no data alike.
     assert txn_append.checksum_version(snapshot, "app-0") == 1
     assert txn_append.checksum_version(snapshot, "app-99") == 1
     assert len(delta_transactions(spark, table)) == 100
     rows(spark, 1).write.format("delta").mode("append").option("txnAppId", "app-100").option("txnVersion", "1").save(table)
-    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).update(
-        False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
-    )
+    snapshot = latest_snapshot(spark, table)
     assert txn_append.checksum_version(snapshot, "app-0") is None
     assert txn_append.checksum_version(snapshot, "app-100") is None
     before = counts()
