@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -89,17 +90,6 @@ def build_modes(spark: Any, args: argparse.Namespace) -> None:
         (py4j_calls.install if calls else py4j_calls.uninstall)()
         spark.conf.set("spark.sql.dataFrameQueryContext.enabled", str(context).lower())
 
-    client = spark.sparkContext._gateway._gateway_client
-    sent = [0]
-    send = client.send_command
-
-    main = threading.main_thread()
-
-    def counted(command: str, *a: Any, **k: Any) -> Any:
-        if threading.current_thread() is main:  # not Py4J's finalizer thread (freed objects)
-            sent[0] += 1
-        return send(command, *a, **k)
-
     def build() -> None:
         positions = Positions.match(parts, groups, store, keep=False, at=now)
         rows = compute_plan(
@@ -112,18 +102,18 @@ def build_modes(spark: Any, args: argparse.Namespace) -> None:
     modes = list(itertools.product([True, False], [False, True], [True, False]))
     seconds: dict[tuple[bool, ...], list[float]] = {m: [] for m in modes}
     calls: dict[tuple[bool, ...], list[int]] = {m: [] for m in modes}
-    client.send_command = counted
     try:
-        for r in range(args.rounds):
-            for m in modes if r % 2 == 0 else modes[::-1]:
-                mode(*m)
-                sent[0] = 0
-                t0 = time.perf_counter()
-                build()
-                seconds[m].append(time.perf_counter() - t0)
-                calls[m].append(sent[0])
+        # Not Py4J's finalizer thread's commands (freeing objects at random times).
+        with py4j_calls.sent_commands(spark.sparkContext, threading.main_thread()) as sent:
+            for r in range(args.rounds):
+                for m in modes if r % 2 == 0 else modes[::-1]:
+                    mode(*m)
+                    sent.clear()
+                    t0 = time.perf_counter()
+                    build()
+                    seconds[m].append(time.perf_counter() - t0)
+                    calls[m].append(len(sent))
     finally:
-        del client.send_command
         mode(False, True, False)  # as get_spark leaves a session
     on_off = {True: "on ", False: "off"}
     print(f"building a {args.partitions} x {args.groups} plan, {args.rounds} rounds (the last {args.rounds - 4})")
@@ -135,22 +125,22 @@ def build_modes(spark: Any, args: argparse.Namespace) -> None:
         )
 
 
-def any_gone(spark: Any, args: argparse.Namespace) -> None:
+def alternating(spark: Any, args: argparse.Namespace, sides: list[tuple[str, Callable[[], None]]]) -> None:
+    """``plan_bench``'s loop, each cycle on the next of ``sides`` (a name, and what puts that
+    side in place before the cycle); prints each side's plan + rows seconds."""
     from spark_purge.detach import cut, drop
     from spark_purge.pipeline import collect_rows, progress_store
     from spark_purge.planner import Planner
     from spark_purge.policy import split_snapshot
-    from spark_purge.policy.positions import Positions
 
-    skip = Positions.any_gone
-    seconds: dict[str, list[float]] = {"any_gone": [], "always joined": []}
+    seconds: dict[str, list[float]] = {name: [] for name, _ in sides}
     with tempfile.TemporaryDirectory(prefix="build-bench-") as tmp_s:
         tmp = Path(tmp_s)
         store = progress_store(spark, str(tmp / "checkpoint"), app_id="build-bench")
         planner = Planner(_config(tmp), lambda _: {}, store.read_if_exists)
         for c in range(args.cycles):
-            side = "any_gone" if c % 2 else "always joined"
-            Positions.any_gone = skip if c % 2 else (lambda self, unreadable=(): True)  # type: ignore[method-assign]
+            side, put = sides[c % len(sides)]
+            put()
             df = _held_snapshot(spark, args.partitions, args.groups, c, datetime.now(timezone.utc))
             t0 = time.perf_counter()
             plan = planner.plan(df)
@@ -169,9 +159,44 @@ def any_gone(spark: Any, args: argparse.Namespace) -> None:
             if c >= 4:
                 seconds[side].append(took)
             print(f"cycle {c} ({side}): plan + rows {took:.2f}s", flush=True)
-    Positions.any_gone = skip  # type: ignore[method-assign]
     for side, v in seconds.items():
         print(f"{side}: plan + rows min {min(v):.3f} median {statistics.median(v):.3f} s ({len(v)} cycles)")
+
+
+def any_gone(spark: Any, args: argparse.Namespace) -> None:
+    from spark_purge.policy.positions import Positions
+
+    skip = Positions.any_gone
+
+    def put(use: bool) -> Callable[[], None]:
+        def side() -> None:
+            Positions.any_gone = skip if use else (lambda self, unreadable=(): True)  # type: ignore[method-assign]
+
+        return side
+
+    try:
+        alternating(spark, args, [("always joined", put(False)), ("any_gone", put(True))])
+    finally:
+        Positions.any_gone = skip  # type: ignore[method-assign]
+
+
+def toggle_conf(spark: Any, args: argparse.Namespace) -> None:
+    key, _, value = args.toggle_conf.partition("=")
+    before = spark.conf.get(key, None)
+
+    def put(v: str | None) -> Callable[[], None]:
+        def side() -> None:
+            if v is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, v)
+
+        return side
+
+    try:
+        alternating(spark, args, [(f"{key}={before}", put(before)), (args.toggle_conf, put(value))])
+    finally:
+        put(before)()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=14)
     ap.add_argument("--any-gone", action="store_true", help="plan cycles with and without Positions.any_gone, alternating")
+    ap.add_argument("--toggle-conf", metavar="KEY=VALUE", help="plan cycles with the session's value of a Spark SQL setting and with VALUE, alternating")
     ap.add_argument("--cycles", type=int, default=24)
     args = ap.parse_args(argv)
     if args.rounds <= 4 or args.cycles <= 5:
@@ -188,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = get_spark("build-bench", master="local[2]")
     try:
-        (any_gone if args.any_gone else build_modes)(spark, args)
+        (any_gone if args.any_gone else toggle_conf if args.toggle_conf else build_modes)(spark, args)
     finally:
         spark.stop()
     return 0

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from py4j.java_gateway import JavaClass, JavaMember
@@ -132,8 +133,30 @@ def uninstall() -> None:
     ) = _PYSPARK_OWN
 
 
+@contextmanager
+def sent_commands(sc: Any, thread: threading.Thread | None = None) -> Iterator[list[str]]:
+    """Every Py4J command ``sc``'s gateway client sends inside the block, in order (a list that
+    grows as they are sent; clear it to count afresh). ``thread``: only those sent from it (the
+    driver's main thread, say: Py4J's finalizer thread frees objects at random times). For
+    tests and benches counting round trips."""
+    client = _client(sc)
+    sent: list[str] = []
+    send = client.send_command
+
+    def counted(command: str, *args: Any, **kwargs: Any) -> Any:
+        if thread is None or threading.current_thread() is thread:
+            sent.append(command)
+        return send(command, *args, **kwargs)
+
+    client.send_command = counted
+    try:
+        yield sent
+    finally:
+        del client.send_command
+
+
 def installed() -> bool:
     return _builtin._get_jvm_function is function and _dataframe._to_seq is to_seq
 
 
-__all__ = ["FUNCTIONS", "LIST_OF", "LONGEST", "PYTHON_UTILS", "function", "install", "installed", "java_list", "static_method", "to_seq", "uninstall"]
+__all__ = ["FUNCTIONS", "LIST_OF", "LONGEST", "PYTHON_UTILS", "function", "install", "installed", "java_list", "sent_commands", "static_method", "to_seq", "uninstall"]

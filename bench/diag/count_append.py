@@ -17,7 +17,7 @@ from typing import Any
 
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from spark_purge import txn_append
+from spark_purge import py4j_calls, txn_append
 from spark_purge.session import get_spark
 
 
@@ -27,32 +27,20 @@ def main() -> None:
     schema = StructType([StructField("id", LongType()), StructField("name", StringType())])
     path = tempfile.mkdtemp() + "/t"
     spark.createDataFrame([(0, "a")], schema).write.format("delta").save(path)
-    client: Any = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
-    send = client.send_command
-    sent = [0]
-    main_thread = threading.main_thread()
-
-    def counted(command: str, *a: Any, **k: Any) -> Any:
-        if threading.current_thread() is main_thread:  # not Py4J's finalizer thread (freed objects)
-            sent[0] += 1
-        return send(command, *a, **k)
-
-    client.send_command = counted
     appends, rewrites = [], []
-    try:
+    # Not Py4J's finalizer thread's commands (freeing objects at random times).
+    with py4j_calls.sent_commands(spark.sparkContext, threading.main_thread()) as sent:
         for v in range(1, 13):
-            sent[0] = 0
+            sent.clear()
             txn_append.append(spark, path, txn_append.DriverRows([(v, "x")] * 100, schema), "app", v)
-            appends.append(sent[0])
+            appends.append(len(sent))
         for v in range(6):
             none = jvm.scala.Option.empty()
             version = int(jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(False, none, none).version())
             df = spark.createDataFrame([(v, "r")], schema)
-            sent[0] = 0
+            sent.clear()
             txn_append.rewrite(spark, path, df, version)
-            rewrites.append(sent[0])
-    finally:
-        del client.send_command
+            rewrites.append(len(sent))
     print(txn_append.COUNTS, txn_append.DRIVER_FILES)
     print("append commands, last 10:", appends[2:], "median", statistics.median(appends[2:]))
     print("rewrite commands, last 4:", rewrites[2:], "median", statistics.median(rewrites[2:]))
