@@ -16,6 +16,7 @@ from spark_purge.session import (
     DELTA_PACKAGE,
     QUERY_CONTEXT,
     TRIM_OPTION,
+    TYPES_FRAMEWORK,
     driver_java_options,
     jars_packages,
     java_accepts,
@@ -147,6 +148,19 @@ def test_a_local_session_runs_a_join_and_aggregate_as_one_job(spark: SparkSessio
     before = store.jobsList(None).size()
     assert len(query.collect()) == 7
     assert store.jobsList(None).size() - before <= 2  # the broadcast's own job and the query's
+
+
+def test_a_local_session_sets_the_types_framework_to_sparks_own_default(spark: SparkSession) -> None:
+    """Set, so that reading it is a lookup, not Spark's default function (an environment read
+    per array element in interpreted expressions); set to the value that function gives, so
+    nothing else changes. A Spark whose default turns the framework on fails here."""
+    assert spark.conf.get(TYPES_FRAMEWORK) == "false"
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    internal = jvm.org.apache.spark.sql.internal
+    entry = internal.SQLConf.TYPES_FRAMEWORK_ENABLED()
+    assert entry.key() == TYPES_FRAMEWORK
+    assert internal.SQLConf().getConf(entry) is False  # a fresh conf: Spark's own default
 
 
 def test_a_local_session_keeps_more_generated_classes_than_a_batch_compiles(spark: SparkSession) -> None:
