@@ -95,8 +95,11 @@ def _needed_columns() -> list[Column]:
     """A partition's group names with a row (``names``) and its required consumers
     (``needed``: the rule's plus the external consumers with a row in ``rows``)."""
     rows = F.col("rows")
-    external = F.transform(F.filter(rows, lambda g: is_external(g["group_type"])), lambda g: g["group_id"])
-    return [F.transform(rows, lambda g: g["group_id"]).alias("names"), F.array_union(F.col("required"), external).alias("needed")]
+    # ``rows.group_id`` (an array of the structs' field) is generated code; a ``transform``
+    # lambda is interpreted, and in Spark 4.2 an interpreted read of an array element or a
+    # struct field looks the session's settings up each time (stop 62's profile).
+    external = F.filter(rows, lambda g: is_external(g["group_type"])).getField("group_id")
+    return [rows.getField("group_id").alias("names"), F.array_union(F.col("required"), external).alias("needed")]
 
 
 @reused
