@@ -628,9 +628,10 @@ class LocalKafka:
             "log.segment.delete.delay.ms": "1000",
             "replica.lag.time.max.ms": "10000",
             # The active controller appends a no-op record to the metadata log when it has had
-            # none for this long (500 ms by default), and every node applies it: an idle 1-node
-            # cluster used 21.6 % of a core with the default, 11.5 % with 5 s (stop 62,
-            # ``bench/diag/idle_brokers.py --compare``); the suite runs several clusters at once.
+            # none for this long (500 ms by default), and every node applies it. With the two
+            # settings below, an idle 1-node cluster used 2-10 points of a core less than with
+            # Kafka's defaults, in pairs run side by side (stop 62, ``bench/diag/idle_brokers.py
+            # --compare``, ``runs/diag61-idle-brokers.txt``); the suite runs several at once.
             "metadata.max.idle.interval.ms": "5000",
             # Request handler and network threads wake every 300 ms each, idle or not (8 and 3 by
             # default); the tests' load needs few.
