@@ -19,6 +19,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from spark_purge.py4j_calls import static
+
 log = logging.getLogger(__name__)
 
 _UNSUPPORTED: list[str] = []  # the reason, once this Delta turned out to lack the DeltaLog API used here
@@ -67,9 +69,10 @@ def table_state(spark: SparkSession, path: str) -> tuple[str, int] | None:
         return None
     jvm: Any = spark.sparkContext._jvm
     try:
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+        delta_log = static(jvm, "org.apache.spark.sql.delta.DeltaLog", "forTable")(spark._jsparkSession, path)
         # update(stalenessAcceptable=false, checkIfUpdatedSinceTs=None, catalogTable=None)
-        snapshot = delta_log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+        none = static(jvm, "scala.Option", "empty")()
+        snapshot = delta_log.update(False, none, none)
         version = int(snapshot.version())
         return ("" if version < 0 else str(snapshot.metadata().id())), version
     except Exception as exc:

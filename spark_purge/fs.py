@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 from pyspark.sql import SparkSession
 
+from spark_purge.py4j_calls import jvm_class, static
+
 
 class Files(Protocol):
     """The few file operations the package needs; paths are URIs or plain paths."""
@@ -41,7 +43,7 @@ class HadoopFiles:
         self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()
 
     def _path_fs(self, path: str) -> tuple[Any, Any]:
-        p = self._jvm.org.apache.hadoop.fs.Path(path)
+        p = jvm_class(self._jvm, "org.apache.hadoop.fs.Path")(path)
         return p, p.getFileSystem(self._conf)
 
     def exists(self, path: str) -> bool:
@@ -58,7 +60,7 @@ class HadoopFiles:
         p, fs = self._path_fs(path)
         stream = fs.open(p)
         try:
-            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+            return str(static(self._jvm, "org.apache.commons.io.IOUtils", "toString")(stream, "UTF-8"))
         finally:
             stream.close()
 
@@ -68,7 +70,7 @@ class HadoopFiles:
         import uuid
 
         p, fs = self._path_fs(path)
-        tmp = self._jvm.org.apache.hadoop.fs.Path(f"{path}.{uuid.uuid4().hex}.tmp")
+        tmp = jvm_class(self._jvm, "org.apache.hadoop.fs.Path")(f"{path}.{uuid.uuid4().hex}.tmp")
         stream = fs.create(tmp, True)
         try:
             stream.write(bytearray(text.encode("utf-8")))

@@ -10,7 +10,13 @@ again:
   name is one of its methods, two round trips before the call itself (744 a batch);
 - every list of columns (a ``select``, a ``groupBy``, a function's arguments) is made a Scala
   ``Seq`` by looking ``PythonUtils`` and its ``toSeq`` up, then building a ``java.util.ArrayList``
-  with one round trip per element (780 a batch).
+  with one round trip per element (780 a batch);
+- a Column operator made of a function (``~c`` is ``not``, ``-c`` is ``negate``) asks
+  ``sc._jvm.functions`` anew as well. The JVM finds a bare ``functions`` by trying each package
+  PySpark imported, and each miss is a failed class lookup that reads every jar's entries.
+
+The package's own JVM calls name their classes in full (``jvm_class``, ``static``) rather than
+walking ``jvm.org.apache...``, whose every package step is such a failed lookup.
 
 ``install`` makes PySpark ask for a static method once per gateway and name, and keep the
 answer (a Py4J ``JavaMember``: a method's name and class, bound to no object); and makes a list
@@ -31,6 +37,7 @@ from typing import Any
 from py4j.java_gateway import JavaClass, JavaMember
 from pyspark.sql.classic import column as _column_module
 from pyspark.sql.classic import dataframe as _dataframe_module
+from pyspark.sql.column import Column as ParentColumn
 from pyspark.sql.functions import builtin as _builtin
 from pyspark.sql.utils import enum_to_value, get_active_spark_context
 
@@ -53,6 +60,8 @@ _PYSPARK_OWN = (
     _column._create_column_from_literal,
     _column._to_seq,
     _dataframe._to_seq,
+    _column._func_op,
+    _column._bin_func_op,
 )
 
 
@@ -105,6 +114,32 @@ def to_seq(sc: Any, cols: Iterable[Any], converter: Callable[[Any], Any] | None 
     return static_method(_client(sc), PYTHON_UTILS, "toSeq")(java_list(sc, cols))
 
 
+def jvm_class(jvm: Any, fqn: str) -> Any:
+    """The JVM class ``fqn`` as a Py4J ``JavaClass``, named without a round trip.
+    ``jvm.a.b.C`` asks the JVM what ``a``, ``a.b`` and ``a.b.C`` are in turn, and each of the
+    names that is not a class is a failed class lookup that reads every jar's entries on the
+    class path (stop 62's profile: 7-10 % of the driver's Py4J thread samples)."""
+    return JavaClass(fqn, jvm._gateway_client)
+
+
+def static(jvm: Any, fqn: str, name: str) -> Any:
+    """The static method ``fqn.name`` (``static_method``: asked of the JVM once per gateway)."""
+    return static_method(jvm._gateway_client, fqn, name)
+
+
+def _func_op(name: str, column: Any) -> Any:
+    """PySpark's ``_func_op`` (``~c``, ``-c``), with the function kept (``function``): PySpark's
+    asks ``sc._jvm.functions`` anew, a package search of failed class lookups each time."""
+    return _column.Column(function(name, get_active_spark_context())(column._jc))
+
+
+def _bin_func_op(name: str, column: Any, other: Any, reverse: bool = False) -> Any:
+    """PySpark's ``_bin_func_op`` (``c ** x``), with the function kept."""
+    fn = function(name, get_active_spark_context())
+    jc = other._jc if isinstance(other, ParentColumn) else _column._create_column_from_literal(other)
+    return _column.Column(fn(column._jc, jc) if not reverse else fn(jc, column._jc))
+
+
 def _column_from_name(name: str) -> Any:
     return function("col", get_active_spark_context())(name)
 
@@ -120,6 +155,8 @@ def install() -> None:
     _column._create_column_from_literal = _column_from_literal
     _column._to_seq = to_seq
     _dataframe._to_seq = to_seq
+    _column._func_op = _func_op
+    _column._bin_func_op = _bin_func_op
 
 
 def uninstall() -> None:
@@ -130,6 +167,8 @@ def uninstall() -> None:
         _column._create_column_from_literal,
         _column._to_seq,
         _dataframe._to_seq,
+        _column._func_op,
+        _column._bin_func_op,
     ) = _PYSPARK_OWN
 
 
@@ -159,4 +198,4 @@ def installed() -> bool:
     return _builtin._get_jvm_function is function and _dataframe._to_seq is to_seq
 
 
-__all__ = ["FUNCTIONS", "LIST_OF", "LONGEST", "PYTHON_UTILS", "function", "install", "installed", "java_list", "sent_commands", "static_method", "to_seq", "uninstall"]
+__all__ = ["FUNCTIONS", "LIST_OF", "LONGEST", "PYTHON_UTILS", "function", "install", "installed", "java_list", "jvm_class", "sent_commands", "static", "static_method", "to_seq", "uninstall"]

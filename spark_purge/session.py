@@ -343,7 +343,7 @@ def activate(spark: SparkSession) -> None:
     SparkSession._activeSession = spark
     jvm = spark.sparkContext._jvm
     if jvm is not None:
-        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        py4j_calls.static(jvm, "org.apache.spark.sql.SparkSession", "setActiveSession")(spark._jsparkSession)
 
 
 def archive_classpath(conf: Mapping[str, str]) -> list[str]:

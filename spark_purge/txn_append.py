@@ -47,6 +47,7 @@ from pyspark.sql.types import StructType
 
 from spark_purge.delta_files import INDEXED_COLUMNS, DataFile, Unsupported, arrow_table, data_files
 from spark_purge.deltalog import missing_api
+from spark_purge.py4j_calls import jvm_class, static
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +169,8 @@ def _fast(spark: SparkSession, path: str, df: DataFrame | DriverRows, app_id: st
         files = _driver_files(jvm, txn, df, schema, metadata) if isinstance(df, DriverRows) else None
         if files is None:
             files = txn.writeFiles(_frame(spark, df)._jdf)
-        mark = jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, jvm.scala.Some(int(time.time() * 1000)))
-        metadata = jvm.scala.Some(user_metadata) if user_metadata is not None else none
+        mark = jvm_class(jvm, "org.apache.spark.sql.delta.actions.SetTransaction")(app_id, version, jvm_class(jvm, "scala.Some")(int(time.time() * 1000)))
+        metadata = jvm_class(jvm, "scala.Some")(user_metadata) if user_metadata is not None else none
         _commit(jvm, txn, path, getattr(files, "$colon$plus")(mark), "Append", metadata)
         return True
     return None
@@ -202,17 +203,17 @@ def _driver_files(jvm: Any, txn: Any, rows: DriverRows, schema: StructType, meta
     base = log_.dataPath()
     fs = base.getFileSystem(log_.newDeltaHadoopConf())
     written_ms = int(time.time() * 1000)
-    actions = jvm.java.util.ArrayList()
+    actions = jvm_class(jvm, "java.util.ArrayList")()
     parse = _action_parser(jvm)
     for file in files:
-        out = fs.create(jvm.org.apache.hadoop.fs.Path(base, file.path), False)
+        out = fs.create(jvm_class(jvm, "org.apache.hadoop.fs.Path")(base, file.path), False)
         try:
             out.write(bytearray(file.body))
         finally:
             out.close()
         actions.add(parse.fromJson(file.add_action(written_ms)))
     DRIVER_FILES["written"] += 1
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq()
+    return static(jvm, "scala.jdk.javaapi.CollectionConverters", "asScala")(actions).toSeq()
 
 
 def _driver_data_files(txn: Any, rows: DriverRows, schema: StructType, metadata: dict[str, Any]) -> list[DataFile]:
@@ -301,7 +302,7 @@ def _files_since_rewrite(jvm: Any, txn: Any, path: str, table_id: str) -> list[A
         return None
     try:
         if at > since:
-            changes = txn.deltaLog().getChanges(since + 1, at, jvm.scala.Option.empty(), True)
+            changes = txn.deltaLog().getChanges(since + 1, at, static(jvm, "scala.Option", "empty")(), True)
             expected = since + 1
             while changes.hasNext():
                 commit = changes.next()
@@ -353,7 +354,7 @@ def _metadata_schema(metadata: dict[str, Any]) -> StructType:
 
 def _action_parser(jvm: Any) -> Any:
     """Delta's ``Action`` object, whose ``fromJson`` reads one line of a commit as its action."""
-    return getattr(getattr(jvm.org.apache.spark.sql.delta.actions, "Action$"), "MODULE$")
+    return getattr(jvm_class(jvm, "org.apache.spark.sql.delta.actions.Action$"), "MODULE$")
 
 
 def _start(spark: SparkSession, path: str) -> tuple[Any, Any, Any] | None:
@@ -364,16 +365,16 @@ def _start(spark: SparkSession, path: str) -> tuple[Any, Any, Any] | None:
     jvm: Any = spark.sparkContext._jvm
     if not _tested(jvm):
         return None
-    none = jvm.scala.Option.empty()
-    return jvm, none, jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction(none, none)
+    none = static(jvm, "scala.Option", "empty")()
+    return jvm, none, static(jvm, "org.apache.spark.sql.delta.DeltaLog", "forTable")(spark._jsparkSession, path).startTransaction(none, none)
 
 
 def _commit(jvm: Any, txn: Any, path: str, actions: Any, mode: str, user_metadata: Any) -> int:
     """Commit ``actions`` as a Delta write of SaveMode ``mode`` (``BEFORE_COMMIT`` first); the
     version committed."""
-    none = jvm.scala.Option.empty()
-    save_mode = getattr(jvm.org.apache.spark.sql.SaveMode, mode)
-    operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(save_mode, none, none, user_metadata, none, none, none, none, none)
+    none = static(jvm, "scala.Option", "empty")()
+    save_mode = getattr(jvm_class(jvm, "org.apache.spark.sql.SaveMode"), mode)
+    operation = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")(save_mode, none, none, user_metadata, none, none, none, none, none)
     for hook in BEFORE_COMMIT:
         hook(path)
     return int(txn.commit(actions, operation))

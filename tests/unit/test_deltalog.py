@@ -14,13 +14,16 @@ from pyspark.sql import SparkSession
 from spark_purge import deltalog
 
 
-def failing_spark(error: Exception) -> Any:
+def failing_spark(error: Exception, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A session whose ``DeltaLog.forTable`` raises ``error`` (``deltalog`` names its JVM
+    methods through ``py4j_calls.static``, replaced here)."""
+
     def for_table(*_: Any) -> Any:
         raise error
 
-    delta = NS(DeltaLog=NS(forTable=for_table))
-    jvm = NS(org=NS(apache=NS(spark=NS(sql=NS(delta=delta)))), scala=NS(Option=NS(empty=lambda: None)))
-    return NS(sparkContext=NS(_jvm=jvm), _jsparkSession=None)
+    methods = {("org.apache.spark.sql.delta.DeltaLog", "forTable"): for_table, ("scala.Option", "empty"): lambda: None}
+    monkeypatch.setattr(deltalog, "static", lambda _jvm, fqn, name: methods[(fqn, name)])
+    return NS(sparkContext=NS(_jvm=NS()), _jsparkSession=None)
 
 
 def test_a_failed_call_answers_none_once_and_the_next_reads_the_log(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,7 +33,8 @@ def test_a_failed_call_answers_none_once_and_the_next_reads_the_log(spark: Spark
     interrupted = Py4JError("An error occurred while calling o91.update: java.nio.channels.ClosedByInterruptException")
     failed = deltalog.failed_calls()
     for n, error in enumerate((interrupted, OSError("java.io.FileNotFoundException: File file:/x/_delta_log/00001.json does not exist")), 1):
-        assert deltalog.table_state(failing_spark(error), path) is None
+        with monkeypatch.context() as patched:
+            assert deltalog.table_state(failing_spark(error, patched), path) is None
         assert deltalog._UNSUPPORTED == []
         assert deltalog.failed_calls() == failed + n
     state = deltalog.table_state(spark, path)
@@ -51,7 +55,8 @@ def test_a_delta_without_the_api_gives_it_up_for_the_process(spark: SparkSession
     monkeypatch.setattr(deltalog, "_UNSUPPORTED", [])
     path = str(tmp_path / "t")
     spark.range(1).write.format("delta").save(path)
-    assert deltalog.table_state(failing_spark(error), path) is None
+    with monkeypatch.context() as patched:
+        assert deltalog.table_state(failing_spark(error, patched), path) is None
     assert [str(error)] == deltalog._UNSUPPORTED
     assert deltalog.table_state(spark, path) is None  # not tried again in this process
 

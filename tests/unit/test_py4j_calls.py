@@ -2,11 +2,12 @@
 the same JVM objects and query results, asked of the JVM once."""
 from __future__ import annotations
 
+import re
 import threading
 from contextlib import AbstractContextManager
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_purge import py4j_calls
@@ -48,6 +49,54 @@ def test_a_column_function_is_one_round_trip_once_known(spark: SparkSession) -> 
         ["c", "z:org.apache.spark.sql.functions", "col"],
         ["c", "z:org.apache.spark.sql.functions", "lit"],
     ]
+
+
+def test_a_column_operator_is_one_round_trip_once_known(spark: SparkSession) -> None:
+    """``~c`` and ``c ** x`` call a kept function: no lookup of ``functions`` (PySpark's asks the
+    JVM to find a bare ``functions`` in each package it imported, every miss a failed class
+    lookup); and they build what PySpark's build."""
+    c, b = F.col("x"), F.col("b")
+    ~b, c**2  # the lookups, once per gateway
+    with sent_commands(spark) as sent:
+        inverted = ~b
+        powered = c**2
+        reversed_pow = 2**c
+    assert [line.split("\n")[:3] for line in sent] == [
+        ["c", "z:org.apache.spark.sql.functions", "not"],
+        ["c", "z:org.apache.spark.sql.functions", "lit"],
+        ["c", "z:org.apache.spark.sql.functions", "pow"],
+        ["c", "z:org.apache.spark.sql.functions", "lit"],
+        ["c", "z:org.apache.spark.sql.functions", "pow"],
+    ]
+    rows = spark.createDataFrame([(3, True), (-1, None)], "x int, b boolean")
+    df = rows.select(inverted.alias("i"), powered.alias("p"), reversed_pow.alias("r"))
+    py4j_calls.uninstall()
+    try:
+        theirs = rows.select((~b).alias("i"), (c**2).alias("p"), (2**c).alias("r"))
+    finally:
+        py4j_calls.install()
+    def analyzed(d: DataFrame) -> str:  # without the expression ids (each alias has a new one)
+        return re.sub(r"#\d+", "", str(d._jdf.queryExecution().analyzed()))
+
+    assert analyzed(df) == analyzed(theirs)
+    assert [tuple(r) for r in df.collect()] == [(False, 9.0, 8.0), (None, 1.0, 0.5)]
+
+
+def test_a_class_named_in_full_takes_no_package_walk(spark: SparkSession) -> None:
+    """``jvm_class`` and ``static`` name a class without asking the JVM about its packages;
+    ``jvm.java.util.ArrayList`` asks about ``java``, ``java.util`` and the class."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    py4j_calls.static(jvm, "scala.Option", "empty")  # the member, once per gateway
+    with sent_commands(spark) as sent:
+        made = py4j_calls.jvm_class(jvm, "java.util.ArrayList")()
+        none = py4j_calls.static(jvm, "scala.Option", "empty")()
+    assert [line.split("\n")[0] for line in sent] == ["i", "c"]  # a constructor, a call: no reflection ("r")
+    made.add("a")
+    assert made.size() == 1 and none.isEmpty()
+    with sent_commands(spark) as walked:
+        jvm.java.util.ArrayList()
+    assert sum(line.startswith("r\n") for line in walked) >= 3
 
 
 @pytest.mark.parametrize("n", [1, 2, 10, 11, 25, py4j_calls.LONGEST])
