@@ -1,0 +1,88 @@
+"""Where a JFR recording's CPU samples are (``jdk.ExecutionSample``), by thread kind and method.
+
+    ./dev.sh py bench/diag/jfr_samples.py REC.jfr marks NAME[,NAME...]   # samples whose stack holds each name
+    ./dev.sh py bench/diag/jfr_samples.py REC.jfr paths NAME [DEPTH]     # the stacks down from a name, counted
+    ./dev.sh py bench/diag/jfr_samples.py REC.jfr under NAME [K]         # what a name calls (K frames), and the self frames
+
+Record a bench's Spark JVM with ``--conf spark.driver.extraJavaOptions=-XX:StartFlightRecording=
+delay=110s,duration=75s,filename=REC.jfr,settings=profile`` (``cycle_bench.py``; the delay skips
+the warm-up). Thread kinds: ``executor`` (task threads), ``py4j`` (the driver's Py4J threads:
+what Python asks of the JVM), ``other``. A name matches a frame's ``Class.method`` by substring.
+Reads the recording with the JDK's ``jfr`` tool.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def samples(path: str) -> list[tuple[str, list[str]]]:
+    """(thread kind, frames innermost first) of every execution sample."""
+    jfr = shutil.which("jfr") or str(Path(shutil.which("java") or "java").resolve().parent / "jfr")
+    out = subprocess.run(
+        [jfr, "print", "--json", "--events", "jdk.ExecutionSample", "--stack-depth", "200", path],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    found = []
+    for event in json.loads(out)["recording"]["events"]:
+        values = event["values"]
+        thread = (values.get("sampledThread") or {}).get("javaName") or "?"
+        kind = "executor" if "Executor task" in thread else "py4j" if thread.startswith("Thread-") else "other"
+        frames = (values.get("stackTrace") or {}).get("frames") or []
+        found.append((kind, [f["method"]["type"]["name"].split("/")[-1] + "." + f["method"]["name"] for f in frames]))
+    return found
+
+
+def marks(found: list[tuple[str, list[str]]], names: list[str]) -> None:
+    kinds = collections.Counter(kind for kind, _ in found)
+    print("samples by thread kind:", dict(kinds))
+    for name in names:
+        hits = collections.Counter(kind for kind, frames in found if any(name in f for f in frames))
+        print(f"{name}: " + ", ".join(f"{k} {n} ({100 * n / kinds[k]:.1f} %)" for k, n in sorted(hits.items())))
+
+
+def paths(found: list[tuple[str, list[str]]], name: str, depth: int) -> None:
+    counted = collections.Counter()
+    for _, frames in found:
+        at = [i for i, f in enumerate(frames) if name in f]
+        if at:
+            i = at[-1]
+            counted[" <- ".join(frames[max(0, i - 3) : i + depth])] += 1
+    for stack, n in counted.most_common(12):
+        print(n, stack, "\n")
+
+
+def under(found: list[tuple[str, list[str]]], name: str, k: int) -> None:
+    callees, own = collections.Counter(), collections.Counter()
+    for _, frames in found:
+        at = [i for i, f in enumerate(frames) if name in f]
+        if at:
+            callees[" <- ".join(frames[max(0, at[0] - k) : at[0]]) or "(itself)"] += 1
+            own[frames[0]] += 1
+    print("total", sum(own.values()))
+    print("calls:")
+    for stack, n in callees.most_common(20):
+        print(" ", n, stack)
+    print("self frames:")
+    for frame, n in own.most_common(15):
+        print(" ", n, frame)
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 3 or argv[1] not in ("marks", "paths", "under"):
+        raise SystemExit(__doc__)
+    found = samples(argv[0])
+    if argv[1] == "marks":
+        marks(found, argv[2].split(","))
+    elif argv[1] == "paths":
+        paths(found, argv[2], int(argv[3]) if len(argv) > 3 else 14)
+    else:
+        under(found, argv[2], int(argv[3]) if len(argv) > 3 else 1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
