@@ -59,6 +59,16 @@ def table_version(spark: SparkSession, path: str) -> int | None:
     return None if found is None else found[1]
 
 
+def latest_snapshot(spark: SparkSession, path: str) -> Any:
+    """The JVM snapshot of the Delta table at ``path`` at its newest commit (its log read again);
+    raises what the JVM raises (``missing_api`` tells a Delta without this API)."""
+    jvm: Any = spark.sparkContext._jvm
+    delta_log = static(jvm, "org.apache.spark.sql.delta.DeltaLog", "forTable")(spark._jsparkSession, path)
+    # update(stalenessAcceptable=false, checkIfUpdatedSinceTs=None, catalogTable=None)
+    none = static(jvm, "scala.Option", "empty")()
+    return delta_log.update(False, none, none)
+
+
 def table_state(spark: SparkSession, path: str) -> tuple[str, int] | None:
     """(the table's id, its newest committed version) for the Delta table at ``path`` as of
     now, or None when it cannot be known this way (then read the table). The id (Delta's
@@ -67,12 +77,8 @@ def table_state(spark: SparkSession, path: str) -> tuple[str, int] | None:
     yet (the id is then empty)."""
     if _UNSUPPORTED:
         return None
-    jvm: Any = spark.sparkContext._jvm
     try:
-        delta_log = static(jvm, "org.apache.spark.sql.delta.DeltaLog", "forTable")(spark._jsparkSession, path)
-        # update(stalenessAcceptable=false, checkIfUpdatedSinceTs=None, catalogTable=None)
-        none = static(jvm, "scala.Option", "empty")()
-        snapshot = delta_log.update(False, none, none)
+        snapshot = latest_snapshot(spark, path)
         version = int(snapshot.version())
         return ("" if version < 0 else str(snapshot.metadata().id())), version
     except Exception as exc:
@@ -98,4 +104,4 @@ def missing_api(exc: BaseException) -> bool:
     return isinstance(exc, (AttributeError, TypeError)) or _MISSING_API.search(text) is not None
 
 
-__all__ = ["CHECKPOINT_INTERVAL", "OWN_TABLE_PROPERTIES", "failed_calls", "missing_api", "table_state", "table_version", "with_own_properties"]
+__all__ = ["CHECKPOINT_INTERVAL", "OWN_TABLE_PROPERTIES", "failed_calls", "latest_snapshot", "missing_api", "table_state", "table_version", "with_own_properties"]

@@ -13,17 +13,16 @@ from __future__ import annotations
 import statistics
 import tempfile
 import threading
-from typing import Any
 
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_purge import py4j_calls, txn_append
+from spark_purge.deltalog import latest_snapshot
 from spark_purge.session import get_spark
 
 
 def main() -> None:
     spark = get_spark("count-append", master="local[1]")
-    jvm: Any = spark.sparkContext._jvm
     schema = StructType([StructField("id", LongType()), StructField("name", StringType())])
     path = tempfile.mkdtemp() + "/t"
     spark.createDataFrame([(0, "a")], schema).write.format("delta").save(path)
@@ -35,8 +34,7 @@ def main() -> None:
             txn_append.append(spark, path, txn_append.DriverRows([(v, "x")] * 100, schema), "app", v)
             appends.append(len(sent))
         for v in range(6):
-            none = jvm.scala.Option.empty()
-            version = int(jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(False, none, none).version())
+            version = int(latest_snapshot(spark, path).version())
             df = spark.createDataFrame([(v, "r")], schema)
             sent.clear()
             txn_append.rewrite(spark, path, df, version)

@@ -14,18 +14,11 @@ from delta.exceptions import ConcurrentTransactionException
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from spark_purge import txn_append
+from spark_purge.deltalog import latest_snapshot
 
 
 def rows(spark: SparkSession, n: int, start: int = 0) -> DataFrame:
     return spark.range(start, start + n).selectExpr("id", "cast(id as string) as name")
-
-
-def latest_snapshot(spark: SparkSession, path: str) -> Any:
-    """The Delta table's snapshot at its newest commit (the log read again)."""
-    jvm: Any = spark.sparkContext._jvm
-    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(
-        False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
-    )
 
 
 def delta_transactions(spark: SparkSession, path: str) -> dict[str, int]:
@@ -120,9 +113,9 @@ def record_app_ids(spark: SparkSession, path: str, app_ids: list[str]) -> None:
     """Commit ``app_ids`` to the table at ``path`` at version 1 each, in one Delta commit of
     ``SetTransaction`` actions and no data: the same ids a writer's appends with these txn ids
     would leave, without a hundred Spark jobs."""
-    jvm: Any = spark.sparkContext._jvm
-    none = jvm.scala.Option.empty()
-    txn = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction(none, none)
+    started = txn_append._start(spark, path)  # the transaction a direct write starts
+    assert started is not None
+    jvm, none, txn = started
     actions = jvm.java.util.ArrayList()
     for app_id in app_ids:
         actions.add(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, 1, jvm.scala.Some(1_700_000_000_000)))
