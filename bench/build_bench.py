@@ -21,7 +21,9 @@ thread (Py4J's finalizer thread, freeing objects, left out).
 ``--any-gone``: ``plan_bench``'s loop (every commit advancing, a real Delta progress store kept
 as the pipeline keeps it), alternating cycles with ``Positions.any_gone`` and with it forced
 true (vanished rows always joined, as before stop 60); prints each side's ``Planner.plan`` +
-``collect_rows`` seconds over the cycles from the fifth on. Not a test.
+``collect_rows`` seconds (wall, and the Spark JVM's CPU) over the cycles from the fifth on.
+``--toggle-conf KEY=VALUE``: the same loop, alternating a Spark SQL setting's session value
+and VALUE. Not a test.
 """
 from __future__ import annotations
 
@@ -127,13 +129,18 @@ def build_modes(spark: Any, args: argparse.Namespace) -> None:
 
 def alternating(spark: Any, args: argparse.Namespace, sides: list[tuple[str, Callable[[], None]]]) -> None:
     """``plan_bench``'s loop, each cycle on the next of ``sides`` (a name, and what puts that
-    side in place before the cycle); prints each side's plan + rows seconds."""
+    side in place before the cycle); prints each side's plan + rows seconds, wall and the Spark
+    JVM's CPU (less moved by other load than wall time)."""
+    from cycle_bench import _cpu_s
+
     from spark_purge.detach import cut, drop
     from spark_purge.pipeline import collect_rows, progress_store
     from spark_purge.planner import Planner
     from spark_purge.policy import split_snapshot
 
+    jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
     seconds: dict[str, list[float]] = {name: [] for name, _ in sides}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in sides}
     with tempfile.TemporaryDirectory(prefix="build-bench-") as tmp_s:
         tmp = Path(tmp_s)
         store = progress_store(spark, str(tmp / "checkpoint"), app_id="build-bench")
@@ -142,11 +149,11 @@ def alternating(spark: Any, args: argparse.Namespace, sides: list[tuple[str, Cal
             side, put = sides[c % len(sides)]
             put()
             df = _held_snapshot(spark, args.partitions, args.groups, c, datetime.now(timezone.utc))
-            t0 = time.perf_counter()
+            c0, t0 = _cpu_s(jvm_pid), time.perf_counter()
             plan = planner.plan(df)
             assert plan is not None
             collect_rows(plan.rows)
-            took = time.perf_counter() - t0
+            took, used = time.perf_counter() - t0, _cpu_s(jvm_pid) - c0
             if plan.positions is not None:
                 after = cut(plan.positions.after(plan.planned_at), serialized=True)
                 plan.release()
@@ -158,9 +165,13 @@ def alternating(spark: Any, args: argparse.Namespace, sides: list[tuple[str, Cal
             drop(df)
             if c >= 4:
                 seconds[side].append(took)
+                cpu[side].append(used)
             print(f"cycle {c} ({side}): plan + rows {took:.2f}s", flush=True)
     for side, v in seconds.items():
-        print(f"{side}: plan + rows min {min(v):.3f} median {statistics.median(v):.3f} s ({len(v)} cycles)")
+        print(
+            f"{side}: plan + rows min {min(v):.3f} median {statistics.median(v):.3f} s, "
+            f"JVM CPU min {min(cpu[side]):.2f} median {statistics.median(cpu[side]):.2f} s ({len(v)} cycles)"
+        )
 
 
 def any_gone(spark: Any, args: argparse.Namespace) -> None:

@@ -14,30 +14,30 @@ most of a run. Each cluster is stopped by its PIDs at the end, as the tests stop
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cycle_bench import _cpu_s  # (user + system CPU seconds of a process, from /proc)
 
 from spark_purge.testing.cluster import LocalKafka
 from tests.integration.faults.conftest import FAULT_BROKER_CONFIG
 
-TICK = os.sysconf("SC_CLK_TCK")
 
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def idle_share(cluster: LocalKafka, settle: float, window: float) -> list[float]:
-    pids = [cluster.node(n).process.pid for n in cluster.node_ids]  # type: ignore[union-attr]
+def idle_share(pids: list[int], settle: float, window: float) -> list[float]:
+    """Each process's share of one core (%) over ``window`` idle seconds after ``settle``."""
     time.sleep(settle)
-    before = [cpu_seconds(p) for p in pids]
+    before = [_cpu_s(p) for p in pids]
     began = time.monotonic()
     time.sleep(window)
-    after = [cpu_seconds(p) for p in pids]
     took = time.monotonic() - began
-    return [round(100 * (b - a) / took, 1) for a, b in zip(before, after)]
+    return [round(100 * (_cpu_s(p) - b) / took, 1) for p, b in zip(pids, before)]
+
+
+def broker_pids(*clusters: LocalKafka) -> list[int]:
+    return [c.node(n).process.pid for c in clusters for n in c.node_ids]  # type: ignore[union-attr]
 
 
 def compare(settings: list[str], settle: float, window: float) -> None:
@@ -45,13 +45,7 @@ def compare(settings: list[str], settle: float, window: float) -> None:
     (``KEY=VALUE``), measured over the same idle window: the machine's drift falls on both."""
     extra = dict(s.split("=", 1) for s in settings)
     with LocalKafka(nodes=1) as plain, LocalKafka(nodes=1, broker_config=extra) as changed:
-        pids = [c.node(c.node_ids[0]).process.pid for c in (plain, changed)]  # type: ignore[union-attr]
-        time.sleep(settle)
-        before = [cpu_seconds(p) for p in pids]
-        began = time.monotonic()
-        time.sleep(window)
-        took = time.monotonic() - began
-        shares = [round(100 * (cpu_seconds(p) - b) / took, 1) for p, b in zip(pids, before)]
+        shares = idle_share(broker_pids(plain, changed), settle, window)
     print(f"1-node clusters side by side, idle {window:.0f} s after {settle:.0f} s, % of a core: as the tests start it {shares[0]}; with {' '.join(settings)} {shares[1]}")
 
 
@@ -66,10 +60,10 @@ def main() -> None:
         return
     with LocalKafka(nodes=3, broker_config=FAULT_BROKER_CONFIG) as cluster:
         print(f"3-node fault cluster, idle {args.window:.0f} s after {args.settle:.0f} s: % of a core per broker:",
-              idle_share(cluster, args.settle, args.window))
+              idle_share(broker_pids(cluster), args.settle, args.window))
     with LocalKafka(nodes=1) as cluster:
         print(f"1-node cluster, idle {args.window:.0f} s after {args.settle:.0f} s: % of a core:",
-              idle_share(cluster, args.settle, args.window))
+              idle_share(broker_pids(cluster), args.settle, args.window))
 
 
 if __name__ == "__main__":
