@@ -103,8 +103,9 @@ class Planner:
         self.refuse_name_clashes(first[0]["unreadable_groups"], progress)
         # The commits matched with the store once (vanished groups, staleness, the store's update).
         positions = None if progress is None else Positions.match(partitions, groups, progress, at=now)
-        # Remembered positions the snapshot lacks (usually none: then no vanished rows to join).
-        gone = positions is not None and positions.any_gone(unreadable)
+        # Staleness per group, and whether any remembered position is gone from the snapshot
+        # (usually none: then no vanished rows to join), in one job.
+        staleness, gone = (None, False) if positions is None else positions.staleness_table(unreadable)
         rows = compute_plan(
             # The group rows stay nested in their partition's row; the vanished ones join them.
             snapshot.select(*PARTITION_STATE.fieldNames(), "groups"),
@@ -112,7 +113,7 @@ class Planner:
             self.config,
             now=now,
             progress=progress,
-            staleness=None if positions is None else positions.staleness(unreadable, gone=gone),
+            staleness=staleness,
             manual_offsets=self.manual_offsets(partitions),
             unreadable_groups=unreadable,
             append_history=self.history(snapshot.sparkSession),

@@ -2,11 +2,12 @@
 stale, and the lowest commit that counts (see the policy package docstring for staleness)."""
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, StructField, StructType
+from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
-from spark_purge.policy.reuse import reused
+from spark_purge.policy.group_facts import status_batches
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, GROUP_COMMIT, VANISHED_STATE
 
 
@@ -32,7 +33,7 @@ def nested_groups(groups: DataFrame) -> DataFrame:
     return groups.groupBy(*KEYS).agg(F.collect_list(entry).cast(NESTED_ROWS).alias("groups"))
 
 
-def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataFrame | None) -> DataFrame:
+def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataFrame | pa.Table | None) -> DataFrame:
     """Per selected partition: missing groups, stale groups, the lowest counted commit.
 
     ``selected`` has the partition keys, ``high_watermark`` plus ``TOPIC_RULES`` columns and,
@@ -48,16 +49,18 @@ def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataF
     ``beyond`` (struct group_id, offset: a Kafka group's commit above the high watermark) and
     ``diverged`` (struct group_id, offset, epoch, epoch_end: the log's end offset of the commit's
     leader epoch is below the commit, KIP-320). ``staleness``: per group ``stale_candidate`` and
-    ``last_progress`` (``positions.Positions.staleness``; None: no progress known, nobody is
-    stale). A row with ``committed_offset`` -1 (members hold the partition, no position)
+    ``last_progress`` (``positions.Positions.staleness``, or its Arrow table from
+    ``Positions.staleness_table``; None: no progress known, nobody is stale). A row with ``committed_offset`` -1 (members hold the partition, no position)
     is no commit: the group is missing there.
 
     The partition's required consumers are the rule's ``required`` groups plus every external
     consumer with a row on it (a static hold on partition 0 says nothing of partition 1). Each
     row of a required consumer counts once (a group with none counts as one row without a
-    commit: missing). The rows never leave their partition's row: they are exploded from it and
-    aggregated back, with no join on a group (issue 12; the snapshot is hashed by topic and
-    partition, ``pipeline.kept``, so the aggregation needs no shuffle of them).
+    commit: missing). The rows never leave their partition's row: each partition's facts are
+    computed from it where it is, columnar, in one ``mapInArrow`` (``policy.group_facts``), with
+    no row made per commit and no join on a group (issue 12; the snapshot is hashed by topic and
+    partition, ``pipeline.kept``, and nothing shuffles it before the facts). Partitions without a
+    required consumer get no row.
     """
     columns = [*KEYS, "ignore_stale", "stale_before", "high_watermark"]
     own = "groups" in selected.columns
@@ -75,134 +78,57 @@ def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataF
     else:
         raise ValueError("group_status needs group rows: a groups column in selected, or a groups DataFrame")
     parts = parts.select(*columns, "required", rows.alias("rows"))
-    parts = parts.select(*columns, "rows", *_needed_columns())
-    parts = parts.select(*columns, "needed", *_rows_and_unneeded())
-    rows_df = parts.select(*columns, "needed", "unneeded", F.explode("rows").alias("g"))
-    rows_df = rows_df.where(_is_needed()).select(*columns, *_row_columns())
-    if staleness is None:
-        is_stale = F.lit(False)  # unknown progress: nobody is stale
-    else:
-        # One row per group: broadcast, so the O(commits) rows are not shuffled by group.
-        rows_df = rows_df.join(F.broadcast(staleness), "group_id", "left")
-        is_stale = F.coalesce(
-            F.col("stale_candidate") & (F.col("last_progress") < F.col("stale_before")), F.lit(False)
-        )
-    return rows_df.withColumn("is_stale", is_stale).groupBy(*KEYS).agg(*_status_aggregates())
+    # The rows' facts per partition, columnar (``policy.group_facts``): an exploded row per
+    # commit, filtered and aggregated back by Spark, was most of the plan's task time at 10k
+    # partitions x 10k groups (issue 12). Staleness is O(groups): it crosses once, as Arrow.
+    if isinstance(staleness, DataFrame):
+        staleness = staleness.select("group_id", "stale_candidate", "last_progress").toArrow()
+    return parts.mapInArrow(status_batches(staleness), _status_schema(parts.schema))
 
 
-@reused
-def _needed_columns() -> list[Column]:
-    """A partition's group names with a row (``names``) and its required consumers
-    (``needed``: the rule's plus the external consumers with a row in ``rows``)."""
-    rows = F.col("rows")
-    # ``rows.group_id`` (an array of the structs' field) is generated code; a ``transform``
-    # lambda is interpreted, and in Spark 4.2 an interpreted read of an array element or a
-    # struct field looks the session's settings up each time (stop 62's profile).
-    external = F.filter(rows, lambda g: is_external(g["group_type"])).getField("group_id")
-    return [rows.getField("group_id").alias("names"), F.array_union(F.col("required"), external).alias("needed")]
+def _status_schema(parts: StructType) -> StructType:
+    """``group_status``'s output: the partition keys as ``parts`` has them, then the facts."""
+    keys = [StructField(k, parts[k].dataType, True) for k in KEYS]
+    return StructType(keys + list(STATUS.fields))
 
 
-@reused
-def _rows_and_unneeded() -> list[Column]:
-    """``rows`` plus one row without a commit for each required consumer without any row (the
-    group is missing there), and the groups with a row that are not required (``unneeded``:
-    excluded or not listed); both sets by hashing (``array_except``)."""
-    names, needed = F.col("names"), F.col("needed")
-    absent = F.transform(F.array_except(needed, names), _no_row)
-    return [F.concat(F.col("rows"), absent).alias("rows"), F.array_except(names, needed).alias("unneeded")]
-
-
-def _no_row(group_id: Column) -> Column:
-    """A ``GROUP_COMMIT`` for a group without a row: its id, everything else null."""
-    return F.struct(*[group_id.alias(f.name) if f.name == "group_id" else F.lit(None).cast(f.dataType).alias(f.name) for f in GROUP_COMMIT.fields])
-
-
-@reused
-def _is_needed() -> Column:
-    """Whether an exploded row's group (``g``) is required: looked up in the shorter of
-    ``unneeded`` and ``needed`` (a linear search; with discovery and no exclusion ``unneeded``
-    is empty, with listed groups ``needed`` is the short list)."""
-    group_id, unneeded, needed = F.col("g.group_id"), F.col("unneeded"), F.col("needed")
-    return (
-        F.when(F.size(unneeded) == 0, F.lit(True))
-        .when(F.size(unneeded) < F.size(needed), ~F.array_contains(unneeded, group_id))
-        .otherwise(F.array_contains(needed, group_id))
-    )
+# The facts' Spark types (``group_facts.STATUS_FIELDS`` as Arrow has them).
+_MISSING_TYPED = StructType([StructField("group_id", StringType()), StructField("group_type", StringType())])
+STATUS = StructType(
+    [
+        StructField("missing", ArrayType(StringType())),
+        StructField("missing_typed", ArrayType(_MISSING_TYPED)),
+        StructField("missing_external", ArrayType(StringType())),
+        StructField("stale", ArrayType(StringType())),
+        StructField(
+            "gmin",
+            StructType(
+                [
+                    StructField("offset", LongType()),
+                    StructField("stale", IntegerType()),
+                    StructField("group_id", StringType()),
+                    StructField("group_type", StringType()),
+                    StructField("vanished", BooleanType()),
+                ]
+            ),
+        ),
+        StructField("n_commits", LongType()),
+        StructField("beyond", StructType([StructField("group_id", StringType()), StructField("offset", LongType())])),
+        StructField(
+            "diverged",
+            StructType(
+                [
+                    StructField("group_id", StringType()),
+                    StructField("offset", LongType()),
+                    StructField("epoch", IntegerType()),
+                    StructField("epoch_end", LongType()),
+                ]
+            ),
+        ),
+    ]
+)
 
 
 def is_external(group_type: Column) -> Column:
     """Whether a row's ``group_type`` is an external consumer's (false for a null type)."""
     return F.coalesce(group_type.isin(*EXTERNAL_CONSUMER_TYPES), F.lit(False))
-
-
-@reused
-def _row_columns() -> list[Column]:
-    """A required consumer's row (``g``): its commit (null: none, -1, or no row at all), type,
-    vanished and external flags and lineage facts."""
-    g = F.col("g")
-    return [
-        g["group_id"].alias("group_id"),
-        F.when(g["committed_offset"] >= 0, g["committed_offset"]).alias("committed_offset"),
-        g["group_type"].alias("group_type"),
-        F.coalesce(F.lower(g["group_state"]) == VANISHED_STATE.lower(), F.lit(False)).alias("vanished"),
-        g["committed_leader_epoch"].alias("committed_leader_epoch"),
-        g["epoch_end_offset"].alias("epoch_end_offset"),
-        is_external(g["group_type"]).alias("external"),
-    ]
-
-
-@reused
-def _status_aggregates() -> list[Column]:
-    """``group_status``'s per-partition aggregates over its rows (``is_stale`` set)."""
-    counted = F.col("committed_offset").isNotNull() & ~(F.col("is_stale") & F.col("ignore_stale"))
-    return [
-        F.array_sort(F.collect_list(F.when(F.col("committed_offset").isNull(), F.col("group_id")))).alias("missing"),
-        # The same, with each group's type (null: no row at all), in the same order.
-        F.array_sort(
-            F.collect_list(
-                F.when(
-                    F.col("committed_offset").isNull(),
-                    F.struct(F.col("group_id").alias("group_id"), F.col("group_type").alias("group_type")),
-                )
-            )
-        ).alias("missing_typed"),
-        # An external consumer without a position on a partition it reads blocks it, whatever
-        # on_missing_commit says (it was configured because it needs the topic).
-        F.array_sort(
-            F.collect_list(F.when(F.col("committed_offset").isNull() & F.col("external"), F.col("group_id")))
-        ).alias("missing_external"),
-        F.array_sort(F.collect_list(F.when(F.col("is_stale"), F.col("group_id")))).alias("stale"),
-        F.min(
-            F.when(
-                counted,
-                F.struct(
-                    F.col("committed_offset").alias("offset"),
-                    F.col("is_stale").cast("int").alias("stale"),
-                    F.col("group_id").alias("group_id"),
-                    F.col("group_type").alias("group_type"),
-                    F.col("vanished").alias("vanished"),
-                ),
-            )
-        ).alias("gmin"),
-        F.count("committed_offset").alias("n_commits"),
-        # A Kafka commit is read before the high watermark (``kafka.snapshot``), so above it means
-        # the log lost the history the group read (topic recreated, unclean truncation). External
-        # positions are read after the snapshot, so a busy one may legitimately be ahead of it.
-        F.min(
-            F.when(
-                ~F.col("external") & (F.col("committed_offset") > F.col("high_watermark")),
-                F.struct(F.col("group_id").alias("group_id"), F.col("committed_offset").alias("offset")),
-            )
-        ).alias("beyond"),
-        F.min(
-            F.when(
-                F.col("epoch_end_offset") < F.col("committed_offset"),
-                F.struct(
-                    F.col("group_id").alias("group_id"),
-                    F.col("committed_offset").alias("offset"),
-                    F.col("committed_leader_epoch").alias("epoch"),
-                    F.col("epoch_end_offset").alias("epoch_end"),
-                ),
-            )
-        ).alias("diverged"),
-    ]

@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType, TimestampType
@@ -109,7 +110,7 @@ def compute_plan(
     append_history: DataFrame | None = None,
     retirement: RetirementInput | None = None,
     tiering_transitions: Collection[str] = (),
-    staleness: DataFrame | None = None,
+    staleness: DataFrame | pa.Table | None = None,
 ) -> DataFrame:
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
@@ -128,8 +129,8 @@ def compute_plan(
     off); retiring partitions are then decided by ``policy.retirement`` after the explanation.
     ``tiering_transitions``: topics whose tiered storage is being disabled (``spark_purge.tiering``,
     state DISABLING): never cut, not even by a forced manual entry (``tiering_transition``).
-    ``staleness``: each group's staleness (``positions.Positions.staleness``) when the caller
-    has it already (the planner matches the commits with the store once per batch); None:
+    ``staleness``: each group's staleness (``positions.Positions.staleness``, or its Arrow table,
+    ``Positions.staleness_table``) when the caller has it already (the planner matches the commits with the store once per batch); None:
     computed here from ``groups`` and ``progress``.
 
     Collects the distinct topics and their committing groups to the driver (small) to resolve

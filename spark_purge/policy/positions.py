@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -133,6 +135,18 @@ class Positions:
         position it has is one the store knows at that offset; ``last_progress`` is the latest
         time the store saw one of them move (see the policy package docstring). ``gone``
         False: the caller knows ``vanished(unreadable)`` is empty (``any_gone``), left out."""
+        return self._staleness(unreadable, gone).drop("gone")
+
+    def staleness_table(self, unreadable: Iterable[str] = ()) -> tuple[pa.Table, bool]:
+        """``staleness(unreadable)`` on the driver as one Arrow table (O(groups): the columnar
+        group facts look it up, ``policy.group_facts``) and whether ``vanished(unreadable)`` has
+        a row (``any_gone``), in one Spark job, not two (issue 12)."""
+        table = self._staleness(unreadable, gone=True).toArrow()
+        gone = bool(pc.any(table.column("gone")).as_py()) if table.num_rows else False
+        return table.drop_columns(["gone"]), gone
+
+    def _staleness(self, unreadable: Iterable[str], gone: bool) -> DataFrame:
+        """``staleness``'s rows, each group's with ``gone``: it has a vanished row."""
         kafka, external, vanished, verdict = _staleness_columns()
         seen = self.matched.where(F.col("k_offset").isNotNull())
         if self.placed:
@@ -228,15 +242,20 @@ def _staleness_columns() -> tuple[list[Column], list[Column], list[Column], list
     # Kafka positions: known when the store has the same offset.
     kafka = [
         F.col("group_id"),
+        F.lit(False).alias("gone"),
         F.col("k_no_members").alias("no_members"),
         F.coalesce(F.col("s_offset") == F.col("k_offset"), F.lit(False)).alias("known"),
         F.col("s_time").alias("p_time"),
     ]
     # External positions: never stale (and a Kafka group of the same name is not either).
-    external = [F.col("group_id"), F.lit(False).alias("no_members"), F.lit(False).alias("known"), F.lit(None).cast("timestamp").alias("p_time")]
+    external = [F.col("group_id"), F.lit(False).alias("gone"), F.lit(False).alias("no_members"), F.lit(False).alias("known"), F.lit(None).cast("timestamp").alias("p_time")]
     # Vanished rows: no members, at the remembered offset (known), since its time.
-    gone = [F.col("group_id"), F.lit(True).alias("no_members"), F.lit(True).alias("known"), F.col("s_time").alias("p_time")]
-    verdict = [(F.bool_and("no_members") & F.bool_and("known")).alias("stale_candidate"), F.max("p_time").alias("last_progress")]
+    gone = [F.col("group_id"), F.lit(True).alias("gone"), F.lit(True).alias("no_members"), F.lit(True).alias("known"), F.col("s_time").alias("p_time")]
+    verdict = [
+        (F.bool_and("no_members") & F.bool_and("known")).alias("stale_candidate"),
+        F.max("p_time").alias("last_progress"),
+        F.bool_or("gone").alias("gone"),
+    ]
     return kafka, external, gone, verdict
 
 

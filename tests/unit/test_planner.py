@@ -231,26 +231,38 @@ def test_one_snapshot_with_progress_gives_exactly_these_plan_rows(spark: SparkSe
     assert_df_equality(plan.rows.orderBy("topic", "partition"), expected)
 
 
-def _shuffled_group_rows(node: Any, shuffled: bool = False) -> list[str]:
-    """The ``Generate`` nodes (group rows exploded) of a physical plan whose rows reach a shuffle
-    before any aggregation (``shuffled``: a shuffle above, and no aggregate since)."""
+def _node_names(node: Any) -> list[str]:
+    """Every node name of a physical plan (a cached relation's own plan is not among them)."""
+    children = node.children()
+    return [node.nodeName()] + [n for i in range(children.length()) for n in _node_names(children.apply(i))]
+
+
+def _shuffles_below(node: Any) -> list[str]:
+    """The shuffles (``Exchange``) in ``node``'s subtree, broadcasts' own subtrees left out (a
+    broadcast of a few vanished rows goes to every task; the partition rows stay put)."""
     name = node.nodeName()
-    found = [node.simpleString(200)] if name == "Generate" and shuffled else []
-    if name == "Exchange":  # a shuffle (a broadcast is "BroadcastExchange")
-        shuffled = True
-    elif "Aggregate" in name:  # one row per key (a partial one: per key and piece) above here
-        shuffled = False
-    children = node.children()  # a cached relation's own plan is not among them
+    if name == "BroadcastExchange":
+        return []
+    found = [node.simpleString(200)] if name == "Exchange" else []
+    children = node.children()
     for i in range(children.length()):
-        found += _shuffled_group_rows(children.apply(i), shuffled)
+        found += _shuffles_below(children.apply(i))
     return found
 
 
+def _arrow_maps(node: Any) -> list[Any]:
+    """The plan's ``mapInArrow`` nodes (``policy.group_facts``)."""
+    children = node.children()
+    below = [m for i in range(children.length()) for m in _arrow_maps(children.apply(i))]
+    return ([node] if "MapInArrow" in node.nodeName() else []) + below
+
+
 def test_the_plan_never_shuffles_a_group_row(spark: SparkSession) -> None:
-    """Issue 12: each partition's group rows are exploded from its snapshot row and aggregated
-    back where they are. Hashed in two pieces by (topic, partition), as the pipeline keeps a
-    batch's snapshot, the plan moves no group row through a shuffle before it is aggregated.
-    Matched with a store, so vanished groups and staleness are in it."""
+    """Issue 12: each partition's group rows stay in its snapshot row and are reduced to its facts
+    there, columnar (``policy.group_facts``, one ``mapInArrow``): the plan's query makes no row
+    per commit (no ``Generate``), and hashed in two pieces by (topic, partition), as the pipeline
+    keeps a batch's snapshot, no shuffle feeds the facts' computation. Matched with a store, so
+    vanished groups and staleness are in it."""
     from spark_purge.pipeline import kept
 
     progress = spark.createDataFrame(PROGRESS_ROWS, schemas.PROGRESS_STORE)
@@ -261,8 +273,10 @@ def test_the_plan_never_shuffles_a_group_row(spark: SparkSession) -> None:
         plan = Planner(PROGRESS_CONFIG, lambda _: {}, lambda: progress).plan(snapshot)
         assert plan is not None
         physical = plan.rows._jdf.queryExecution().executedPlan()
-        assert "Generate" in physical.toString()  # the group rows are exploded in this plan
-        assert _shuffled_group_rows(physical) == [], physical.toString()
+        assert "Generate" not in _node_names(physical), physical.toString()
+        maps = _arrow_maps(physical)
+        assert len(maps) == 1, physical.toString()
+        assert _shuffles_below(maps[0]) == [], physical.toString()
         assert plan.rows.count() == len(PROGRESS_EXPECTED)
         plan.release()
         drop(snapshot)
