@@ -7,7 +7,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
-from spark_purge.policy.group_facts import status_batches
+from spark_purge.group_facts import status_batches
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, GROUP_COMMIT, VANISHED_STATE
 
 
@@ -57,7 +57,7 @@ def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataF
     consumer with a row on it (a static hold on partition 0 says nothing of partition 1). Each
     row of a required consumer counts once (a group with none counts as one row without a
     commit: missing). The rows never leave their partition's row: each partition's facts are
-    computed from it where it is, columnar, in one ``mapInArrow`` (``policy.group_facts``), with
+    computed from it where it is, columnar, in one ``mapInArrow`` (``spark_purge.group_facts``), with
     no row made per commit and no join on a group (issue 12; the snapshot is hashed by topic and
     partition, ``pipeline.kept``, and nothing shuffles it before the facts). Partitions without a
     required consumer get no row.
@@ -78,12 +78,15 @@ def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataF
     else:
         raise ValueError("group_status needs group rows: a groups column in selected, or a groups DataFrame")
     parts = parts.select(*columns, "required", rows.alias("rows"))
-    # The rows' facts per partition, columnar (``policy.group_facts``): an exploded row per
+    # The rows' facts per partition, columnar (``spark_purge.group_facts``): an exploded row per
     # commit, filtered and aggregated back by Spark, was most of the plan's task time at 10k
     # partitions x 10k groups (issue 12). Staleness is O(groups): it crosses once, as Arrow.
     if isinstance(staleness, DataFrame):
         staleness = staleness.select("group_id", "stale_candidate", "last_progress").toArrow()
-    return parts.mapInArrow(status_batches(staleness), _status_schema(parts.schema))
+    # One task: its Python worker is the one a local session keeps idle between batches
+    # (``session.IDLE_PYTHON_WORKERS``); two tasks forked a new worker every batch, whose start
+    # (PySpark's worker, PyArrow and pandas imported) cost more than the work (0.1 s at 10k x 10k).
+    return parts.coalesce(1).mapInArrow(status_batches(staleness), _status_schema(parts.schema))
 
 
 def _status_schema(parts: StructType) -> StructType:

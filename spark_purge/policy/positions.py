@@ -139,7 +139,7 @@ class Positions:
 
     def staleness_table(self, unreadable: Iterable[str] = ()) -> tuple[pa.Table, bool]:
         """``staleness(unreadable)`` on the driver as one Arrow table (O(groups): the columnar
-        group facts look it up, ``policy.group_facts``) and whether ``vanished(unreadable)`` has
+        group facts look it up, ``spark_purge.group_facts``) and whether ``vanished(unreadable)`` has
         a row (``any_gone``), in one Spark job, not two (issue 12)."""
         table = self._staleness(unreadable, gone=True).toArrow()
         gone = bool(pc.any(table.column("gone")).as_py()) if table.num_rows else False

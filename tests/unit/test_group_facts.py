@@ -1,4 +1,4 @@
-"""``policy.group_facts`` (no JVM): the columnar per-partition consumer facts against a plain
+"""``spark_purge.group_facts`` (no JVM): the columnar per-partition consumer facts against a plain
 Python reference written from the aggregation they replace (explode a partition's group rows,
 keep its required consumers', add a row without a commit for each required one without any,
 aggregate back), over random batches (hypothesis) and a few cases spelt out."""
@@ -11,7 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_purge.policy.group_facts import STATUS_FIELDS, status_batch, status_batches
+from spark_purge.group_facts import STATUS_FIELDS, status_batch, status_batches
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)

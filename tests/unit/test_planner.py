@@ -251,7 +251,7 @@ def _shuffles_below(node: Any) -> list[str]:
 
 
 def _arrow_maps(node: Any) -> list[Any]:
-    """The plan's ``mapInArrow`` nodes (``policy.group_facts``)."""
+    """The plan's ``mapInArrow`` nodes (``spark_purge.group_facts``)."""
     children = node.children()
     below = [m for i in range(children.length()) for m in _arrow_maps(children.apply(i))]
     return ([node] if "MapInArrow" in node.nodeName() else []) + below
@@ -259,7 +259,7 @@ def _arrow_maps(node: Any) -> list[Any]:
 
 def test_the_plan_never_shuffles_a_group_row(spark: SparkSession) -> None:
     """Issue 12: each partition's group rows stay in its snapshot row and are reduced to its facts
-    there, columnar (``policy.group_facts``, one ``mapInArrow``): the plan's query makes no row
+    there, columnar (``spark_purge.group_facts``, one ``mapInArrow``): the plan's query makes no row
     per commit (no ``Generate``), and hashed in two pieces by (topic, partition), as the pipeline
     keeps a batch's snapshot, no shuffle feeds the facts' computation. Matched with a store, so
     vanished groups and staleness are in it."""

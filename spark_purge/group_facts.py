@@ -1,6 +1,9 @@
 """A partition's consumer facts from its group rows, columnar: Arrow batches in, Arrow batches
 out, with no Spark and no per-row Python (issue 12).
 
+It runs in Spark's Python workers, so it imports PyArrow, NumPy and the schemas' constants only:
+not the policy package (which imports PySpark's SQL functions, 0.2 s in each new worker).
+
 ``policy.groups.group_status`` hands each batch of partitions here through ``mapInArrow``: every
 row carries its partition's keys, the rule's ``required`` groups, ``ignore_stale``,
 ``stale_before``, ``high_watermark`` and ``rows`` (the partition's ``GROUP_COMMIT`` rows, the
