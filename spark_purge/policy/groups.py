@@ -5,9 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import ArrayType, StructField, StructType
 
-from spark_purge.group_facts import status_batches
+from spark_purge.group_facts import STATUS_FIELDS, status_batches
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, GROUP_COMMIT, VANISHED_STATE
 
 
@@ -95,41 +96,8 @@ def _status_schema(parts: StructType) -> StructType:
     return StructType(keys + list(STATUS.fields))
 
 
-# The facts' Spark types (``group_facts.STATUS_FIELDS`` as Arrow has them).
-_MISSING_TYPED = StructType([StructField("group_id", StringType()), StructField("group_type", StringType())])
-STATUS = StructType(
-    [
-        StructField("missing", ArrayType(StringType())),
-        StructField("missing_typed", ArrayType(_MISSING_TYPED)),
-        StructField("missing_external", ArrayType(StringType())),
-        StructField("stale", ArrayType(StringType())),
-        StructField(
-            "gmin",
-            StructType(
-                [
-                    StructField("offset", LongType()),
-                    StructField("stale", IntegerType()),
-                    StructField("group_id", StringType()),
-                    StructField("group_type", StringType()),
-                    StructField("vanished", BooleanType()),
-                ]
-            ),
-        ),
-        StructField("n_commits", LongType()),
-        StructField("beyond", StructType([StructField("group_id", StringType()), StructField("offset", LongType())])),
-        StructField(
-            "diverged",
-            StructType(
-                [
-                    StructField("group_id", StringType()),
-                    StructField("offset", LongType()),
-                    StructField("epoch", IntegerType()),
-                    StructField("epoch_end", LongType()),
-                ]
-            ),
-        ),
-    ]
-)
+# The facts' Spark types: ``group_facts.STATUS_FIELDS``, declared once (as Arrow types).
+STATUS = from_arrow_schema(pa.schema([pa.field(name, kind) for name, kind in STATUS_FIELDS]))
 
 
 def is_external(group_type: Column) -> Column:

@@ -234,3 +234,16 @@ def test_lineage_faults_name_the_lowest_group() -> None:
     out = status_batch(_batch([_part(required=["a", "b", "c"], rows=rows)]), None).to_pylist()[0]
     assert out["beyond"] == {"group_id": "a", "offset": 12}  # an external position may be ahead: not beyond
     assert out["diverged"] == {"group_id": "c", "offset": 5, "epoch": 2, "epoch_end": 4}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(batches(), min_size=1, max_size=3), st.integers(1, 4))
+def test_batches_taken_a_few_partitions_at_a_time_give_the_same_facts(
+    cases: list[tuple[list[dict[str, Any]], dict[str, Any]]], step: int
+) -> None:
+    # One staleness table for the task; several input batches, each sliced ``step`` partitions a step.
+    stale = cases[0][1]
+    staleness = _staleness(stale) if stale else None
+    got = [row for out in status_batches(staleness, step)(iter([_batch(parts) for parts, _ in cases])) for row in out.to_pylist()]
+    want = [r for parts, _ in cases for r in (reference(p, stale) for p in parts) if r is not None]
+    assert got == want
