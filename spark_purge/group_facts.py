@@ -81,18 +81,18 @@ def status_batches(
 
 def status_batch(batch: pa.RecordBatch, staleness: pa.Table | None) -> pa.RecordBatch:
     """The facts of ``batch``'s partitions (module docstring); keys first, then ``STATUS_FIELDS``."""
-    rows_list = _as_list(batch.column(batch.schema.get_field_index("rows")))
-    required = _as_list(batch.column(batch.schema.get_field_index("required")))
+    rows_list = _as_list(_column(batch, "rows"))
+    required = _as_list(_column(batch, "required"))
     flat = rows_list.flatten()
     parent_r = np.asarray(pc.list_parent_indices(rows_list), dtype=np.int64)
-    gid_r = flat.field("group_id")
-    type_r = flat.field("group_type")
+    gid_r = _plain(flat.field("group_id"))
+    type_r = _plain(flat.field("group_type"))
     ext_r = _filled(pc.is_in(type_r, value_set=_EXTERNAL), False)
     parent_q = np.asarray(pc.list_parent_indices(required), dtype=np.int64)
-    gid_q = required.flatten()
+    gid_q = _plain(required.flatten())
 
     # Names coded once: a (partition, group) pair is then one integer.
-    codes, names = _codes(pa.concat_arrays([_plain(gid_r), _plain(gid_q)]))
+    codes, names = _codes(pa.concat_arrays([gid_r, gid_q]))
     width = max(len(names), 1)
     key_r = parent_r * width + codes[: len(gid_r)]
     key_q = parent_q * width + codes[len(gid_r):]
@@ -101,19 +101,21 @@ def status_batch(batch: pa.RecordBatch, staleness: pa.Table | None) -> pa.Record
     keep = _isin(key_r, needed)
     absent = needed[~_isin(needed, _distinct(key_r))]  # required, without any row: missing there
 
+    # The rows the facts are made of: the required consumers' own rows, then one without a
+    # commit for each required consumer without any row.
     kept = np.flatnonzero(keep)
+    take_kept = pa.array(kept)
     n_absent = len(absent)
     parent = np.concatenate([parent_r[kept], absent // width])
-    group_id = pa.concat_arrays([_plain(gid_r).take(pa.array(kept)), names.take(pa.array(absent % width))])
-    offset_all = flat.field("committed_offset")
-    off_kept = offset_all.take(pa.array(kept))
+    group_id = pa.concat_arrays([gid_r.take(take_kept), names.take(pa.array(absent % width))])
+    off_kept = flat.field("committed_offset").take(take_kept)
     offset = pa.concat_arrays([pc.if_else(pc.greater_equal(off_kept, 0), off_kept, pa.scalar(None, pa.int64())), pa.nulls(n_absent, pa.int64())])
-    group_type = pa.concat_arrays([_plain(type_r).take(pa.array(kept)), pa.nulls(n_absent, pa.string())])
-    state = flat.field("group_state").take(pa.array(kept))
-    vanished = np.concatenate([_filled(pc.equal(pc.utf8_lower(_plain(state)), _VANISHED), False), np.zeros(n_absent, bool)])
+    group_type = pa.concat_arrays([type_r.take(take_kept), pa.nulls(n_absent, pa.string())])
+    state = _plain(flat.field("group_state").take(take_kept))
+    vanished = np.concatenate([_filled(pc.equal(pc.utf8_lower(state), _VANISHED), False), np.zeros(n_absent, bool)])
     external = np.concatenate([ext_r[kept], np.zeros(n_absent, bool)])
-    epoch = pa.concat_arrays([flat.field("committed_leader_epoch").take(pa.array(kept)), pa.nulls(n_absent, pa.int32())])
-    epoch_end = pa.concat_arrays([flat.field("epoch_end_offset").take(pa.array(kept)), pa.nulls(n_absent, pa.int64())])
+    epoch = pa.concat_arrays([flat.field("committed_leader_epoch").take(take_kept), pa.nulls(n_absent, pa.int32())])
+    epoch_end = pa.concat_arrays([flat.field("epoch_end_offset").take(take_kept), pa.nulls(n_absent, pa.int64())])
 
     is_stale = _stale(group_id, parent, batch, staleness)
     has_offset = np.asarray(offset.is_valid(), dtype=bool)
@@ -121,7 +123,7 @@ def status_batch(batch: pa.RecordBatch, staleness: pa.Table | None) -> pa.Record
     # counted = offset known and not (stale and ignore_stale); an unknown ignore_stale (SQL's
     # null) does not count a stale group.
     ignore = _filled(_column(batch, "ignore_stale"), True)[parent]
-    counted_np = has_offset & ~(is_stale & ignore)
+    counted = has_offset & ~(is_stale & ignore)
 
     # Output partitions: those with a row (the aggregation's groups), in batch order.
     out_parents = np.flatnonzero(np.bincount(parent, minlength=batch.num_rows))
@@ -137,10 +139,9 @@ def status_batch(batch: pa.RecordBatch, staleness: pa.Table | None) -> pa.Record
     stale = _lists(slot, by_name[is_stale[by_name]], group_id, n_out)
 
     stale_int = pa.array(is_stale.astype(np.int32))
-    gmin_values = pa.StructArray.from_arrays(
-        [offset, stale_int, group_id, group_type, pa.array(vanished)], fields=list(GMIN)
-    )
-    gmin = _first(slot, parent, counted_np, [pa.array(off), stale_int, group_id, group_type, pa.array(vanished)], gmin_values, n_out)
+    vanished_arr = pa.array(vanished)
+    gmin_values = pa.StructArray.from_arrays([offset, stale_int, group_id, group_type, vanished_arr], fields=list(GMIN))
+    gmin = _first(slot, parent, counted, [pa.array(off), stale_int, group_id, group_type, vanished_arr], gmin_values, n_out)
     hw = np.asarray(_column(batch, "high_watermark").fill_null(np.iinfo(np.int64).max), dtype=np.int64)
     hw_known = np.asarray(_column(batch, "high_watermark").is_valid(), dtype=bool)
     beyond_mask = ~external & has_offset & hw_known[parent] & (off > hw[parent])
@@ -154,15 +155,10 @@ def status_batch(batch: pa.RecordBatch, staleness: pa.Table | None) -> pa.Record
     n_commits = pa.array(np.bincount(slot[has_offset], minlength=n_out).astype(np.int64))
 
     take = pa.array(out_parents)
-    keys = [batch.column(batch.schema.get_field_index(k)).take(take) for k in KEY_FIELDS]
+    keys = [_column(batch, k).take(take) for k in KEY_FIELDS]
     columns = [*keys, missing, missing_typed, missing_external, stale, gmin, n_commits, beyond, diverged]
     names_out = [*KEY_FIELDS, *(name for name, _ in STATUS_FIELDS)]
     return pa.RecordBatch.from_arrays(columns, names=names_out)
-
-
-def output_schema(keys: pa.Schema) -> pa.Schema:
-    """``status_batch``'s schema, given the key fields' types."""
-    return pa.schema([keys.field(k) for k in KEY_FIELDS] + [pa.field(n, t) for n, t in STATUS_FIELDS])
 
 
 def _as_list(column: pa.Array) -> pa.ListArray:
@@ -273,4 +269,4 @@ def _first(slot: np.ndarray, parent: np.ndarray, mask: np.ndarray, keys: list[pa
     return values.take(pa.array(result, type=pa.int64(), mask=result < 0))
 
 
-__all__ = ["STATUS_FIELDS", "output_schema", "status_batch", "status_batches"]
+__all__ = ["STATUS_FIELDS", "status_batch", "status_batches"]
