@@ -22,11 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from spark_purge.detach import drop, held
+from spark_purge.policy.groups import is_external, no_members
 from spark_purge.policy.reuse import reused
-from spark_purge.position_match import INPUT_FIELDS, MATCHED_FIELDS, match_batches
 from spark_purge.schemas import GROUP_OFFSETS, VANISHED_STATE
 
 KEY = ["group_id", "topic", "partition"]
@@ -65,28 +64,31 @@ class Positions:
         ``partitions`` (``PARTITION_STATE``) is needed by ``vanished`` and ``staleness``; without
         it, ``changed`` gives every position a null topic id. ``at``: the ``snapshot_time`` of
         every row of ``groups``, when the caller knows it is one time (see ``after``)."""
-        # Both sides in one task, matched columnar (``spark_purge.position_match``): grouping
-        # the O(commits) rows by key and joining them with the store's shuffled both sides
-        # and sorted them, most of a 10k x 10k batch's planning (issue 12). One task: its
-        # Python worker is the one a local session keeps idle (``session.IDLE_PYTHON_WORKERS``).
-        none = {name: F.lit(None).cast(kind) for name, kind in _INPUT_TYPES.items()}
-        seen = groups.where(F.col("committed_offset") >= 0).select(
-            *_input(
-                none,
-                stored=F.lit(False),
-                offset=F.col("committed_offset"),
-                type=F.col("group_type"),
-                time=F.col("snapshot_time"),
-                state=F.col("group_state"),
-                members=F.col("member_count"),
+        external = is_external(F.col("group_type"))
+        live = (
+            groups.where(F.col("committed_offset") >= 0)
+            .groupBy(*KEY)
+            .agg(
+                F.min(F.when(~external, F.col("committed_offset"))).alias("k_offset"),
+                F.max(F.when(~external, F.col("group_type"))).alias("k_type"),
+                F.bool_and(F.when(~external, no_members(F.col("group_state"), F.col("group_type"), F.col("member_count")))).alias(
+                    "k_no_members"
+                ),
+                F.bool_or(external).alias("x_present"),
+                F.max(F.when(~external, F.col("snapshot_time"))).alias("k_time"),
             )
+            .withColumn("live", F.lit(True))
         )
-        s_type = F.col("group_type") if "group_type" in store.columns else none["type"]
-        s_topic_id = F.col("topic_id") if "topic_id" in store.columns else none["topic_id"]
+        s_type = F.col("group_type") if "group_type" in store.columns else F.lit(None).cast("string")
+        s_topic_id = F.col("topic_id") if "topic_id" in store.columns else F.lit(None).cast("string")
         stored = store.where(F.col("committed_offset") >= 0).select(
-            *_input(none, stored=F.lit(True), offset=F.col("committed_offset"), type=s_type, time=F.col("last_progress_time"), topic_id=s_topic_id)
+            *KEY,
+            F.col("committed_offset").alias("s_offset"),
+            F.col("last_progress_time").alias("s_time"),
+            s_type.alias("s_type"),
+            s_topic_id.alias("s_topic_id"),
         )
-        matched = seen.unionByName(stored).coalesce(1).mapInArrow(match_batches, _MATCHED)
+        matched = live.join(stored, KEY, "full_outer").withColumn("live", F.coalesce(F.col("live"), F.lit(False)))
         if partitions is not None:  # once here, for vanished, staleness and after alike
             on = partitions.select("topic", "partition", *[F.col(c).alias(f"p_{c}") for c in PLACED])
             matched = matched.join(F.broadcast(on), ["topic", "partition"], "left")
@@ -203,17 +205,6 @@ class Positions:
             F.when(changed, F.coalesce(F.col("topic_id"), F.col("s_topic_id"))).otherwise(F.col("s_topic_id")).alias("topic_id"),
             changed.alias(CHANGED),
         )
-
-
-# The match's input and output as Spark types (``position_match``'s Arrow types, declared there once).
-_INPUT_TYPES = {f.name: f.dataType for f in from_arrow_schema(pa.schema([pa.field(n, k) for n, k in INPUT_FIELDS])).fields}
-_MATCHED = from_arrow_schema(pa.schema([pa.field(n, k) for n, k in MATCHED_FIELDS]))
-
-
-def _input(none: dict[str, Column], **values: Column) -> list[Column]:
-    """The match's input columns: the key, then ``values``, null where not given."""
-    given = {"group_id": F.col("group_id"), "topic": F.col("topic"), "partition": F.col("partition"), **values}
-    return [given.get(name, none[name]).cast(kind).alias(name) for name, kind in _INPUT_TYPES.items()]
 
 
 def _other_incarnation(seen: Column, stored: Column) -> Column:
