@@ -19,7 +19,8 @@ seconds over the rounds after the first four, and its Py4J calls on the driver's
 thread (Py4J's finalizer thread, freeing objects, left out).
 
 ``--any-gone``: ``plan_bench``'s loop (every commit advancing, a real Delta progress store kept
-as the pipeline keeps it), alternating cycles with ``Positions.any_gone`` and with it forced
+as the pipeline keeps it), alternating cycles with the planner's gone flag
+(``Positions.staleness_table``: whether any remembered position vanished) and with it forced
 true (vanished rows always joined, as before stop 60); prints each side's ``Planner.plan`` +
 ``collect_rows`` seconds (wall, and the Spark JVM's CPU) over the cycles from the fifth on.
 ``--toggle-conf KEY=VALUE``: the same loop, alternating a Spark SQL setting's session value
@@ -34,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def build_modes(spark: Any, args: argparse.Namespace) -> None:
         positions = Positions.match(parts, groups, store, keep=False, at=now)
         rows = compute_plan(
             df.select(*[c for c in df.columns if c != "unreadable_groups"]), None, cfg, now=now, progress=store,
-            staleness=positions.staleness([], gone=False),
+            staleness=positions.staleness([]),
         )
         rows._jdf.queryExecution().analyzed()
         positions.after(now)._jdf.queryExecution().analyzed()
@@ -177,18 +178,21 @@ def alternating(spark: Any, args: argparse.Namespace, sides: list[tuple[str, Cal
 def any_gone(spark: Any, args: argparse.Namespace) -> None:
     from spark_purge.policy.positions import Positions
 
-    skip = Positions.any_gone
+    real = Positions.staleness_table
+
+    def always_gone(self: Positions, unreadable: Iterable[str] = ()) -> tuple[Any, bool]:
+        return real(self, unreadable)[0], True
 
     def put(use: bool) -> Callable[[], None]:
         def side() -> None:
-            Positions.any_gone = skip if use else (lambda self, unreadable=(): True)  # type: ignore[method-assign]
+            Positions.staleness_table = real if use else always_gone  # type: ignore[method-assign]
 
         return side
 
     try:
-        alternating(spark, args, [("always joined", put(False)), ("any_gone", put(True))])
+        alternating(spark, args, [("always joined", put(False)), ("gone flag", put(True))])
     finally:
-        Positions.any_gone = skip  # type: ignore[method-assign]
+        Positions.staleness_table = real  # type: ignore[method-assign]
 
 
 def toggle_conf(spark: Any, args: argparse.Namespace) -> None:
@@ -215,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=1000)
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=14)
-    ap.add_argument("--any-gone", action="store_true", help="plan cycles with and without Positions.any_gone, alternating")
+    ap.add_argument("--any-gone", action="store_true", help="plan cycles with the planner's gone flag (Positions.staleness_table) and with it forced true, alternating")
     ap.add_argument("--toggle-conf", metavar="KEY=VALUE", help="plan cycles with the session's value of a Spark SQL setting and with VALUE, alternating")
     ap.add_argument("--cycles", type=int, default=24)
     args = ap.parse_args(argv)

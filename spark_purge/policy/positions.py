@@ -117,35 +117,28 @@ class Positions:
             gone = gone.where(~F.col("group_id").isin(skip))
         return gone.where(~_other_incarnation(F.col("topic_id"), F.col("s_topic_id")))
 
-    def any_gone(self, unreadable: Iterable[str] = ()) -> bool:
-        """Whether ``vanished(unreadable)`` has a row: a count, one Spark job (the first to read
-        a held match computes it). Without one, a plan needs neither the vanished rows nor their
-        part of ``staleness``: a steady batch then reads the match once less for each, and runs
-        one broadcast (a Spark job) less (issue 12)."""
-        return self._gone(unreadable).count() > 0
-
     def vanished(self, unreadable: Iterable[str] = ()) -> DataFrame:
         """``GROUP_OFFSETS`` rows, ``Vanished``, for the remembered positions the snapshot lacks
         (see ``spark_purge.vanished``)."""
         return self._gone(unreadable).select(*_vanished_columns())
 
-    def staleness(self, unreadable: Iterable[str] = (), gone: bool = True) -> DataFrame:
+    def staleness(self, unreadable: Iterable[str] = ()) -> DataFrame:
         """Per group (``group_id``, ``stale_candidate``, ``last_progress``) over the snapshot's
         positions plus ``vanished(unreadable)``: a candidate surely has no members and every
         position it has is one the store knows at that offset; ``last_progress`` is the latest
-        time the store saw one of them move (see the policy package docstring). ``gone``
-        False: the caller knows ``vanished(unreadable)`` is empty (``any_gone``), left out."""
-        return self._staleness(unreadable, gone).drop("gone")
+        time the store saw one of them move (see the policy package docstring)."""
+        return self._staleness(unreadable).drop("gone")
 
     def staleness_table(self, unreadable: Iterable[str] = ()) -> tuple[pa.Table, bool]:
         """``staleness(unreadable)`` on the driver as one Arrow table (O(groups): the columnar
-        group facts look it up, ``spark_purge.group_facts``) and whether ``vanished(unreadable)`` has
-        a row (``any_gone``), in one Spark job, not two (issue 12)."""
-        table = self._staleness(unreadable, gone=True).toArrow()
+        group facts look it up, ``spark_purge.group_facts``) and whether ``vanished(unreadable)``
+        has a row, in one Spark job (issue 12). Without one, a plan needs no vanished rows: the
+        planner then joins none, and runs one broadcast and one read of the match less."""
+        table = self._staleness(unreadable).toArrow()
         gone = bool(pc.any(table.column("gone")).as_py()) if table.num_rows else False
         return table.drop_columns(["gone"]), gone
 
-    def _staleness(self, unreadable: Iterable[str], gone: bool) -> DataFrame:
+    def _staleness(self, unreadable: Iterable[str]) -> DataFrame:
         """``staleness``'s rows, each group's with ``gone``: it has a vanished row."""
         kafka, external, vanished, verdict = _staleness_columns()
         seen = self.matched.where(F.col("k_offset").isNotNull())
@@ -155,8 +148,7 @@ class Positions:
             other = _other_incarnation(F.col("p_topic_id"), F.col("s_topic_id"))
             seen = seen.withColumn("s_offset", F.when(other, F.lit(None).cast("long")).otherwise(F.col("s_offset")))
         rows = seen.select(*kafka).unionByName(self.matched.where(F.col("x_present")).select(*external))
-        if gone:
-            rows = rows.unionByName(self._gone(unreadable).select(*vanished))
+        rows = rows.unionByName(self._gone(unreadable).select(*vanished))
         return rows.groupBy("group_id").agg(*verdict)
 
     def changed(self, now: datetime) -> DataFrame:

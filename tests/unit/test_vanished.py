@@ -86,10 +86,10 @@ def test_vanished_rows_are_remembered_positions_missing_from_the_snapshot(spark:
     assert {r["group_id"] for r in vanished_rows(partitions, groups, old).collect()} == {"gone", "held", "lost", "ghost"}
 
 
-def test_any_gone_says_whether_vanished_has_rows_and_the_plan_is_the_same_either_way(spark: SparkSession) -> None:
-    """``Positions.any_gone`` answers what ``vanished`` would hold; the planner joins vanished
-    rows and their staleness only when there are some, and a store without gone positions plans
-    as one that has none to add."""
+def test_the_gone_flag_says_whether_vanished_has_rows_and_the_plan_is_the_same_either_way(spark: SparkSession) -> None:
+    """``Positions.staleness_table``'s gone flag answers what ``vanished`` would hold; the planner
+    joins vanished rows only when there are some, and a store without gone positions plans as
+    one that has none to add."""
     from spark_purge.policy import split_snapshot
     from spark_purge.policy.positions import Positions
 
@@ -100,9 +100,9 @@ def test_any_gone_says_whether_vanished_has_rows_and_the_plan_is_the_same_either
     for store, expected in ((steady, False), (gone, True)):
         positions = Positions.match(partitions, groups, store, at=NOW)
         try:
-            assert positions.any_gone() is expected
+            assert positions.staleness_table()[1] is expected
             assert (positions.vanished().count() > 0) is expected
-            assert not positions.any_gone(["slow"])  # unreadable: unknown is not vanished
+            assert not positions.staleness_table(["slow"])[1]  # unreadable: unknown is not vanished
         finally:
             positions.release()
     cfg = config(on_missing_commit="ignore")
