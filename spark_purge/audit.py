@@ -587,8 +587,9 @@ class _KnownState:
     table state (Delta table id, version) they are the store at."""
 
     table: tuple[str, int]
-    held: DataFrame  # ``Positions.after`` rows, cut and held (``detach.cut``): drop to free them
+    held: DataFrame  # ``Positions.after`` rows (flat or nested), cut and held (``detach.cut``): drop to free them
     rows: DataFrame  # their ``PROGRESS_STORE`` columns
+    nested: DataFrame | None = None  # them nested by partition (``positions.NESTED_STORE``), when recorded so
 
 
 _PROGRESS_STATE: dict[str, _KnownState] = {}  # path -> the store's rows this process wrote last
@@ -689,6 +690,22 @@ class ProgressStore(CheckpointTable):
         the planner then adds no vanished rows and treats no group as stale, as with an empty store)."""
         return self.read() if self.exists() else None
 
+    def read_nested(self) -> DataFrame:
+        """``read()`` nested by partition (``positions.NESTED_STORE``): the rows this process
+        recorded last, held so, when the table has not moved since (no Spark job); otherwise
+        the table's rows nested (one shuffle, in the job that reads them)."""
+        from spark_purge.policy.positions import nest_store
+
+        state = _PROGRESS_READ[self.path] = table_state(self.spark, self.path)
+        known = _PROGRESS_STATE.get(self.path)
+        if known is not None and known.table == state and known.nested is not None:
+            return known.nested
+        return nest_store(self.read())
+
+    def read_nested_if_exists(self) -> DataFrame | None:
+        """``read_nested()``, or None before the first batch wrote the table (``read_if_exists``)."""
+        return self.read_nested() if self.exists() else None
+
     def ensure_table(self) -> None:
         """Create the table if needed; add ``group_type`` / ``topic_id`` / ``batch_id`` to a table
         written before they existed."""
@@ -728,12 +745,12 @@ class ProgressStore(CheckpointTable):
 
     def record(self, after: DataFrame, batch_id: int) -> None:
         """Record batch ``batch_id``'s positions: ``after`` is ``Positions.after`` of the
-        positions matched with this store's last ``read``, cut from their lineage
-        (``detach.cut``); the store takes them over. Its ``changed`` keys are appended
-        (``apply``); the rows become what ``read`` answers next when nothing but that append and
-        the prune right after it moved the table since the read (otherwise they are dropped, and
-        the table is read)."""
-        from spark_purge.policy.positions import CHANGED
+        positions matched with this store's last ``read``, or ``NestedPositions.after`` of them
+        nested (``read_nested``), cut from their lineage (``detach.cut``); the store takes them
+        over. Its ``changed`` keys are appended (``apply``); the rows become what ``read`` (and
+        ``read_nested``) answers next when nothing but that append and the prune right after it
+        moved the table since the read (otherwise they are dropped, and the table is read)."""
+        from spark_purge.policy.positions import CHANGED, NESTED_KEY, flat_store
 
         read_at = _PROGRESS_READ.get(self.path)
         self._forget_known()
@@ -741,12 +758,22 @@ class ProgressStore(CheckpointTable):
         try:
             self.ensure_table()
             before = table_state(self.spark, self.path)
-            changed = after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames())
-            rows = changed.count()
+            nested = after if NESTED_KEY in after.columns else None
+            if nested is not None:
+                # Nested by partition, each with its count of changed positions: the count is a
+                # sum over O(partitions) rows, and only the changed positions are made flat.
+                changed = flat_store(nested, changed_only=True)
+                everything = flat_store(nested)
+                total = nested.agg(F.sum("changed")).first()
+                rows = int(total[0] or 0) if total is not None else 0
+            else:
+                changed = after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames())
+                everything = after.select(*PROGRESS_STORE.fieldNames())
+                rows = changed.count()
             # The table's state when ``after`` was made from it, if it has not moved since (None: it has).
             unmoved = before if before is not None and before == read_at else None
             commits: int | None
-            if unmoved is not None and self._prune_due(rows) and self._rewrite(after, batch_id, unmoved[1]):
+            if unmoved is not None and self._prune_due(rows) and self._rewrite(everything, batch_id, unmoved[1]):
                 # The log rewritten as ``after``: its append and prune in one commit (and no
                 # compaction this batch: the table is left with the rewrite's files only).
                 commits = 1
@@ -758,7 +785,7 @@ class ProgressStore(CheckpointTable):
                 commits = None if tidied is None else (1 if rows else 0) + tidied
             now = table_state(self.spark, self.path)
             if commits is not None and unmoved is not None and now == (unmoved[0], unmoved[1] + commits):
-                _PROGRESS_STATE[self.path] = _KnownState(now, after, after.select(*PROGRESS_STORE.fieldNames()))
+                _PROGRESS_STATE[self.path] = _KnownState(now, after, everything, nested)
                 kept = True
         finally:
             if not kept:

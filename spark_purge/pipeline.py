@@ -236,7 +236,7 @@ class PurgePipeline:
         return Planner(
             self.config,
             lambda timestamps: self.client().offsets_for_times(timestamps),
-            self.progress.read_if_exists,
+            self.progress.read_nested_if_exists,
             self.history.read_if_exists,
             retirements=self.retirements.current,
             tiering_transitions=TieringTable.beside(self.spark, self.config.audit.path).in_transition,

@@ -40,7 +40,7 @@ from spark_purge.policy import (
     unreadable_groups_of,
 )
 from spark_purge.policy.groups import is_external
-from spark_purge.policy.positions import Positions
+from spark_purge.policy.positions import NESTED_KEY, NestedPositions, flat_store, nest_store
 from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS, PARTITION_STATE
 
 # (topic, partition) -> epoch ms  ->  (topic, partition) -> first offset at/after it (Kafka I/O).
@@ -59,7 +59,7 @@ class Plan:
     open_transactions: Mapping[TopicPartitionKey, int] = field(default_factory=dict)
     # The snapshot's positions matched with the progress store (None: no store yet); kept
     # (held) for the batch: the pipeline updates the store from it, then releases it.
-    positions: Positions | None = None
+    positions: NestedPositions | None = None
     # Rows held for the plan that it does not own otherwise (``plan_snapshot``: its snapshot).
     held: tuple[DataFrame, ...] = ()
 
@@ -75,7 +75,8 @@ class Plan:
 @dataclass(frozen=True)
 class Planner:
     """Snapshot -> plan. ``progress`` reads the group progress table (None: no group is stale,
-    none vanished);
+    none vanished): flat rows (``PROGRESS_STORE``) or nested by partition
+    (``positions.NESTED_STORE``, as ``ProgressStore.read_nested`` gives them);
     ``lookup_offsets`` answers ``@timestamp`` manual entries and is only called when some exist;
     ``append_history`` reads the append history (``APPEND_HISTORY``; None from it: no history
     yet, so time floors fall to the log start). Left unset, no history is kept and time floors
@@ -97,19 +98,24 @@ class Planner:
         if not first:
             return None
         now = as_utc(first[0]["snapshot_time"])
-        partitions, groups = split_snapshot(snapshot)
-        progress = self.progress()
+        partitions, _ = split_snapshot(snapshot)
+        stored = self.progress()
+        # The store nested by partition, as the snapshot's group rows are (a store this process
+        # recorded last is held so; one read from its table is nested here, once).
+        nested = None if stored is None else (stored if NESTED_KEY in stored.columns else nest_store(stored))
+        progress = None if nested is None else flat_store(nested)
         unreadable = unreadable_groups_of(first[0])  # unknown commits block, never vanish
         self.refuse_name_clashes(first[0]["unreadable_groups"], progress)
-        # The commits matched with the store once (vanished groups, staleness, the store's update).
-        positions = None if progress is None else Positions.match(partitions, groups, progress, at=now)
+        # The commits matched with the store once, both nested, in one Arrow task (vanished
+        # groups, staleness, the store's update: ``NestedPositions``).
+        positions = None if nested is None else NestedPositions.match(snapshot, nested, unreadable, at=now)
         # Staleness per group, and whether any remembered position is gone from the snapshot
         # (usually none: then no vanished rows to join), in one job.
-        staleness, gone = (None, False) if positions is None else positions.staleness_table(unreadable)
+        staleness, gone = (None, False) if positions is None else positions.staleness_table()
         rows = compute_plan(
             # The group rows stay nested in their partition's row; the vanished ones join them.
             snapshot.select(*PARTITION_STATE.fieldNames(), "groups"),
-            positions.vanished(unreadable) if positions is not None and gone else None,
+            positions.vanished() if positions is not None and gone else None,
             self.config,
             now=now,
             progress=progress,

@@ -22,11 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import ArrayType, StructType
 
 from spark_purge.detach import drop, held
 from spark_purge.policy.groups import is_external, no_members
 from spark_purge.policy.reuse import reused
-from spark_purge.schemas import GROUP_OFFSETS, VANISHED_STATE
+from spark_purge.schemas import GROUP_OFFSETS, PROGRESS_STORE, VANISHED_STATE
 
 KEY = ["group_id", "topic", "partition"]
 CHANGED = "changed"  # ``Positions.after``: the key is one the batch records
@@ -199,6 +201,138 @@ class Positions:
         )
 
 
+# The store held nested by partition (``NestedPositions``): one row per (topic, partition), its
+# positions (``position_match.POSITION``: ``PROGRESS_STORE``'s values and the batch's flags) and
+# how many of them the batch changed.
+NESTED_KEY = "positions"
+
+
+def _nested_types() -> tuple[StructType, StructType, StructType]:
+    """The nested match's input and output rows and the nested store's, as Spark types (declared
+    once, in Arrow, by ``spark_purge.position_match``)."""
+    from spark_purge.position_match import NESTED_INPUT, NESTED_OUTPUT
+
+    schema = from_arrow_schema(pa.schema([pa.field(n, k) for n, k in NESTED_INPUT]))
+    out = from_arrow_schema(pa.schema([pa.field(n, k) for n, k in NESTED_OUTPUT]))
+    store = StructType([out[name] for name in ("topic", "partition", NESTED_KEY, "changed")])
+    return schema, out, store
+
+
+NESTED_INPUT_TYPE, NESTED_OUTPUT_TYPE, NESTED_STORE = _nested_types()
+
+
+def nest_store(store: DataFrame) -> DataFrame:
+    """Flat store rows (``PROGRESS_STORE``; a table without ``group_type`` / ``topic_id`` reads
+    them as null) nested by partition (``NESTED_STORE``, nothing changed): one shuffle, for a
+    store read from its table (a batch's own rows stay nested from one batch to the next)."""
+    position = NESTED_STORE[NESTED_KEY].dataType
+    assert isinstance(position, ArrayType) and isinstance(position.elementType, StructType)
+    values = {
+        "group_id": F.col("group_id"),
+        "committed_offset": F.col("committed_offset"),
+        "last_progress_time": F.col("last_progress_time"),
+        "group_type": F.col("group_type") if "group_type" in store.columns else F.lit(None),
+        "topic_id": F.col("topic_id") if "topic_id" in store.columns else F.lit(None),
+        "changed": F.lit(False),
+    }
+    entry = F.struct(*[values[f.name].cast(f.dataType).alias(f.name) for f in position.elementType.fields])
+    return store.groupBy("topic", "partition").agg(F.collect_list(entry).cast(position).alias(NESTED_KEY), F.lit(0).cast("long").alias("changed"))
+
+
+def flat_store(nested: DataFrame, changed_only: bool = False) -> DataFrame:
+    """Nested store rows (``NESTED_STORE``) as flat ones (``PROGRESS_STORE``): every position, or
+    only those the batch changed (the rows its append records)."""
+    rows = nested.select("topic", "partition", F.explode(NESTED_KEY).alias("e"))
+    if changed_only:
+        rows = rows.where(F.col("e.changed"))
+    keys = ("topic", "partition")
+    return rows.select(*[F.col(n) if n in keys else F.col(f"e.{n}").alias(n) for n in PROGRESS_STORE.fieldNames()])
+
+
+class NestedPositions:
+    """The snapshot's positions matched with the store's, both nested by partition, in one Arrow
+    task (``spark_purge.position_match``; issue 12): what ``Positions`` gives through
+    ``staleness_table``, ``vanished`` and ``after`` at the snapshot's time, from one held table
+    of O(partitions + groups) rows, with no shuffle and no row per commit in Spark.
+
+    ``match`` takes the snapshot's rows (``SNAPSHOT``: the group rows nested in ``groups``) and
+    the store's nested (``NESTED_STORE``: ``nest_store``, or the store's rows after the last
+    batch as this class gave them); ``unreadable``: groups whose commits the snapshot could not
+    read (their remembered positions never vanish); ``at``: the snapshot's time.
+    """
+
+    placed = True
+
+    def __init__(self, out: DataFrame, at: datetime) -> None:
+        self.out = out  # held (``detach.held``) until ``release``
+        self.at = at
+        self._released = False
+
+    @classmethod
+    def match(cls, snapshot: DataFrame, store: DataFrame, unreadable: Iterable[str], at: datetime) -> NestedPositions:
+        from spark_purge.position_match import nested_batches
+
+        none = {f.name: F.lit(None).cast(f.dataType) for f in NESTED_INPUT_TYPE.fields}
+        none["groups"] = F.lit(None).cast(snapshot.schema["groups"].dataType)
+        snap = snapshot.select(
+            *[
+                F.lit(False).alias(n) if n == "stored" else (none[n].alias(n) if n == NESTED_KEY else F.col(n))
+                for n in NESTED_INPUT_TYPE.fieldNames()
+            ]
+        )
+        kept = store.select(
+            *[
+                F.lit(True).alias(n) if n == "stored" else (F.col(n) if n in ("topic", "partition", NESTED_KEY) else none[n].alias(n))
+                for n in NESTED_INPUT_TYPE.fieldNames()
+            ]
+        )
+        # One task, both sides whole: its Python worker is the one a local session keeps idle
+        # (``session.IDLE_PYTHON_WORKERS``), and no side is shuffled.
+        out = snap.unionByName(kept).coalesce(1).mapInArrow(nested_batches(tuple(sorted(set(unreadable)))), NESTED_OUTPUT_TYPE)
+        return cls(held(out), at)
+
+    def release(self) -> None:
+        """Free the held match (nothing when already freed)."""
+        if not self._released:
+            self._released = True
+            drop(self.out)
+
+    def staleness_table(self) -> tuple[pa.Table, bool]:
+        """Per group (``group_id``, ``stale_candidate``, ``last_progress``) on the driver as one
+        Arrow table (O(groups)), and whether any remembered position vanished: the Spark job that
+        computes the match."""
+        table = self.out.where(F.col("group_id").isNotNull() & F.col("topic").isNull()).select("group_id", "stale_candidate", "last_progress", "gone").toArrow()
+        gone = bool(pc.any(table.column("gone")).as_py()) if table.num_rows else False
+        return table.drop_columns(["gone"]), gone
+
+    def vanished(self) -> DataFrame:
+        """``GROUP_OFFSETS`` rows, ``Vanished``, for the remembered positions the snapshot lacks."""
+        rows = self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNotNull())
+        columns = {
+            "snapshot_id": F.col("snapshot_id"),
+            "snapshot_time": F.col("snapshot_time"),
+            "group_id": F.col("group_id"),
+            "group_state": F.lit(VANISHED_STATE),
+            "group_type": F.col("group_type"),
+            "member_count": F.lit(0),
+            "topic": F.col("topic"),
+            "partition": F.col("partition"),
+            "committed_offset": F.col("offset"),
+            "commit_metadata": F.lit(None),
+            "committed_leader_epoch": F.lit(None),
+            "epoch_end_offset": F.lit(None),
+        }
+        return rows.select(*[columns[f.name].cast(f.dataType).alias(f.name) for f in GROUP_OFFSETS.fields])
+
+    def after(self, now: datetime) -> DataFrame:
+        """What the store holds once the batch is recorded (``NESTED_STORE``: every position
+        flagged ``changed`` or not, as ``Positions.after`` gives them flat). Only at the
+        snapshot's time (``at``), which the match was computed at."""
+        if now != self.at:
+            raise ValueError(f"NestedPositions.after: the match is at {self.at.isoformat()}, not {now.isoformat()}")
+        return self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNull()).select(*NESTED_STORE.fieldNames())
+
+
 def _other_incarnation(seen: Column, stored: Column) -> Column:
     """A remembered position (topic id ``stored``) is of another incarnation of the topic than
     the snapshot's (``seen``): both ids known and different. An unknown id on either side is
@@ -251,4 +385,4 @@ def _staleness_columns() -> tuple[list[Column], list[Column], list[Column], list
     return kafka, external, gone, verdict
 
 
-__all__ = ["Positions"]
+__all__ = ["NESTED_KEY", "NESTED_STORE", "NestedPositions", "Positions", "flat_store", "nest_store"]
