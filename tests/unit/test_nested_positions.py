@@ -1,0 +1,180 @@
+"""``NestedPositions`` (issue 12): the snapshot's positions matched with the progress store, both
+nested by partition, in one Arrow task (``spark_purge.position_match``), against the flat
+Spark query it replaces (``Positions``: the snapshot's rows grouped by key, fully outer joined
+with the store, placed on the snapshot's partitions) as the oracle: each group's staleness,
+the vanished positions and the store's rows after the batch, over random snapshots and stores
+(hypothesis) and a case spelt out. The store's nested form round-trips (``nest_store``,
+``flat_store``)."""
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_purge import schemas
+from spark_purge.policy import split_snapshot
+from spark_purge.policy.positions import CHANGED, NESTED_STORE, NestedPositions, Positions, flat_store, nest_store
+from spark_purge.position_match import NESTED_INPUT, nested_match
+
+NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+NAMES = ("g0", "g1", "G2", "gé", "z")
+TYPES = ("classic", "Classic", "consumer", "share", None, *schemas.EXTERNAL_CONSUMER_TYPES)
+STATES = ("Stable", "Empty", "Vanished", "Dead", "dead", None)
+PARTITIONS = (("a", 0), ("a", 1), ("b", 0), ("b", 2))
+TOPIC_IDS = ("id-1", "id-2", None)
+
+
+def snapshot_row(topic: str, partition: int, topic_id: str | None, groups: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    return ("snap", NOW, topic, partition, 1, [1], [1], 0, 100, 100, False, "delete", None, None, None, None, topic_id, None, None, None, groups, [])
+
+
+group_rows = st.tuples(
+    st.sampled_from(NAMES),
+    st.sampled_from(STATES),
+    st.sampled_from(TYPES),
+    st.one_of(st.none(), st.integers(0, 2)),
+    st.integers(-1, 4),  # -1: a member holds the partition without a position
+    st.none(),
+    st.none(),
+    st.none(),
+)
+partition_rows = st.tuples(st.sampled_from(PARTITIONS), st.sampled_from(TOPIC_IDS), st.lists(group_rows, max_size=6))
+store_rows = st.tuples(
+    st.sampled_from(NAMES),
+    st.sampled_from((*PARTITIONS, ("c", 5))),  # ("c", 5): a partition the snapshot never has
+    st.integers(0, 4),
+    st.integers(0, 3).map(lambda h: NOW - timedelta(hours=h)),
+    st.sampled_from(TYPES[:5]),
+    st.sampled_from(TOPIC_IDS),
+)
+
+
+def frames(spark: SparkSession, snapshot: list[Any], store: list[Any]) -> tuple[DataFrame, DataFrame]:
+    snap = spark.createDataFrame([snapshot_row(t, p, tid, groups) for (t, p), tid, groups in snapshot], schemas.SNAPSHOT)
+    kept = spark.createDataFrame([(g, t, p, o, ts, kind, tid) for g, (t, p), o, ts, kind, tid in store], schemas.PROGRESS_STORE)
+    return snap, kept
+
+
+def _rows(df: DataFrame | pa.Table) -> Counter[tuple[Any, ...]]:
+    rows = df.to_pylist() if isinstance(df, pa.Table) else [r.asDict() for r in df.collect()]
+    return Counter(tuple(sorted((k, _plain(v)) for k, v in r.items())) for r in rows)
+
+
+def _plain(value: Any) -> Any:
+    """Timestamps as UTC instants (Spark's rows carry naive local times, Arrow's aware ones)."""
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value
+
+
+def check(spark: SparkSession, snapshot: list[Any], store: list[Any], unreadable: tuple[str, ...]) -> NestedPositions:
+    snap, kept = frames(spark, snapshot, store)
+    partitions, groups = split_snapshot(snap)
+    flat = Positions.match(partitions, groups, kept, keep=False)
+    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW)
+    try:
+        staleness, gone = nested.staleness_table()
+        expected_staleness = flat._staleness(unreadable).collect()
+        assert _rows(staleness) == Counter(tuple(sorted((k, _plain(v)) for k, v in r.asDict().items() if k != "gone")) for r in expected_staleness)
+        assert gone == any(r["gone"] for r in expected_staleness)
+        assert _rows(nested.vanished()) == _rows(flat.vanished(unreadable))
+        after = flat.after(NOW)
+        assert _rows(flat_store(nested.after(NOW))) == _rows(after.drop(CHANGED))
+        assert _rows(flat_store(nested.after(NOW), changed_only=True)) == _rows(after.where(CHANGED).drop(CHANGED))
+        counts = {(r["topic"], r["partition"]): r["changed"] for r in nested.after(NOW).collect()}
+        expected = Counter((r["topic"], r["partition"]) for r in after.where(CHANGED).collect())
+        assert {k: v for k, v in counts.items() if v} == dict(expected)
+    finally:
+        nested.release()
+    return nested
+
+
+cases = st.tuples(
+    st.lists(partition_rows, max_size=4, unique_by=lambda r: r[0]),
+    st.lists(store_rows, max_size=10, unique_by=lambda r: (r[0], r[1])),
+    st.sets(st.sampled_from(NAMES), max_size=2),
+)
+
+
+def merged(drawn: list[tuple[list[Any], list[Any], set[str]]]) -> tuple[list[Any], list[Any], tuple[str, ...]]:
+    """Several cases as one: case *i*'s topics and groups renamed ``<i>.<name>``, so no case sees
+    another's rows and one Spark run checks them all (a run is seconds; a case's rows, none)."""
+    snapshot, store, unreadable = [], [], set()
+    for i, (snap, kept, skip) in enumerate(drawn):
+        snapshot += [((f"{i}.{t}", p), tid, [(f"{i}.{g[0]}", *g[1:]) for g in groups]) for (t, p), tid, groups in snap]
+        store += [(f"{i}.{g}", (f"{i}.{t}", p), *rest) for g, (t, p), *rest in kept]
+        unreadable |= {f"{i}.{g}" for g in skip}
+    return snapshot, store, tuple(sorted(unreadable))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(cases, min_size=1, max_size=25))
+def test_the_nested_match_gives_what_the_flat_one_gives(spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]]) -> None:
+    check(spark, *merged(drawn))
+
+
+def test_the_nested_match_spelt_out(spark: SparkSession) -> None:
+    ext = schemas.EXTERNAL_CONSUMER_TYPES[0]
+    snapshot = [
+        (("a", 0), "id-1", [("moved", "Stable", "classic", 1, 7, None, None, None), ("idle", "Empty", "classic", 0, 3, None, None, None), ("x", None, ext, None, 2, None, None, None)]),
+        (("b", 0), "id-2", [("new", "Stable", "consumer", 1, 1, None, None, None)]),
+    ]
+    store = [
+        ("moved", ("a", 0), 5, NOW - timedelta(hours=1), "classic", "id-1"),
+        ("idle", ("a", 0), 3, NOW - timedelta(hours=2), "classic", "id-1"),
+        ("lost", ("a", 0), 4, NOW - timedelta(hours=3), "classic", "id-1"),  # vanished
+        ("ghost", ("a", 0), 4, NOW - timedelta(hours=3), "classic", "id-1"),  # unreadable: not vanished
+        ("old", ("b", 0), 9, NOW - timedelta(hours=3), "classic", "id-1"),  # another incarnation: not vanished
+        ("far", ("c", 5), 2, NOW - timedelta(hours=4), "classic", None),  # a partition the snapshot lacks: kept as is
+    ]
+    check(spark, snapshot, store, ("ghost",))
+    snap, kept = frames(spark, snapshot, store)
+    nested = NestedPositions.match(snap, nest_store(kept), ("ghost",), at=NOW)
+    try:
+        staleness, gone = nested.staleness_table()
+        assert gone
+        verdict = {r["group_id"]: (r["stale_candidate"], _plain(r["last_progress"])) for r in staleness.to_pylist()}
+        assert verdict == {
+            "moved": (False, NOW - timedelta(hours=1)),
+            "idle": (True, NOW - timedelta(hours=2)),  # no members, at the offset the store knows
+            "x": (False, None),
+            "new": (False, None),
+            "lost": (True, NOW - timedelta(hours=3)),
+        }
+        assert [(r["group_id"], r["committed_offset"], r["group_state"]) for r in nested.vanished().collect()] == [("lost", 4, "Vanished")]
+        after = {(r["group_id"], r["topic"]): (r["committed_offset"], _plain(r["last_progress_time"])) for r in flat_store(nested.after(NOW)).collect()}
+        assert after[("moved", "a")] == (7, NOW)
+        assert after[("idle", "a")] == (3, NOW - timedelta(hours=2))
+        assert after[("far", "c")] == (2, NOW - timedelta(hours=4))
+        assert ("x", "a") not in after  # external consumers are configured, never remembered
+        # moved now: the two positions the snapshot moved or added; the other incarnation's stays
+        assert {k: v for k, v in after.items() if v[1] == NOW} == {("moved", "a"): (7, NOW), ("new", "b"): (1, NOW)}
+        assert after[("old", "b")] == (9, NOW - timedelta(hours=3))
+        with pytest.raises(ValueError, match="not"):
+            nested.after(NOW + timedelta(seconds=1))
+    finally:
+        nested.release()
+
+
+def test_the_store_nests_and_flattens_back(spark: SparkSession) -> None:
+    store = [
+        ("g0", ("a", 0), 1, NOW, "classic", "id-1"),
+        ("g1", ("a", 0), 2, NOW, None, None),
+        ("g0", ("b", 2), 3, NOW - timedelta(hours=1), "consumer", "id-2"),
+    ]
+    _, kept = frames(spark, [], store)
+    nested = nest_store(kept)
+    assert nested.schema.simpleString() == NESTED_STORE.simpleString()
+    assert _rows(flat_store(nested)) == _rows(kept)
+    assert flat_store(nested, changed_only=True).count() == 0
+
+
+def test_no_rows_in_gives_no_rows_out() -> None:
+    empty = pa.Table.from_pylist([], schema=pa.schema([pa.field(n, k) for n, k in NESTED_INPUT]))
+    assert nested_match(empty).num_rows == 0
