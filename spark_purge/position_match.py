@@ -1,28 +1,38 @@
-"""A snapshot's consumer positions matched with the remembered ones, columnar: Arrow batches in,
-Arrow batches out, with no Spark shuffle and no per-row Python (issue 12).
+"""A snapshot's consumer positions matched with the remembered ones, both nested by partition,
+columnar: Arrow batches in, Arrow batches out, with no Spark shuffle and no per-row Python
+(issue 12).
 
-``policy.positions.Positions.match`` hands it, in one task, the snapshot's positions (``stored``
-false: one row per group row with a position >= 0) and the progress store's (``stored`` true:
-one row per remembered key with an offset >= 0), in the columns of ``INPUT_FIELDS``.
-``match_batches`` gives what Spark's aggregation of the snapshot's rows by key
-(group, topic, partition) fully outer joined with the store's rows gave, row for row
-(``MATCHED_FIELDS``, documented on ``Positions``):
+``policy.positions.NestedPositions`` hands it, in one task, the snapshot's partition rows (their
+group rows nested in ``groups``) and the progress store's (its positions nested in
+``positions``), in the columns of ``NESTED_INPUT``. ``nested_match`` gives, in the rows of
+``NESTED_OUTPUT``, what the flat Spark query (``policy.positions.Positions``) gives through
+three readers of one match:
 
-- per key of the snapshot, over its rows that are not external consumers': the lowest offset
-  (``k_offset``), the greatest group type (``k_type``, strings by their UTF-8 bytes), whether
-  every such row surely has no members (``k_no_members``) and the latest snapshot time
-  (``k_time``), each null where no such row (or no such value) is; ``x_present``: an external
-  consumer has a row there; ``live`` true;
-- beside each key, the store's row of the same key (``s_offset``, ``s_time``, ``s_type``,
-  ``s_topic_id``), null where it has none; one output row per stored row of the key, as a join
-  gives (the store has one a key);
-- each stored row whose key the snapshot lacks on its own, ``live`` false.
+- the match: the snapshot's group rows with a position (>= 0) by key (group, topic, partition):
+  over the rows that are not external consumers', the lowest offset, the greatest group type
+  (strings by their UTF-8 bytes), whether every one surely has no members
+  (``policy.groups.no_members``) and the latest snapshot time; whether an external consumer
+  has a row there; beside each key, the store's position of the same key (>= 0), and each stored
+  position no key matched on its own; each placed on the snapshot's row of its partition (its
+  snapshot id, time and topic id), or not when the snapshot lacks the partition;
+- ``staleness``: per group, a stale candidate when every Kafka position it has surely has no
+  members and is one the store knows at that offset (on the same incarnation of the topic), no
+  external consumer has its name, and every vanished one counts; its last progress the latest
+  stored time among them; ``gone``: it has a vanished position;
+- ``vanished``: the remembered positions the snapshot lacks on its partitions, not of an
+  unreadable group, not seen on another incarnation of the topic;
+- ``after`` at the snapshot's time: every key the store holds or the snapshot adds (Kafka
+  positions only), with its values once the batch is recorded, and whether it ``changed``
+  (new, moved, on another incarnation, or newly typed), nested by partition.
 
-A key with a null part (none in practice: Kafka names every group and topic) is grouped as
-Spark groups it, with nulls as a value, and matches nothing, as a join on it matches nothing.
+A key with a null part (none in practice: Kafka names every group and topic) is grouped with
+nulls as a value and matches nothing, as Spark's aggregation and join do. The store holds a key
+once (its reads and ``after`` make one row a key); a key twice is refused (``ValueError``).
+A snapshot has one row a partition; were one repeated, its first row places the partition.
 
 It runs in Spark's Python workers: like ``spark_purge.group_facts``, it imports PyArrow, NumPy and
-the schemas' constants only.
+the schemas' constants only. The work is integer codes (partitions, names, types, topic ids)
+sorted and searched with NumPy; strings are taken once, for the output.
 """
 from __future__ import annotations
 
@@ -32,195 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_purge.group_facts import _EXTERNAL, _VANISHED, _as_list, _column, _distinct, _filled, _isin, _micros, _plain
-
-# The input's columns: the key, the side, then the row's values. A snapshot row uses offset
-# (its committed offset), type, time (its snapshot time), state and members; a stored row
-# offset, type, time (its last progress time) and topic_id.
-INPUT_FIELDS = (
-    ("group_id", pa.string()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("stored", pa.bool_()),
-    ("offset", pa.int64()),
-    ("type", pa.string()),
-    ("time", pa.timestamp("us", tz="UTC")),
-    ("state", pa.string()),
-    ("members", pa.int32()),
-    ("topic_id", pa.string()),
-)
-MATCHED_FIELDS = (
-    ("group_id", pa.string()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("k_offset", pa.int64()),
-    ("k_type", pa.string()),
-    ("k_no_members", pa.bool_()),
-    ("x_present", pa.bool_()),
-    ("k_time", pa.timestamp("us", tz="UTC")),
-    ("live", pa.bool_()),
-    ("s_offset", pa.int64()),
-    ("s_time", pa.timestamp("us", tz="UTC")),
-    ("s_type", pa.string()),
-    ("s_topic_id", pa.string()),
-)
-# Rows a yielded output batch holds at most (Spark reads them back in batches of its own size).
-ROWS_PER_BATCH = 100_000
-
-
-def match_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function: every input batch read (the match needs both sides whole),
-    the match given in batches of at most ``ROWS_PER_BATCH`` rows."""
-    read = list(batches)
-    if not read:
-        return
-    out = match_table(pa.Table.from_batches(read))
-    del read
-    yield from out.to_batches(max_chunksize=ROWS_PER_BATCH)
-    # The worker stays for the next batch: hand back the pages PyArrow's pool kept.
-    pa.default_memory_pool().release_unused()
-
-
-def match_table(rows: pa.Table) -> pa.Table:
-    """The match of ``rows`` (``INPUT_FIELDS`` columns; module docstring), ``MATCHED_FIELDS``."""
-    whole = pa.RecordBatch.from_arrays(
-        [_plain(c) if _is_text(c.type) else c for c in (rows.column(name).combine_chunks() for name, _ in INPUT_FIELDS)],
-        names=[name for name, _ in INPUT_FIELDS],
-    )
-    key, unmatchable = _keys(whole)
-    stored = _filled(_column(whole, "stored"), False)
-
-    # The snapshot's rows by key: one output key a run of equal keys, made of its rows.
-    k_rows = np.flatnonzero(~stored)
-    k_rows = k_rows[np.argsort(key[k_rows], kind="stable")]
-    k_key = key[k_rows]
-    starts = np.flatnonzero(np.concatenate([[True], k_key[1:] != k_key[:-1]])) if len(k_rows) else np.zeros(0, np.int64)
-    first = k_rows[starts]  # a key's first row: its group id, topic and partition
-    facts = _aggregate(whole, k_rows, starts)
-
-    # The stored rows beside each key (one in a store; a join gives a row for each), or none.
-    s_rows = np.flatnonzero(stored)
-    # -1: matches no key (a key's null part has a code of its own, so only a stored row with a
-    # null part could have matched a snapshot's key with one).
-    s_key = np.where(unmatchable[s_rows], -1, key[s_rows])
-    s_order = np.argsort(s_key, kind="stable")
-    s_key, s_rows = s_key[s_order], s_rows[s_order]
-    k_match = key[first]
-    left = np.searchsorted(s_key, k_match, side="left")
-    count = np.searchsorted(s_key, k_match, side="right") - left
-    repeat = np.maximum(count, 1)
-    of_key = np.repeat(np.arange(len(first)), repeat)  # each output row's key
-    nth = np.arange(len(of_key)) - np.repeat(np.cumsum(repeat) - repeat, repeat)  # its stored row among the key's
-    at = np.repeat(left, repeat) + nth
-    beside = np.full(len(of_key), -1, dtype=np.int64)
-    has_stored = np.repeat(count, repeat) > 0
-    beside[has_stored] = s_rows[at[has_stored]]
-    # The stored rows no key of the snapshot matched: each on its own.
-    alone = s_rows[(s_key < 0) | ~_isin(s_key, _distinct(k_match))]
-
-    n_alone = len(alone)
-    key_take = pa.array(np.concatenate([first[of_key], alone]), pa.int64())
-    stored_at = np.concatenate([beside, alone])
-    stored_take = pa.array(stored_at, pa.int64(), mask=stored_at < 0)
-    fact_take = pa.array(of_key, pa.int64())
-    columns = {
-        **{name: _column(whole, name).take(key_take) for name in ("group_id", "topic", "partition")},
-        **{name: pa.concat_arrays([values.take(fact_take), pa.nulls(n_alone, values.type)]) for name, values in facts.items()},
-        "live": pa.array(np.concatenate([np.ones(len(of_key), bool), np.zeros(n_alone, bool)])),
-        "s_offset": _column(whole, "offset").take(stored_take),
-        "s_time": _column(whole, "time").take(stored_take),
-        "s_type": _column(whole, "type").take(stored_take),
-        "s_topic_id": _column(whole, "topic_id").take(stored_take),
-    }
-    return pa.table({name: columns[name].cast(kind) for name, kind in MATCHED_FIELDS})
-
-
-def _is_text(kind: pa.DataType) -> bool:
-    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind))
-
-
-def _keys(whole: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's key (group id, topic, partition) as one integer, equal for equal keys, a null
-    part as a value of its own; and whether a part is null."""
-    null = np.zeros(whole.num_rows, dtype=bool)
-    codes = []
-    for name in ("group_id", "topic", "partition"):
-        values = _column(whole, name)
-        null |= ~np.asarray(values.is_valid(), dtype=bool)
-        encoded = pc.dictionary_encode(values, null_encoding="encode")
-        codes.append((np.asarray(encoded.indices, dtype=np.int64), max(len(encoded.dictionary), 1)))
-    (group, _), (topic, topics), (partition, partitions) = codes
-    pair = group * topics + topic  # below rows^2
-    rank = np.searchsorted(_distinct(pair), pair)  # below rows
-    return rank * partitions + partition, null
-
-
-def _aggregate(whole: pa.RecordBatch, rows: np.ndarray, starts: np.ndarray) -> dict[str, pa.Array]:
-    """Per run of ``rows`` (sorted by key; runs begin at ``starts``), the snapshot's facts:
-    ``k_offset``, ``k_type``, ``k_no_members``, ``x_present``, ``k_time`` (module docstring)."""
-    if len(rows) == 0:
-        return {name: pa.array([], kind) for name, kind in MATCHED_FIELDS if name in _FACTS}
-    take = pa.array(rows, pa.int64())
-    kind = _column(whole, "type").take(take)
-    external = _filled(pc.is_in(kind, value_set=_EXTERNAL), False)
-    inside = ~external  # the rows the facts are made of
-    offset = _column(whole, "offset").take(take)
-    low, has_low = _extreme(np.asarray(offset.fill_null(0), dtype=np.int64), inside & _valid(offset), starts, np.minimum)
-
-    # The greatest type by its bytes: the distinct types ranked (Arrow sorts strings by bytes).
-    encoded = pc.dictionary_encode(kind)
-    order = np.asarray(pc.sort_indices(encoded.dictionary), dtype=np.int64)
-    rank_of = np.empty(len(order), dtype=np.int64)
-    rank_of[order] = np.arange(len(order))
-    typed = _valid(encoded.indices)
-    rank = np.where(typed, rank_of[np.asarray(encoded.indices.fill_null(0), dtype=np.int64)] if len(order) else 0, -1)
-    top, has_top = _extreme(rank, inside & typed, starts, np.maximum)
-    top_type = encoded.dictionary.take(pa.array(order[np.where(has_top, top, 0)] if len(order) else np.zeros(len(top), np.int64), pa.int64(), mask=~has_top))
-
-    state = pc.utf8_lower(_column(whole, "state").take(take))
-    kind_l = pc.utf8_lower(kind)
-    members = _column(whole, "members").take(take)
-    classic = _filled(pc.equal(kind_l, "classic"), False) & (_filled(pc.equal(state, "dead"), False) | _filled(pc.equal(members, 0), False))
-    gone = _filled(pc.equal(state, "empty"), False) | _filled(pc.equal(state, _VANISHED), False) | classic
-    no_members = gone & ~_filled(pc.is_in(kind_l, value_set=_EXTERNAL), False)
-    every, has_inside = _extreme(no_members.astype(np.int64), inside, starts, np.minimum)
-
-    time = _column(whole, "time").take(take)
-    latest, has_time = _extreme(_micros(time), inside & _valid(time), starts, np.maximum)
-    return {
-        "k_offset": pa.array(low, pa.int64(), mask=~has_low),
-        "k_type": top_type.cast(pa.string()),
-        "k_no_members": pa.array(every.astype(bool), pa.bool_(), mask=~has_inside),
-        "x_present": pa.array(np.maximum.reduceat(external, starts)),
-        "k_time": pa.array(latest, pa.timestamp("us", tz="UTC"), mask=~has_time),
-    }
-
-
-_FACTS = ("k_offset", "k_type", "k_no_members", "x_present", "k_time")
-
-
-def _valid(values: pa.Array) -> np.ndarray:
-    return np.asarray(values.is_valid(), dtype=bool)
-
-
-def _extreme(values: np.ndarray, mask: np.ndarray, starts: np.ndarray, reduce: np.ufunc) -> tuple[np.ndarray, np.ndarray]:
-    """Per run (beginning at ``starts``), ``reduce`` (``np.minimum`` / ``np.maximum``) of
-    ``values`` where ``mask``, and whether the run has such a value."""
-    info = np.iinfo(np.int64)
-    fill = info.max if reduce is np.minimum else info.min
-    found: np.ndarray = np.add.reduceat(mask.astype(np.int64), starts) > 0
-    return reduce.reduceat(np.where(mask, values, fill), starts), found
-
-
-
-
-# --- Both sides nested by partition (``policy.positions.NestedPositions``) -------------------
-#
-# Rows nested in their partition's row cross between Spark and Python workers far cheaper than
-# the same rows flat (at 10k x 10k, the snapshot's 500,000 group rows nested in 10,000 partition
-# rows reach a Python task in about 0.3 s; 1,000,000 flat rows took 1.7-2.0 s). So the store is
-# held nested too, and the whole match, with what reads it (staleness, vanished positions, the
-# store's rows after the batch), runs here in one task.
+from spark_purge.group_facts import _EXTERNAL, _VANISHED, _as_list, _column, _filled, _micros, _plain
 
 # A remembered position, as the nested store holds it (``PROGRESS_STORE`` without the
 # partition's keys), and whether the batch ``changed`` it (it records the key: new, moved, or
@@ -292,35 +114,19 @@ def nested_batches(unreadable: tuple[str, ...]) -> Callable[[Iterator[pa.RecordB
 PARTITIONS_PER_BATCH = 2_000
 
 
-def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = ()) -> pa.Table:
-    """The match of the snapshot's and the store's nested rows (``NESTED_INPUT``) and what reads
-    it, ``NESTED_OUTPUT``: the same values ``Positions.match(partitions, groups, store)`` gives
-    through ``staleness(unreadable)`` (with ``gone``: the group has a ``vanished`` row),
-    ``vanished(unreadable)`` (the positions flagged ``vanished``) and ``after(at)`` (the
-    positions; ``at`` the snapshot's time, read from each partition's row as ``after`` reads it
-    from the rows). Keys on partitions the snapshot lacks keep a null topic id, as there."""
-    whole = _one_batch(rows, NESTED_INPUT)
-    stored = _filled(_column(whole, "stored"), False)
-    snap = whole.filter(pa.array(~stored))
-    store = whole.filter(pa.array(stored))
-    # The snapshot's partitions: where each key is placed (``Positions.match``'s ``p_`` columns).
-    places = pa.table(
-        {
-            "topic": _plain(_column(snap, "topic")),
-            "partition": _column(snap, "partition"),
-            "p_snapshot_id": _plain(_column(snap, "snapshot_id")),
-            "p_snapshot_time": _column(snap, "snapshot_time").cast(_UTC_US),
-            "p_topic_id": _plain(_column(snap, "topic_id")),
-        }
-    )
-    matched = match_table(pa.concat_tables([_seen(snap), _remembered(store)]).cast(pa.schema([pa.field(n, k) for n, k in INPUT_FIELDS])))
-    if matched.num_rows and places.num_rows:
-        matched = matched.join(places, ["topic", "partition"], join_type="left outer")
-    else:
-        matched = pa.table({**{n: matched.column(n) for n in matched.column_names}, **{n: pa.nulls(matched.num_rows, places.schema.field(n).type) for n in places.column_names[2:]}})
-    m = _one_batch(matched, tuple((f.name, f.type) for f in matched.schema))
-    gone = _gone(m, unreadable)
-    return pa.concat_tables([_partitions(m), _groups(m, gone), _vanished(m, gone)]).combine_chunks()
+def _valid(values: pa.Array) -> np.ndarray:
+    return np.asarray(values.is_valid(), dtype=bool)
+
+
+def _extreme(values: np.ndarray, mask: np.ndarray, starts: np.ndarray, reduce: np.ufunc) -> tuple[np.ndarray, np.ndarray]:
+    """Per run (beginning at ``starts``), ``reduce`` (``np.minimum`` / ``np.maximum``) of
+    ``values`` where ``mask``, and whether the run has such a value."""
+    info = np.iinfo(np.int64)
+    fill = info.max if reduce is np.minimum else info.min
+    found: np.ndarray = np.add.reduceat(mask.astype(np.int64), starts) > 0
+    return reduce.reduceat(np.where(mask, values, fill), starts), found
+
+
 
 
 def _one_batch(rows: pa.Table, fields: tuple[tuple[str, pa.DataType], ...]) -> pa.RecordBatch:
@@ -330,187 +136,9 @@ def _one_batch(rows: pa.Table, fields: tuple[tuple[str, pa.DataType], ...]) -> p
     return rows.combine_chunks().to_batches()[0]
 
 
-def _seen(snap: pa.RecordBatch) -> pa.Table:
-    """The snapshot's group rows with a position (>= 0), in ``INPUT_FIELDS``."""
-    groups = _as_list(_column(snap, "groups"))
-    flat = groups.flatten()
-    parent = np.asarray(pc.list_parent_indices(groups), dtype=np.int64)
-    keep = np.flatnonzero(_filled(pc.greater_equal(flat.field("committed_offset"), 0), False))
-    flat = flat.take(pa.array(keep, pa.int64()))
-    of = pa.array(parent[keep], pa.int64())
-    n = len(keep)
-    return pa.table(
-        {
-            "group_id": _plain(flat.field("group_id")),
-            "topic": _plain(_column(snap, "topic")).take(of),
-            "partition": _column(snap, "partition").take(of),
-            "stored": pa.array(np.zeros(n, bool)),
-            "offset": flat.field("committed_offset").cast(pa.int64()),
-            "type": _plain(flat.field("group_type")),
-            "time": _column(snap, "snapshot_time").cast(_UTC_US).take(of),
-            "state": _plain(flat.field("group_state")),
-            "members": flat.field("member_count").cast(pa.int32()),
-            "topic_id": pa.nulls(n, pa.string()),
-        }
-    )
-
-
-def _remembered(store: pa.RecordBatch) -> pa.Table:
-    """The store's positions (>= 0), in ``INPUT_FIELDS``."""
-    positions = _as_list(_column(store, "positions"))
-    flat = positions.flatten()
-    parent = np.asarray(pc.list_parent_indices(positions), dtype=np.int64)
-    keep = np.flatnonzero(_filled(pc.greater_equal(flat.field("committed_offset"), 0), False))
-    flat = flat.take(pa.array(keep, pa.int64()))
-    of = pa.array(parent[keep], pa.int64())
-    n = len(keep)
-    return pa.table(
-        {
-            "group_id": _plain(flat.field("group_id")),
-            "topic": _plain(_column(store, "topic")).take(of),
-            "partition": _column(store, "partition").take(of),
-            "stored": pa.array(np.ones(n, bool)),
-            "offset": flat.field("committed_offset").cast(pa.int64()),
-            "type": _plain(flat.field("group_type")),
-            "time": flat.field("last_progress_time").cast(_UTC_US),
-            "state": pa.nulls(n, pa.string()),
-            "members": pa.nulls(n, pa.int32()),
-            "topic_id": _plain(flat.field("topic_id")),
-        }
-    )
-
-
 def _ints(values: pa.Array) -> np.ndarray:
     """An integer array as NumPy int64, its nulls as 0 (read with ``_valid``)."""
     return np.asarray(values.fill_null(0), dtype=np.int64)
-
-
-def _other_incarnation(m: pa.RecordBatch) -> np.ndarray:
-    """Per matched key: the snapshot's topic id and the stored one both known and different."""
-    seen, kept = _column(m, "p_topic_id"), _column(m, "s_topic_id")
-    other: np.ndarray = _valid(seen) & _valid(kept) & _filled(pc.not_equal(seen, kept), False)
-    return other
-
-
-def _gone(m: pa.RecordBatch, unreadable: tuple[str, ...]) -> np.ndarray:
-    """Per matched key: a remembered position the snapshot lacks, on one of its partitions, not
-    of an unreadable group, not seen on another incarnation of the topic (``Positions._gone``)."""
-    gone = _valid(_column(m, "p_snapshot_id")) & ~_filled(_column(m, "live"), False) & _valid(_column(m, "s_offset"))
-    if unreadable:
-        group = _column(m, "group_id")
-        # SQL: a null group id is not "not in" the list either.
-        gone &= _valid(group) & ~_filled(pc.is_in(group, value_set=pa.array(sorted(set(unreadable)), pa.string())), False)
-    kept: np.ndarray = gone & ~_other_incarnation(m)
-    return kept
-
-
-def _vanished(m: pa.RecordBatch, gone: np.ndarray) -> pa.Table:
-    """The remembered positions the snapshot lacks (``gone``), placed on its partitions."""
-    take = pa.array(np.flatnonzero(gone), pa.int64())
-    return _output(
-        len(take),
-        topic=_column(m, "topic").take(take),
-        partition=_column(m, "partition").take(take),
-        snapshot_id=_column(m, "p_snapshot_id").take(take),
-        snapshot_time=_column(m, "p_snapshot_time").take(take),
-        group_id=_column(m, "group_id").take(take),
-        offset=_column(m, "s_offset").take(take),
-        group_type=_column(m, "s_type").take(take),
-    )
-
-
-def _groups(m: pa.RecordBatch, gone: np.ndarray) -> pa.Table:
-    """Per group: ``stale_candidate``, ``last_progress`` and ``gone`` (``Positions._staleness``)."""
-    kafka = _valid(_column(m, "k_offset"))
-    other = _other_incarnation(m)
-    s_offset, k_offset = _column(m, "s_offset"), _column(m, "k_offset")
-    known = _valid(s_offset) & ~other & (_ints(s_offset) == _ints(k_offset))
-    external = _filled(_column(m, "x_present"), False)
-    group, s_time = _column(m, "group_id"), _column(m, "s_time")
-    k, x, g = (pa.array(np.flatnonzero(mask), pa.int64()) for mask in (kafka, external, gone))
-    rows = pa.table(
-        {
-            "group_id": pa.concat_arrays([group.take(k), group.take(x), group.take(g)]),
-            "no_members": pa.concat_arrays(
-                [pa.array(_filled(_column(m, "k_no_members"), False)[kafka]), pa.array(np.zeros(len(x), bool)), pa.array(np.ones(len(g), bool))]
-            ),
-            "known": pa.array(np.concatenate([known[kafka], np.zeros(len(x), bool), np.ones(len(g), bool)])),
-            "p_time": pa.concat_arrays([s_time.take(k), pa.nulls(len(x), s_time.type), s_time.take(g)]),
-            "gone": pa.array(np.concatenate([np.zeros(len(k) + len(x), bool), np.ones(len(g), bool)])),
-        }
-    )
-    verdict = rows.group_by("group_id", use_threads=False).aggregate(
-        [("no_members", "all"), ("known", "all"), ("p_time", "max"), ("gone", "any")]
-    )
-    n = verdict.num_rows
-    return _output(
-        n,
-        group_id=verdict.column("group_id"),
-        stale_candidate=pc.and_(verdict.column("no_members_all"), verdict.column("known_all")),
-        last_progress=verdict.column("p_time_max"),
-        gone=verdict.column("gone_any"),
-    )
-
-
-def _partitions(m: pa.RecordBatch) -> pa.Table:
-    """Per partition the store holds after the batch: its positions then (``Positions.after`` at
-    the snapshot's time), each flagged ``changed``, and how many changed."""
-    k_offset, s_offset = _column(m, "k_offset"), _column(m, "s_offset")
-    seen = _valid(k_offset)
-    recreated = _other_incarnation(m)
-    moved = ~_valid(s_offset) | (_ints(s_offset) != _ints(k_offset)) | recreated
-    k_type, s_type = _column(m, "k_type"), _column(m, "s_type")
-    same_type = (~_valid(k_type) & ~_valid(s_type)) | _filled(pc.equal(k_type, s_type), False)
-    p_topic_id, s_topic_id = _column(m, "p_topic_id"), _column(m, "s_topic_id")
-    retyped = (_valid(k_type) & ~same_type) | (_valid(p_topic_id) & ~_valid(s_topic_id))
-    changed = seen & (moved | retyped)
-    moved_now = changed & moved
-    rows = np.flatnonzero(changed | _valid(s_offset))
-
-    def pick(when: np.ndarray, then: pa.Array, otherwise: pa.Array) -> pa.Array:
-        return pc.if_else(pa.array(when[rows]), then.take(take), otherwise.take(take))
-
-    take = pa.array(rows, pa.int64())
-    positions = pa.StructArray.from_arrays(
-        [
-            _column(m, "group_id").take(take),
-            pick(changed, k_offset, s_offset),
-            pick(moved_now, _column(m, "k_time"), _column(m, "s_time")),
-            pc.if_else(
-                pa.array(moved_now[rows]),
-                k_type.take(take),
-                pc.if_else(pa.array(changed[rows]), pc.coalesce(k_type.take(take), s_type.take(take)), s_type.take(take)),
-            ),
-            pick(changed, pc.coalesce(p_topic_id, s_topic_id), s_topic_id),
-            pa.array(changed[rows]),
-        ],
-        fields=list(POSITION),
-    )
-    # Nested by partition: the rows ordered by (topic, partition), one list a run.
-    keys = pa.table({"topic": _column(m, "topic").take(take), "partition": _column(m, "partition").take(take)})
-    order = pc.sort_indices(keys, sort_keys=[("topic", "ascending"), ("partition", "ascending")])
-    keys, positions = keys.take(order), positions.take(order)
-    topic = keys.column("topic").combine_chunks()
-    partition = _ints(keys.column("partition").combine_chunks())
-    n = len(partition)
-    if n:
-        codes, _ = _codes_of(topic)
-        starts = np.flatnonzero(np.concatenate([[True], (codes[1:] != codes[:-1]) | (partition[1:] != partition[:-1])]))
-    else:
-        starts = np.zeros(0, np.int64)
-    first = pa.array(np.asarray(order)[starts] if n else np.zeros(0, np.int64), pa.int64())
-    placed = pa.array(rows, pa.int64()).take(first) if n else pa.array([], pa.int64())
-    offsets = pa.array(np.concatenate([starts, [n]]).astype(np.int32))
-    n_changed = np.add.reduceat(np.asarray(positions.field("changed"), dtype=np.int64), starts) if n else np.zeros(0, np.int64)
-    return _output(
-        len(starts),
-        topic=topic.take(pa.array(starts, pa.int64())),
-        partition=keys.column("partition").combine_chunks().take(pa.array(starts, pa.int64())),
-        snapshot_id=_column(m, "p_snapshot_id").take(placed),
-        snapshot_time=_column(m, "p_snapshot_time").take(placed),
-        positions=pa.ListArray.from_arrays(offsets, positions),
-        changed=pa.array(n_changed, pa.int64()),
-    )
 
 
 def _codes_of(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
@@ -526,14 +154,260 @@ def _output(n: int, **columns: pa.Array | pa.ChunkedArray) -> pa.Table:
 
 
 __all__ = [
-    "INPUT_FIELDS",
-    "MATCHED_FIELDS",
     "NESTED_INPUT",
     "NESTED_OUTPUT",
     "POSITION",
     "STORED_FIELDS",
-    "match_batches",
-    "match_table",
     "nested_batches",
     "nested_match",
 ]
+
+
+def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = ()) -> pa.Table:
+    """The match of the snapshot's and the store's nested rows (``NESTED_INPUT``) and what reads
+    it (module docstring), ``NESTED_OUTPUT``: the store's partitions after the batch, then the
+    groups' staleness, then the vanished positions."""
+    whole = _one_batch(rows, NESTED_INPUT)
+    stored = _filled(_column(whole, "stored"), False)
+    snap = whole.filter(pa.array(~stored))
+    store = whole.filter(pa.array(stored))
+    n_snap = snap.num_rows
+
+    # Partitions coded as integers: (topic, partition) of every input row, a null part a value of its own.
+    topic_rows = pa.concat_arrays([_plain(_column(snap, "topic")), _plain(_column(store, "topic"))])
+    part_rows = pa.concat_arrays([_column(snap, "partition"), _column(store, "partition")])
+    t_code, _ = _codes_of(topic_rows)
+    p_null = ~_valid(part_rows)
+    p_val = _ints(part_rows)
+    low = int(p_val.min()) if len(p_val) else 0
+    width = (int(p_val.max()) - low + 2) if len(p_val) else 1
+    pair = t_code * width + np.where(p_null, 0, p_val - low + 1)
+    distinct_pairs, row_part = np.unique(pair, return_inverse=True) if len(pair) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    row_part = row_part.astype(np.int64).reshape(-1)
+    n_parts = len(distinct_pairs)
+    # A partition's keys: its first input row's; and whether a part is null (it matches nothing).
+    first_row = np.full(n_parts, len(pair), dtype=np.int64)
+    np.minimum.at(first_row, row_part, np.arange(len(pair), dtype=np.int64))
+    part_unmatchable = (~_valid(topic_rows) | p_null)[first_row] if n_parts else np.zeros(0, bool)
+    # The snapshot's row of each partition (the first, when a snapshot repeats one), or -1.
+    snap_row = np.full(n_parts, n_snap, dtype=np.int64)
+    np.minimum.at(snap_row, row_part[:n_snap], np.arange(n_snap, dtype=np.int64))
+    placed_part = (snap_row < n_snap) & ~part_unmatchable
+    snap_row = np.where(placed_part, snap_row, 0)
+
+    # The snapshot's group rows with a position (>= 0) and the store's positions (>= 0).
+    g_list = _as_list(_column(snap, "groups"))
+    g_flat = g_list.flatten()
+    g_parent = np.asarray(pc.list_parent_indices(g_list), dtype=np.int64)
+    g_keep = np.flatnonzero(_filled(pc.greater_equal(g_flat.field("committed_offset"), 0), False))
+    g_take = pa.array(g_keep, pa.int64())
+    g_part = row_part[:n_snap][g_parent[g_keep]]
+    s_list = _as_list(_column(store, "positions"))
+    s_flat = s_list.flatten()
+    s_parent = np.asarray(pc.list_parent_indices(s_list), dtype=np.int64)
+    s_keep = np.flatnonzero(_filled(pc.greater_equal(s_flat.field("committed_offset"), 0), False))
+    s_take = pa.array(s_keep, pa.int64())
+    s_part = row_part[n_snap:][s_parent[s_keep]]
+    n_g, n_s = len(g_keep), len(s_keep)
+
+    # Group names coded once over both sides; a key is then one integer.
+    names_all = pa.concat_arrays([_plain(g_flat.field("group_id")).take(g_take), _plain(s_flat.field("group_id")).take(s_take)])
+    name_code, names = _codes_of(names_all)
+    name_null = ~_valid(names_all)
+    n_names = max(len(names), 1)
+    g_key = g_part * n_names + name_code[:n_g]
+    s_key = s_part * n_names + name_code[n_g:]
+
+    # The snapshot's rows by key (``Positions.match``'s aggregation): one run of equal keys each.
+    g_order = np.argsort(g_key, kind="stable")
+    g_sorted = g_key[g_order]
+    starts = np.flatnonzero(np.concatenate([[True], g_sorted[1:] != g_sorted[:-1]])) if n_g else np.zeros(0, np.int64)
+    n_k = len(starts)
+    k_first = g_order[starts]  # a key's first row (its names)
+    g_type = _plain(g_flat.field("group_type")).take(g_take).take(pa.array(g_order, pa.int64()))
+    # Types coded over both sides; what depends on a type alone is computed once per distinct
+    # type (a few) and looked up (the greatest by its UTF-8 bytes, as Spark's ``max``).
+    s_type_all = _plain(s_flat.field("group_type")).take(s_take)
+    both_types = pa.concat_arrays([g_type, s_type_all])
+    type_code, types = _codes_of(both_types)
+    type_valid = _valid(both_types)
+    external = _filled(pc.is_in(types, value_set=_EXTERNAL), False)[type_code[:n_g]] & type_valid[:n_g] if len(types) else np.zeros(n_g, bool)
+    inside = ~external
+    g_off = _ints(g_flat.field("committed_offset").take(g_take))[g_order]
+    k_offset, k_has_offset = _extreme(g_off, inside, starts, np.minimum)
+    order_t = np.asarray(pc.sort_indices(types), dtype=np.int64)
+    rank_of = np.empty(len(order_t), dtype=np.int64)
+    rank_of[order_t] = np.arange(len(order_t))
+    g_rank = np.where(type_valid[:n_g], rank_of[type_code[:n_g]] if len(order_t) else 0, -1)
+    top, k_has_type = _extreme(g_rank, inside & type_valid[:n_g], starts, np.maximum)
+    k_type = np.where(k_has_type, order_t[np.where(k_has_type, top, 0)] if len(order_t) else 0, -1)  # a code in ``types``
+    # ``policy.groups.no_members``, its string tests on the distinct states and types.
+    state_code, states = _codes_of(_plain(g_flat.field("group_state")).take(g_take).take(pa.array(g_order, pa.int64())))
+    state_l = pc.utf8_lower(states)
+    kind_l = pc.utf8_lower(types)
+
+    def per_row(test: pa.Array, codes: np.ndarray) -> np.ndarray:
+        """A test made on the distinct values, per row (a null value: false)."""
+        return _filled(test, False)[codes] if len(test) else np.zeros(len(codes), bool)
+
+    members = g_flat.field("member_count").take(g_take).take(pa.array(g_order, pa.int64()))
+    g_kind = type_code[:n_g]
+    classic = per_row(pc.equal(kind_l, "classic"), g_kind) & (per_row(pc.equal(state_l, "dead"), state_code) | _filled(pc.equal(members, 0), False))
+    gone_state = per_row(pc.equal(state_l, "empty"), state_code) | per_row(pc.equal(state_l, _VANISHED), state_code) | classic
+    no_members = gone_state & ~per_row(pc.is_in(kind_l, value_set=_EXTERNAL), g_kind)
+    every, k_has_inside = _extreme(no_members.astype(np.int64), inside, starts, np.minimum)
+    k_no_members = every.astype(bool) & k_has_inside
+    x_present = np.maximum.reduceat(external, starts) if n_k else np.zeros(0, bool)
+    # Every group row of a partition has its row's snapshot time.
+    snap_time = _micros(_column(snap, "snapshot_time"))
+    snap_time_valid = _valid(_column(snap, "snapshot_time"))
+    g_time = snap_time[g_parent[g_keep]][g_order]
+    k_time, k_has_time = _extreme(g_time, inside & snap_time_valid[g_parent[g_keep]][g_order], starts, np.maximum)
+    k_key = g_sorted[starts] if n_k else np.zeros(0, np.int64)
+    k_part = g_part[k_first]
+    k_name = name_code[:n_g][k_first]
+    k_matchable = ~part_unmatchable[k_part] & ~name_null[:n_g][k_first] if n_k else np.zeros(0, bool)
+
+    # The store's positions beside each key (a store has one a key), or none.
+    s_matchable = ~part_unmatchable[s_part] & ~name_null[n_g:] if n_s else np.zeros(0, bool)
+    s_order = np.argsort(np.where(s_matchable, s_key, -1), kind="stable")
+    s_sorted = np.where(s_matchable, s_key, -1)[s_order]
+    if n_s > 1 and bool(np.any((s_sorted[1:] == s_sorted[:-1]) & (s_sorted[1:] >= 0))):
+        raise ValueError("the progress store holds a (group, topic, partition) position twice")
+    at = np.searchsorted(s_sorted, k_key) if n_s else np.zeros(n_k, np.int64)
+    hit = (at < n_s) & k_matchable
+    hit[hit] = s_sorted[at[hit]] == k_key[hit]
+    k_store = np.where(hit, s_order[np.where(hit, at, 0)] if n_s else 0, -1)
+    matched_s = np.zeros(n_s, bool)
+    matched_s[k_store[hit]] = True
+    alone = np.flatnonzero(~matched_s)
+
+    # The match: the snapshot's keys, then the stored positions no key matched.
+    n_m = n_k + len(alone)
+    m_part = np.concatenate([k_part, s_part[alone]])
+    m_name = np.concatenate([k_name, name_code[n_g:][alone]])
+    m_name_row = np.concatenate([k_first, n_g + alone])  # a row of ``names_all`` with the key's name
+    live = np.concatenate([np.ones(n_k, bool), np.zeros(len(alone), bool)])
+    m_store = np.concatenate([k_store, alone])  # the stored position, -1: none
+    has_s = m_store >= 0
+    s_row = np.where(has_s, m_store, 0)
+    pad = np.zeros(len(alone), np.int64)
+    m_k_offset = np.concatenate([k_offset, pad])
+    m_k_valid = np.concatenate([k_has_offset, pad.astype(bool)])
+    m_k_type = np.concatenate([k_type, pad - 1])
+    m_no_members = np.concatenate([k_no_members, pad.astype(bool)])
+    m_x = np.concatenate([x_present, pad.astype(bool)])
+    m_k_time = np.concatenate([k_time, pad])
+    m_k_time_valid = np.concatenate([k_has_time, pad.astype(bool)])
+    s_offset_all = _ints(s_flat.field("committed_offset").take(s_take))
+    s_time_col = s_flat.field("last_progress_time").take(s_take)
+    s_time_all, s_time_valid_all = _micros(s_time_col), _valid(s_time_col)
+    m_s_offset = np.where(has_s, s_offset_all[s_row] if n_s else 0, 0)
+    m_s_time = np.where(has_s, s_time_all[s_row] if n_s else 0, 0)
+    m_s_time_valid = has_s & (s_time_valid_all[s_row] if n_s else False)
+    m_s_type = np.where(has_s & (type_valid[n_g:][s_row] if n_s else False), type_code[n_g:][s_row] if n_s else 0, -1)
+    # Topic ids coded over the snapshot's partitions and the store's positions.
+    tid_all = pa.concat_arrays([_plain(_column(snap, "topic_id")), _plain(s_flat.field("topic_id")).take(s_take)])
+    tid_code, tids = _codes_of(tid_all)
+    tid_code = np.where(_valid(tid_all), tid_code, -1)
+    m_placed = placed_part[m_part] if n_m else np.zeros(0, bool)
+    m_snap_row = snap_row[m_part] if n_m else np.zeros(0, np.int64)
+    m_p_tid = np.where(m_placed, tid_code[:n_snap][m_snap_row] if n_snap else -1, -1)
+    m_s_tid = np.where(has_s, tid_code[n_snap:][s_row] if n_s else -1, -1)
+
+    other = (m_p_tid >= 0) & (m_s_tid >= 0) & (m_p_tid != m_s_tid)
+    gone = m_placed & ~live & has_s & ~other
+    if unreadable:
+        skip = _filled(pc.is_in(names_all, value_set=pa.array(sorted(set(unreadable)), pa.string())), False)
+        gone &= ~name_null[m_name_row] & ~skip[m_name_row]
+
+    # Staleness per group (``Positions._staleness``): its Kafka keys, external ones, gone ones.
+    known = has_s & ~other & (m_s_offset == m_k_offset)
+    sel_k, sel_x, sel_g = np.flatnonzero(m_k_valid), np.flatnonzero(m_x), np.flatnonzero(gone)
+    v_name = np.concatenate([m_name[sel_k], m_name[sel_x], m_name[sel_g]])
+    v_no_members = np.concatenate([m_no_members[sel_k], np.zeros(len(sel_x), bool), np.ones(len(sel_g), bool)])
+    v_known = np.concatenate([known[sel_k], np.zeros(len(sel_x), bool), np.ones(len(sel_g), bool)])
+    v_time = np.concatenate([m_s_time[sel_k], np.zeros(len(sel_x), np.int64), m_s_time[sel_g]])
+    v_time_valid = np.concatenate([m_s_time_valid[sel_k], np.zeros(len(sel_x), bool), m_s_time_valid[sel_g]])
+    v_gone = np.concatenate([np.zeros(len(sel_k) + len(sel_x), bool), np.ones(len(sel_g), bool)])
+    v_order = np.argsort(v_name, kind="stable")
+    v_sorted = v_name[v_order]
+    v_starts = np.flatnonzero(np.concatenate([[True], v_sorted[1:] != v_sorted[:-1]])) if len(v_name) else np.zeros(0, np.int64)
+    v_first_row = np.concatenate([m_name_row[sel_k], m_name_row[sel_x], m_name_row[sel_g]])[v_order][v_starts] if len(v_name) else np.zeros(0, np.int64)
+    all_nm, _ = _extreme(v_no_members[v_order].astype(np.int64), np.ones(len(v_name), bool), v_starts, np.minimum)
+    all_known, _ = _extreme(v_known[v_order].astype(np.int64), np.ones(len(v_name), bool), v_starts, np.minimum)
+    latest, has_latest = _extreme(v_time[v_order], v_time_valid[v_order], v_starts, np.maximum)
+    any_gone = np.maximum.reduceat(v_gone[v_order], v_starts) if len(v_name) else np.zeros(0, bool)
+    groups = _output(
+        len(v_starts),
+        group_id=names_all.take(pa.array(v_first_row, pa.int64())),
+        stale_candidate=pa.array(all_nm.astype(bool) & all_known.astype(bool)),
+        last_progress=pa.array(latest, _UTC_US, mask=~has_latest),
+        gone=pa.array(any_gone.astype(bool)),
+    )
+
+    # The vanished positions (``Positions.vanished``), placed on the snapshot's partitions.
+    def strings(codes: np.ndarray, values: pa.Array) -> pa.Array:
+        """``values`` at ``codes`` (-1: null)."""
+        if len(values) == 0:
+            return pa.nulls(len(codes), pa.string())
+        return values.take(pa.array(np.where(codes < 0, 0, codes), pa.int64(), mask=codes < 0)).cast(pa.string())
+
+    p_rows = pa.array(first_row, pa.int64())
+    part_topic = topic_rows.take(p_rows) if n_parts else pa.array([], pa.string())
+    part_partition = part_rows.take(p_rows) if n_parts else pa.array([], pa.int32())
+    part_snap_id = pc.if_else(pa.array(placed_part), _plain(_column(snap, "snapshot_id")).take(pa.array(snap_row, pa.int64())), pa.scalar(None, pa.string())) if n_snap and n_parts else pa.nulls(n_parts, pa.string())
+    part_snap_time = pc.if_else(pa.array(placed_part), _column(snap, "snapshot_time").cast(_UTC_US).take(pa.array(snap_row, pa.int64())), pa.scalar(None, _UTC_US)) if n_snap and n_parts else pa.nulls(n_parts, _UTC_US)
+    vg = pa.array(np.flatnonzero(gone), pa.int64())
+    vanished = _output(
+        len(vg),
+        topic=part_topic.take(pa.array(m_part[np.flatnonzero(gone)], pa.int64())),
+        partition=part_partition.take(pa.array(m_part[np.flatnonzero(gone)], pa.int64())),
+        snapshot_id=part_snap_id.take(pa.array(m_part[np.flatnonzero(gone)], pa.int64())),
+        snapshot_time=part_snap_time.take(pa.array(m_part[np.flatnonzero(gone)], pa.int64())),
+        group_id=names_all.take(pa.array(m_name_row, pa.int64()).take(vg)),
+        offset=pa.array(m_s_offset[np.flatnonzero(gone)], pa.int64()),
+        group_type=strings(m_s_type[np.flatnonzero(gone)], types),
+    )
+
+    # The store after the batch (``Positions.after`` at the snapshot's time), nested by partition.
+    recreated = other
+    moved = ~has_s | (m_s_offset != m_k_offset) | recreated
+    k_type_valid = m_k_type >= 0
+    same_type = (~k_type_valid & (m_s_type < 0)) | (k_type_valid & (m_k_type == m_s_type))
+    retyped = (k_type_valid & ~same_type) | ((m_p_tid >= 0) & (m_s_tid < 0))
+    changed = m_k_valid & (moved | retyped)
+    moved_now = changed & moved
+    kept = np.flatnonzero(changed | has_s)
+    kept = kept[np.argsort(m_part[kept], kind="stable")]  # by partition
+    c, mn = changed[kept], moved_now[kept]
+    out_type = np.where(mn, m_k_type[kept], np.where(c, np.where(m_k_type[kept] >= 0, m_k_type[kept], m_s_type[kept]), m_s_type[kept]))
+    out_tid = np.where(c, np.where(m_p_tid[kept] >= 0, m_p_tid[kept], m_s_tid[kept]), m_s_tid[kept])
+    out_time = np.where(mn, m_k_time[kept], m_s_time[kept])
+    out_time_valid = np.where(mn, m_k_time_valid[kept], m_s_time_valid[kept])
+    positions = pa.StructArray.from_arrays(
+        [
+            names_all.take(pa.array(m_name_row[kept], pa.int64())),
+            pa.array(np.where(c, m_k_offset[kept], m_s_offset[kept]), pa.int64()),
+            pa.array(out_time, _UTC_US, mask=~out_time_valid),
+            strings(out_type, types),
+            strings(out_tid, tids),
+            pa.array(c),
+        ],
+        fields=list(POSITION),
+    )
+    counts = np.bincount(m_part[kept], minlength=n_parts) if n_parts else np.zeros(0, np.int64)
+    with_rows = np.flatnonzero(counts)
+    offsets = np.concatenate([[0], np.cumsum(counts[with_rows])]).astype(np.int32)
+    n_changed = np.bincount(m_part[kept], weights=c, minlength=n_parts).astype(np.int64) if n_parts else np.zeros(0, np.int64)
+    wr = pa.array(with_rows, pa.int64())
+    partitions = _output(
+        len(with_rows),
+        topic=part_topic.take(wr),
+        partition=part_partition.take(wr),
+        snapshot_id=part_snap_id.take(wr),
+        snapshot_time=part_snap_time.take(wr),
+        positions=pa.ListArray.from_arrays(pa.array(offsets), positions),
+        changed=pa.array(n_changed[with_rows], pa.int64()),
+    )
+    return pa.concat_tables([partitions, groups, vanished]).combine_chunks()
