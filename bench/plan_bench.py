@@ -131,7 +131,11 @@ def main(argv: list[str] | None = None) -> int:
                 rows = collect_rows(plan.rows)
             with step("progress", c):
                 positions = getattr(plan, "positions", None)  # None on code before Positions (a baseline)
-                if positions is not None and hasattr(store, "record"):  # as the pipeline does (the store keeps its rows)
+                if positions is not None and hasattr(positions, "hand_over"):  # as the pipeline does (the store keeps the match's rows)
+                    after, holder = positions.hand_over(plan.planned_at)
+                    plan.release()
+                    store.record(after, c, holder=holder)
+                elif positions is not None and hasattr(store, "record"):  # as the pipeline did (the store kept a copy)
                     from spark_purge.detach import cut
 
                     after = cut(positions.after(plan.planned_at))

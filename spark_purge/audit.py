@@ -743,15 +743,18 @@ class ProgressStore(CheckpointTable):
         finally:
             positions.release()
 
-    def record(self, after: DataFrame, batch_id: int) -> None:
+    def record(self, after: DataFrame, batch_id: int, holder: DataFrame | None = None) -> None:
         """Record batch ``batch_id``'s positions: ``after`` is ``Positions.after`` of the
         positions matched with this store's last ``read``, or ``NestedPositions.after`` of them
         nested (``read_nested``), cut from their lineage (``detach.cut``); the store takes them
         over. Its ``changed`` keys are appended (``apply``); the rows become what ``read`` (and
         ``read_nested``) answers next when nothing but that append and the prune right after it
-        moved the table since the read (otherwise they are dropped, and the table is read)."""
+        moved the table since the read (otherwise they are dropped, and the table is read).
+        ``holder``: the held rows ``after`` reads (``NestedPositions.hand_over``), dropped in its
+        place; None: ``after`` is held itself."""
         from spark_purge.policy.positions import CHANGED, NESTED_KEY, flat_store
 
+        held = after if holder is None else holder
         read_at = _PROGRESS_READ.get(self.path)
         self._forget_known()
         kept = False
@@ -785,11 +788,11 @@ class ProgressStore(CheckpointTable):
                 commits = None if tidied is None else (1 if rows else 0) + tidied
             now = table_state(self.spark, self.path)
             if commits is not None and unmoved is not None and now == (unmoved[0], unmoved[1] + commits):
-                _PROGRESS_STATE[self.path] = _KnownState(now, after, everything, nested)
+                _PROGRESS_STATE[self.path] = _KnownState(now, held, everything, nested)
                 kept = True
         finally:
             if not kept:
-                drop(after)
+                drop(held)
 
     def _forget_known(self) -> None:
         known = _PROGRESS_STATE.pop(self.path, None)

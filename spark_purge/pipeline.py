@@ -56,7 +56,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location, lease_row
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
-from spark_purge.detach import cut, drop, held
+from spark_purge.detach import drop, held
 from spark_purge.errors import ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.external_snapshot import with_external_consumers
 from spark_purge.fs import Files, HadoopFiles, join
@@ -392,16 +392,17 @@ class PurgePipeline:
         not remembered: left out."""
         partitions, groups = split_snapshot(snapshot)
         if plan.positions is not None:
-            # Cut from the store before it is written: nothing that reads the store may be
-            # re-planned at the store's commit (``spark_purge.detach``). The store keeps the
-            # rows: its next read answers with them while its table has not moved otherwise.
-            after = cut(plan.positions.after(plan.planned_at), serialized=True)
+            # The match's held rows, cut from the store before it is written: nothing that reads
+            # the store may be re-planned at the store's commit (``spark_purge.detach``). The
+            # store keeps them: its next read answers with them while its table has not moved
+            # otherwise.
+            after, holder = plan.positions.hand_over(plan.planned_at)
             try:
                 plan.release()
             except BaseException:
-                drop(after)
+                drop(holder)
                 raise
-            self.progress.record(after, batch_id)
+            self.progress.record(after, batch_id, holder=holder)
         else:  # the store's first batch (Positions keeps external consumers' rows out of it)
             self.progress.update(groups, plan.planned_at, batch_id, partitions)
         self._record_history(partitions, batch_id)

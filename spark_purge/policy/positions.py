@@ -332,6 +332,14 @@ class NestedPositions:
             raise ValueError(f"NestedPositions.after: the match is at {self.at.isoformat()}, not {now.isoformat()}")
         return self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNull()).select(*NESTED_STORE.fieldNames())
 
+    def hand_over(self, now: datetime) -> tuple[DataFrame, DataFrame]:
+        """``after(now)`` and the held rows it reads, which the caller now owns (``release``
+        leaves them; ``detach.drop`` of the second frees them): the store keeps them for its
+        next read with no copy. They are cut from any table's lineage already (``held``)."""
+        rows = self.after(now)
+        self._released = True
+        return rows, self.out
+
 
 def _other_incarnation(seen: Column, stored: Column) -> Column:
     """A remembered position (topic id ``stored``) is of another incarnation of the topic than
