@@ -11,6 +11,13 @@ given its partition's snapshot id, time and topic id (one broadcast of the snaps
 not one in each of the three), kept for the batch (``detach.held``; ``release`` when the batch is
 done). The three are then filters and small aggregations of that one table, each giving exactly
 what its own join gave.
+
+The planner runs the same match nested (``NestedPositions``, stop 65): the snapshot's group rows
+stay in their partition's row, the store is held nested by partition between batches
+(``NESTED_STORE``), and one Arrow task (``spark_purge.position_match``) gives the three at once,
+with no row per commit in Spark. ``Positions`` stays the flat query: the store's first batch
+(``ProgressStore.update``), ``vanished.vanished_rows``, ``compute_plan`` called without
+staleness, and the oracle the nested match is tested against (``tests/unit/test_nested_positions.py``).
 """
 from __future__ import annotations
 
