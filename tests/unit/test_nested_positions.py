@@ -122,7 +122,7 @@ def merged(drawn: list[tuple[list[Any], list[Any], set[str]]]) -> tuple[list[Any
     return snapshot, store, tuple(sorted(unreadable))
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(cases(), min_size=20, max_size=40))
 def test_the_nested_match_gives_what_the_flat_one_gives(spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]]) -> None:
     check(spark, *merged(drawn))
