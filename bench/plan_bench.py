@@ -191,27 +191,24 @@ def _time_parts(parts: dict[str, list[float]]) -> None:
 
         return run
 
-    match = Positions.match.__func__  # type: ignore[attr-defined]
+    def materialized(kind, rows: str) -> None:  # type: ignore[no-untyped-def]
+        """``kind.match`` counting its held ``rows`` (an attribute) as soon as it is made."""
+        match = kind.match.__func__
 
-    def matched(cls, *a, **k):  # type: ignore[no-untyped-def]
-        positions = match(cls, *a, **k)
-        timed("store match (materialized)", positions.matched.count)()
-        return positions
+        def matched(cls, *a, **k):  # type: ignore[no-untyped-def]
+            positions = match(cls, *a, **k)
+            timed("store match (materialized)", getattr(positions, rows).count)()
+            return positions
 
-    Positions.match = classmethod(matched)  # type: ignore[method-assign, assignment]
+        kind.match = classmethod(matched)
+
+    materialized(Positions, "matched")
     try:
         from spark_purge.policy.positions import NestedPositions
     except ImportError:  # code before it (a baseline)
         pass
     else:
-        nested_match = NestedPositions.match.__func__  # type: ignore[attr-defined]
-
-        def nested(cls, *a, **k):  # type: ignore[no-untyped-def]
-            positions = nested_match(cls, *a, **k)
-            timed("store match (materialized)", positions.out.count)()
-            return positions
-
-        NestedPositions.match = classmethod(nested)  # type: ignore[method-assign, assignment]
+        materialized(NestedPositions, "out")
     plan_module._selected_topic_rules = timed("rules' collect", plan_module._selected_topic_rules)
     planner_module.compute_plan = timed("compute_plan (with rules)", planner_module.compute_plan)
 

@@ -670,7 +670,15 @@ class ProgressStore(CheckpointTable):
     def read(self) -> DataFrame:
         """The store: each key's newest row (``PROGRESS_STORE`` columns; empty when there is no
         table yet); the rows this process recorded last when the table has not moved since."""
+        return self._read(self._read_state())
+
+    def _read_state(self) -> tuple[str, int] | None:
+        """The table's state now, remembered as the state the read answers at."""
         state = _PROGRESS_READ[self.path] = table_state(self.spark, self.path)
+        return state
+
+    def _read(self, state: tuple[str, int] | None) -> DataFrame:
+        """``read()`` with the table at ``state`` (``_read_state``)."""
         known = _PROGRESS_STATE.get(self.path)
         if known is not None and known.table == state:
             return known.rows
@@ -696,11 +704,11 @@ class ProgressStore(CheckpointTable):
         the table's rows nested (one shuffle, in the job that reads them)."""
         from spark_purge.policy.positions import nest_store
 
-        state = _PROGRESS_READ[self.path] = table_state(self.spark, self.path)
+        state = self._read_state()
         known = _PROGRESS_STATE.get(self.path)
         if known is not None and known.table == state and known.nested is not None:
             return known.nested
-        return nest_store(self.read())
+        return nest_store(self._read(state))
 
     def read_nested_if_exists(self) -> DataFrame | None:
         """``read_nested()``, or None before the first batch wrote the table (``read_if_exists``)."""

@@ -268,8 +268,6 @@ class NestedPositions:
     read (their remembered positions never vanish); ``at``: the snapshot's time.
     """
 
-    placed = True
-
     def __init__(self, out: DataFrame, at: datetime) -> None:
         self.out = out  # held (``detach.held``) until ``release``
         self.at = at
