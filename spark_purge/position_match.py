@@ -36,7 +36,7 @@ sorted and searched with NumPy; strings are taken once, for the output.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -94,24 +94,48 @@ NESTED_OUTPUT = (
 _UTC_US = pa.timestamp("us", tz="UTC")
 
 
-def nested_batches(unreadable: tuple[str, ...]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def nested_batches(unreadable: tuple[str, ...], chunk: int | None = None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: every input batch read (the match needs both sides whole),
-    ``nested_match`` of them given in batches of at most ``PARTITIONS_PER_BATCH`` rows."""
+    ``nested_match`` of them ``chunk`` partitions at a time (default ``PARTITIONS_PER_CHUNK``),
+    given in batches of at most ``PARTITIONS_PER_BATCH`` rows as each chunk is matched."""
+    size = PARTITIONS_PER_CHUNK if chunk is None else chunk
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        read = list(batches)
-        if not read:
+        sides = _sides(batches)
+        if sides is None:
             return
-        out = nested_match(pa.Table.from_batches(read), unreadable)
-        del read
-        yield from out.to_batches(max_chunksize=PARTITIONS_PER_BATCH)
+        for piece in _match(*sides, unreadable, size):
+            yield from piece.to_batches(max_chunksize=PARTITIONS_PER_BATCH)
+        del sides
         pa.default_memory_pool().release_unused()
 
     return run
 
 
+def _sides(batches: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, pa.RecordBatch] | None:
+    """The input's snapshot rows and store rows (``stored``), each side as one record batch; None
+    when there is no input batch. A batch of one side only is kept as it is (no copy)."""
+    parts: tuple[list[pa.RecordBatch], list[pa.RecordBatch]] = ([], [])
+    schema = None
+    for batch in batches:
+        schema = batch.schema
+        stored = _filled(_column(batch, "stored"), False)
+        if stored.all() or not stored.any():
+            parts[int(bool(stored.any()))].append(batch)
+        else:
+            parts[0].append(batch.filter(pa.array(~stored)))
+            parts[1].append(batch.filter(pa.array(stored)))
+    if schema is None:
+        return None
+    snap, store = (_one_batch(pa.Table.from_batches(side, schema=schema), NESTED_INPUT) for side in parts)
+    return snap, store
+
+
 # Output rows a yielded batch holds at most (a partition's row carries all its positions).
 PARTITIONS_PER_BATCH = 2_000
+# Partitions matched at a time: the worker holds one chunk's intermediate arrays (issue 12: at
+# 10k x 10k, all at once took about 250 MB of NumPy arrays beside the input).
+PARTITIONS_PER_CHUNK = 2_000
 
 
 def _valid(values: pa.Array) -> np.ndarray:
@@ -130,10 +154,20 @@ def _extreme(values: np.ndarray, mask: np.ndarray, starts: np.ndarray, reduce: n
 
 
 def _one_batch(rows: pa.Table, fields: tuple[tuple[str, pa.DataType], ...]) -> pa.RecordBatch:
-    """``rows`` as one record batch (an empty one of ``fields`` when there are none)."""
+    """``rows`` as one record batch (an empty one of ``fields`` when there are none; a table of
+    one batch as that batch, with no copy)."""
     if rows.num_rows == 0:
         return pa.RecordBatch.from_pylist([], schema=pa.schema([pa.field(n, k) for n, k in fields]))
-    return rows.combine_chunks().to_batches()[0]
+    batches = rows.to_batches()
+    return batches[0] if len(batches) == 1 else rows.combine_chunks().to_batches()[0]
+
+
+def _pick(values: pa.Array, rows: np.ndarray) -> pa.Array:
+    """``values`` at ``rows`` (a copy), or ``values`` itself when ``rows`` is every row in order
+    (the common case: every position >= 0)."""
+    if len(rows) == len(values) and (len(rows) == 0 or bool(np.all(rows == np.arange(len(rows))))):
+        return values
+    return values.take(pa.array(rows, pa.int64()))
 
 
 def _ints(values: pa.Array) -> np.ndarray:
@@ -163,31 +197,92 @@ __all__ = [
 ]
 
 
-def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = ()) -> pa.Table:
+def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = (), chunk: int | None = None) -> pa.Table:
     """The match of the snapshot's and the store's nested rows (``NESTED_INPUT``) and what reads
-    it (module docstring), ``NESTED_OUTPUT``: the store's partitions after the batch, then the
-    groups' staleness, then the vanished positions."""
-    whole = _one_batch(rows, NESTED_INPUT)
-    stored = _filled(_column(whole, "stored"), False)
-    snap = whole.filter(pa.array(~stored))
-    store = whole.filter(pa.array(stored))
+    it (module docstring), ``NESTED_OUTPUT``: the store's partitions after the batch with the
+    vanished positions, ``chunk`` partitions at a time (default ``PARTITIONS_PER_CHUNK``), then
+    the groups' staleness."""
+    sides = _sides(rows.to_batches())
+    if sides is None:
+        sides = (_one_batch(rows, NESTED_INPUT), _one_batch(rows, NESTED_INPUT))
+    return pa.concat_tables(list(_match(*sides, unreadable, PARTITIONS_PER_CHUNK if chunk is None else chunk)))
+
+
+def _match(snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, ...], chunk: int) -> Iterator[pa.Table]:
+    """``nested_match`` of the snapshot's rows and the store's rows (``_sides``), ``chunk``
+    partitions at a time (a partition's keys are matched within it: only the worker's memory of
+    one chunk at once is needed, and each chunk's output goes while the next is matched): each
+    chunk's partitions after the batch and vanished positions, then the groups' staleness over
+    all chunks (a group's verdict is an AND, a max and an OR: of its chunks' verdicts too)."""
+    if chunk < 1:
+        raise ValueError(f"position match: chunk must be at least 1 partition, not {chunk}")
+    n_snap = snap.num_rows
+    part = _partition_codes(
+        pa.concat_arrays([_plain(_column(snap, "topic")), _plain(_column(store, "topic"))]),
+        pa.concat_arrays([_column(snap, "partition"), _column(store, "partition")]),
+    )
+    n_parts = int(part.max()) + 1 if len(part) else 0
+    pieces: Iterable[tuple[pa.Table, pa.Table, pa.Table]]
+    if n_parts <= chunk:
+        pieces = [_match_rows(snap, store, unreadable)]
+    else:
+        of = part // chunk
+        pieces = (
+            _match_rows(snap.filter(pa.array(of[:n_snap] == c)), store.filter(pa.array(of[n_snap:] == c)), unreadable)
+            for c in range(-(-n_parts // chunk))
+        )
+    verdicts = []
+    for partitions, groups, vanished in pieces:
+        yield pa.concat_tables([partitions, vanished])
+        verdicts.append(groups)
+    yield _verdicts(verdicts)
+
+
+def _partition_codes(topics: pa.Array, partitions: pa.Array) -> np.ndarray:
+    """Per row, its partition's code (0 .. distinct partitions - 1, in (topic code, partition)
+    order): (``topics[i]``, ``partitions[i]``), a null part a value of its own."""
+    t_code, _ = _codes_of(topics)
+    p_null = ~_valid(partitions)
+    p_val = _ints(partitions)
+    low = int(p_val.min()) if len(p_val) else 0
+    width = (int(p_val.max()) - low + 2) if len(p_val) else 1
+    pair = t_code * width + np.where(p_null, 0, p_val - low + 1)
+    if not len(pair):
+        return np.zeros(0, np.int64)
+    _, row_part = np.unique(pair, return_inverse=True)
+    return np.asarray(row_part, dtype=np.int64).reshape(-1)
+
+
+def _verdicts(parts: list[pa.Table]) -> pa.Table:
+    """The groups' rows of ``NESTED_OUTPUT`` over chunks: per group (a null name one group, as
+    in a chunk), stale when stale in every chunk, its latest progress, gone when gone in any."""
+    if len(parts) == 1:
+        return parts[0]
+    rows = pa.concat_tables(parts).select(["group_id", "stale_candidate", "last_progress", "gone"])
+    per = rows.group_by("group_id", use_threads=False).aggregate([("stale_candidate", "all"), ("last_progress", "max"), ("gone", "any")])
+    return _output(
+        per.num_rows,
+        group_id=per.column("group_id"),
+        stale_candidate=per.column("stale_candidate_all"),
+        last_progress=per.column("last_progress_max"),
+        gone=per.column("gone_any"),
+    )
+
+
+def _match_rows(snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, ...]) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """The match of partitions' rows on both sides (``_match``): the partitions after the batch,
+    the groups' staleness over them, the vanished positions (``NESTED_OUTPUT`` rows each)."""
     n_snap = snap.num_rows
 
     # Partitions coded as integers: (topic, partition) of every input row, a null part a value of its own.
     topic_rows = pa.concat_arrays([_plain(_column(snap, "topic")), _plain(_column(store, "topic"))])
     part_rows = pa.concat_arrays([_column(snap, "partition"), _column(store, "partition")])
-    t_code, _ = _codes_of(topic_rows)
+    row_part = _partition_codes(topic_rows, part_rows)
     p_null = ~_valid(part_rows)
-    p_val = _ints(part_rows)
-    low = int(p_val.min()) if len(p_val) else 0
-    width = (int(p_val.max()) - low + 2) if len(p_val) else 1
-    pair = t_code * width + np.where(p_null, 0, p_val - low + 1)
-    distinct_pairs, row_part = np.unique(pair, return_inverse=True) if len(pair) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    row_part = row_part.astype(np.int64).reshape(-1)
-    n_parts = len(distinct_pairs)
+    n_parts = int(row_part.max()) + 1 if len(row_part) else 0
     # A partition's keys: its first input row's; and whether a part is null (it matches nothing).
-    first_row = np.full(n_parts, len(pair), dtype=np.int64)
-    np.minimum.at(first_row, row_part, np.arange(len(pair), dtype=np.int64))
+    first_row = np.full(n_parts, len(row_part), dtype=np.int64)
+    np.minimum.at(first_row, row_part, np.arange(len(row_part), dtype=np.int64))
     part_unmatchable = (~_valid(topic_rows) | p_null)[first_row] if n_parts else np.zeros(0, bool)
     # The snapshot's row of each partition (the first, when a snapshot repeats one), or -1.
     snap_row = np.full(n_parts, n_snap, dtype=np.int64)
@@ -200,18 +295,16 @@ def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = ()) -> pa.Table:
     g_flat = g_list.flatten()
     g_parent = np.asarray(pc.list_parent_indices(g_list), dtype=np.int64)
     g_keep = np.flatnonzero(_filled(pc.greater_equal(g_flat.field("committed_offset"), 0), False))
-    g_take = pa.array(g_keep, pa.int64())
     g_part = row_part[:n_snap][g_parent[g_keep]]
     s_list = _as_list(_column(store, "positions"))
     s_flat = s_list.flatten()
     s_parent = np.asarray(pc.list_parent_indices(s_list), dtype=np.int64)
     s_keep = np.flatnonzero(_filled(pc.greater_equal(s_flat.field("committed_offset"), 0), False))
-    s_take = pa.array(s_keep, pa.int64())
     s_part = row_part[n_snap:][s_parent[s_keep]]
     n_g, n_s = len(g_keep), len(s_keep)
 
     # Group names coded once over both sides; a key is then one integer.
-    names_all = pa.concat_arrays([_plain(g_flat.field("group_id")).take(g_take), _plain(s_flat.field("group_id")).take(s_take)])
+    names_all = pa.concat_arrays([_pick(_plain(g_flat.field("group_id")), g_keep), _pick(_plain(s_flat.field("group_id")), s_keep)])
     name_code, names = _codes_of(names_all)
     name_null = ~_valid(names_all)
     n_names = max(len(names), 1)
@@ -224,16 +317,17 @@ def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = ()) -> pa.Table:
     starts = np.flatnonzero(np.concatenate([[True], g_sorted[1:] != g_sorted[:-1]])) if n_g else np.zeros(0, np.int64)
     n_k = len(starts)
     k_first = g_order[starts]  # a key's first row (its names)
-    g_type = _plain(g_flat.field("group_type")).take(g_take).take(pa.array(g_order, pa.int64()))
+    g_sorted_rows = g_keep[g_order]  # the kept group rows in key order
+    g_type = _pick(_plain(g_flat.field("group_type")), g_sorted_rows)
     # Types coded over both sides; what depends on a type alone is computed once per distinct
     # type (a few) and looked up (the greatest by its UTF-8 bytes, as Spark's ``max``).
-    s_type_all = _plain(s_flat.field("group_type")).take(s_take)
+    s_type_all = _pick(_plain(s_flat.field("group_type")), s_keep)
     both_types = pa.concat_arrays([g_type, s_type_all])
     type_code, types = _codes_of(both_types)
     type_valid = _valid(both_types)
     external = _filled(pc.is_in(types, value_set=_EXTERNAL), False)[type_code[:n_g]] & type_valid[:n_g] if len(types) else np.zeros(n_g, bool)
     inside = ~external
-    g_off = _ints(g_flat.field("committed_offset").take(g_take))[g_order]
+    g_off = _ints(g_flat.field("committed_offset"))[g_sorted_rows]
     k_offset, k_has_offset = _extreme(g_off, inside, starts, np.minimum)
     order_t = np.asarray(pc.sort_indices(types), dtype=np.int64)
     rank_of = np.empty(len(order_t), dtype=np.int64)
@@ -242,7 +336,7 @@ def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = ()) -> pa.Table:
     top, k_has_type = _extreme(g_rank, inside & type_valid[:n_g], starts, np.maximum)
     k_type = np.where(k_has_type, order_t[np.where(k_has_type, top, 0)] if len(order_t) else 0, -1)  # a code in ``types``
     # ``policy.groups.no_members``, its string tests on the distinct states and types.
-    state_code, states = _codes_of(_plain(g_flat.field("group_state")).take(g_take).take(pa.array(g_order, pa.int64())))
+    state_code, states = _codes_of(_pick(_plain(g_flat.field("group_state")), g_sorted_rows))
     state_l = pc.utf8_lower(states)
     kind_l = pc.utf8_lower(types)
 
@@ -250,7 +344,7 @@ def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = ()) -> pa.Table:
         """A test made on the distinct values, per row (a null value: false)."""
         return _filled(test, False)[codes] if len(test) else np.zeros(len(codes), bool)
 
-    members = g_flat.field("member_count").take(g_take).take(pa.array(g_order, pa.int64()))
+    members = _pick(g_flat.field("member_count"), g_sorted_rows)
     g_kind = type_code[:n_g]
     classic = per_row(pc.equal(kind_l, "classic"), g_kind) & (per_row(pc.equal(state_l, "dead"), state_code) | _filled(pc.equal(members, 0), False))
     gone_state = per_row(pc.equal(state_l, "empty"), state_code) | per_row(pc.equal(state_l, _VANISHED), state_code) | classic
@@ -299,15 +393,15 @@ def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = ()) -> pa.Table:
     m_x = np.concatenate([x_present, pad.astype(bool)])
     m_k_time = np.concatenate([k_time, pad])
     m_k_time_valid = np.concatenate([k_has_time, pad.astype(bool)])
-    s_offset_all = _ints(s_flat.field("committed_offset").take(s_take))
-    s_time_col = s_flat.field("last_progress_time").take(s_take)
+    s_offset_all = _ints(s_flat.field("committed_offset"))[s_keep]
+    s_time_col = _pick(s_flat.field("last_progress_time"), s_keep)
     s_time_all, s_time_valid_all = _micros(s_time_col), _valid(s_time_col)
     m_s_offset = np.where(has_s, s_offset_all[s_row] if n_s else 0, 0)
     m_s_time = np.where(has_s, s_time_all[s_row] if n_s else 0, 0)
     m_s_time_valid = has_s & (s_time_valid_all[s_row] if n_s else False)
     m_s_type = np.where(has_s & (type_valid[n_g:][s_row] if n_s else False), type_code[n_g:][s_row] if n_s else 0, -1)
     # Topic ids coded over the snapshot's partitions and the store's positions.
-    tid_all = pa.concat_arrays([_plain(_column(snap, "topic_id")), _plain(s_flat.field("topic_id")).take(s_take)])
+    tid_all = pa.concat_arrays([_plain(_column(snap, "topic_id")), _pick(_plain(s_flat.field("topic_id")), s_keep)])
     tid_code, tids = _codes_of(tid_all)
     tid_code = np.where(_valid(tid_all), tid_code, -1)
     m_placed = placed_part[m_part] if n_m else np.zeros(0, bool)
@@ -410,4 +504,4 @@ def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = ()) -> pa.Table:
         positions=pa.ListArray.from_arrays(pa.array(offsets), positions),
         changed=pa.array(n_changed[with_rows], pa.int64()),
     )
-    return pa.concat_tables([partitions, groups, vanished]).combine_chunks()
+    return partitions, groups, vanished

@@ -274,7 +274,7 @@ class NestedPositions:
         self._released = False
 
     @classmethod
-    def match(cls, snapshot: DataFrame, store: DataFrame, unreadable: Iterable[str], at: datetime) -> NestedPositions:
+    def match(cls, snapshot: DataFrame, store: DataFrame, unreadable: Iterable[str], at: datetime, chunk: int | None = None) -> NestedPositions:
         from spark_purge.position_match import nested_batches
 
         none = {f.name: F.lit(None).cast(f.dataType) for f in NESTED_INPUT_TYPE.fields}
@@ -293,7 +293,7 @@ class NestedPositions:
         )
         # One task, both sides whole: its Python worker is the one a local session keeps idle
         # (``session.IDLE_PYTHON_WORKERS``), and no side is shuffled.
-        out = snap.unionByName(kept).coalesce(1).mapInArrow(nested_batches(tuple(sorted(set(unreadable)))), NESTED_OUTPUT_TYPE)
+        out = snap.unionByName(kept).coalesce(1).mapInArrow(nested_batches(tuple(sorted(set(unreadable))), chunk), NESTED_OUTPUT_TYPE)
         return cls(held(out), at)
 
     def release(self) -> None:

@@ -73,11 +73,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def check(spark: SparkSession, snapshot: list[Any], store: list[Any], unreadable: tuple[str, ...]) -> NestedPositions:
+def check(spark: SparkSession, snapshot: list[Any], store: list[Any], unreadable: tuple[str, ...], chunk: int | None = None) -> NestedPositions:
+    """The nested match against the flat one; ``chunk``: partitions the task matches at a time
+    (a group's verdict then combines several chunks')."""
     snap, kept = frames(spark, snapshot, store)
     partitions, groups = split_snapshot(snap)
     flat = Positions.match(partitions, groups, kept, keep=False)
-    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW)
+    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW, chunk=chunk)
     try:
         staleness, gone = nested.staleness_table()
         expected_staleness = flat._staleness(unreadable).collect()
@@ -123,9 +125,9 @@ def merged(drawn: list[tuple[list[Any], list[Any], set[str]]]) -> tuple[list[Any
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(st.lists(cases(), min_size=20, max_size=40))
-def test_the_nested_match_gives_what_the_flat_one_gives(spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]]) -> None:
-    check(spark, *merged(drawn))
+@given(st.lists(cases(), min_size=20, max_size=40), st.sampled_from((1, 3, None)))
+def test_the_nested_match_gives_what_the_flat_one_gives(spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]], chunk: int | None) -> None:
+    check(spark, *merged(drawn), chunk=chunk)
 
 
 def test_the_nested_match_spelt_out(spark: SparkSession) -> None:
@@ -144,6 +146,7 @@ def test_the_nested_match_spelt_out(spark: SparkSession) -> None:
         ("far", ("c", 5), 2, NOW - timedelta(hours=4), "classic", None),  # a partition the snapshot lacks: kept as is
     ]
     check(spark, snapshot, store, ("ghost",))
+    check(spark, snapshot, store, ("ghost",), chunk=1)  # each partition a chunk of its own
     snap, kept = frames(spark, snapshot, store)
     nested = NestedPositions.match(snap, nest_store(kept), ("ghost",), at=NOW)
     try:
@@ -189,3 +192,5 @@ def test_the_store_nests_and_flattens_back(spark: SparkSession) -> None:
 def test_no_rows_in_gives_no_rows_out() -> None:
     empty = pa.Table.from_pylist([], schema=pa.schema([pa.field(n, k) for n, k in NESTED_INPUT]))
     assert nested_match(empty).num_rows == 0
+    with pytest.raises(ValueError, match="chunk must be at least 1 partition, not 0"):
+        nested_match(empty, chunk=0)
