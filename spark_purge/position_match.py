@@ -133,9 +133,10 @@ def _sides(batches: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, pa.Record
 
 # Output rows a yielded batch holds at most (a partition's row carries all its positions).
 PARTITIONS_PER_BATCH = 2_000
-# Partitions matched at a time: the worker holds one chunk's intermediate arrays (issue 12: at
-# 10k x 10k, all at once took about 250 MB of NumPy arrays beside the input).
-PARTITIONS_PER_CHUNK = 2_000
+# Partitions matched at a time: the worker holds one chunk's intermediate arrays (issue 12). At
+# 10k x 10k (500,000 positions a side), in one process: all at once 0.62 s and 359 MB of peak
+# RSS above the input's; 2,000 at a time 0.26 s and 130 MB; 500 at a time 0.26 s and 52 MB.
+PARTITIONS_PER_CHUNK = 500
 
 
 def _valid(values: pa.Array) -> np.ndarray:
