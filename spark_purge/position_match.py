@@ -32,7 +32,10 @@ A snapshot has one row a partition; were one repeated, its first row places the 
 
 It runs in Spark's Python workers: like ``spark_purge.group_facts``, it imports PyArrow, NumPy and
 the schemas' constants only. The work is integer codes (partitions, names, types, topic ids)
-sorted and searched with NumPy; strings are taken once, for the output.
+sorted and searched with NumPy; strings are taken once, for the output. It is done
+``PARTITIONS_PER_CHUNK`` partitions at a time (a key is one partition's), each chunk's output
+given before the next is matched, the groups' verdicts combined over the chunks at the end: the
+worker holds the input and one chunk's arrays, not the arrays of all (``bench/diag/match_memory.py``).
 """
 from __future__ import annotations
 

@@ -240,3 +240,40 @@ def test_the_rows_a_batch_recorded_answer_the_next_read_only_while_the_table_has
     store.remove(store.remembered("a"))
     assert content(store) == from_table() and not any(k[0] == "a" for k in content(store))
     assert store.path not in audit._PROGRESS_STATE
+
+
+def _added_stats(path: str) -> list[dict[str, Any]]:
+    """The statistics of every file the table's commits added (its ``_delta_log``)."""
+    import json
+
+    found = []
+    for commit in sorted(Path(path, "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action and action["add"].get("stats"):
+                found.append(json.loads(action["add"]["stats"]))
+    return found
+
+
+def test_the_log_keeps_row_counts_not_column_statistics_also_on_a_table_written_before(spark: SparkSession, tmp_path: Path) -> None:
+    from spark_purge.audit import PROGRESS_PROPERTIES
+    from spark_purge.deltalog import latest_snapshot
+
+    def properties(path: str) -> dict[str, str]:
+        configuration = latest_snapshot(spark, path).metadata().configuration()
+        return {k: str(configuration.get(k).get()) for k in PROGRESS_PROPERTIES if configuration.get(k).isDefined()}
+
+    new = str(tmp_path / "new")
+    store = ProgressStore(spark, new, app_id="q")
+    store.update(groups(spark, [("g", "t", 0, 5, "classic"), ("g", "t", 1, 6, "classic")]), T0, 0)
+    assert properties(new) == PROGRESS_PROPERTIES
+    assert _added_stats(new) == [{"numRecords": 2}]  # no min / max / null counts per column
+
+    old = str(tmp_path / "old")  # a table of an earlier version: Delta's default statistics
+    spark.createDataFrame([("old", "t", 0, 4, T0)], schemas.GROUP_PROGRESS).write.format("delta").save(old)
+    assert "minValues" in _added_stats(old)[0]
+    store = ProgressStore(spark, old, app_id="q")
+    store.update(groups(spark, [("new", "t", 0, 8, "share")]), T1, 0)
+    assert properties(old) == PROGRESS_PROPERTIES
+    assert _added_stats(old)[-1] == {"numRecords": 1}
+    assert content(store) == {("old", "t", 0): (4, T0, None), ("new", "t", 0): (8, T1, "share")}
