@@ -8,7 +8,8 @@ snapshot's side with every group one offset past the store's, the store's side w
 position (so every key moves, as in the cycle bench). Writes it as an Arrow IPC file, then for
 each chunk size runs ``position_match.nested_batches`` over it in a fresh Python process with
 only the worker's modules imported, as a Spark Python worker does, and prints that process's
-peak RSS above what it held once the input was read (``ru_maxrss``), PyArrow's pool peak and
+peak RSS above what it held once the input was read (``VmHWM``, reset through
+``/proc/self/clear_refs``: ``ru_maxrss`` keeps the parent's peak across ``exec``), PyArrow's pool peak and
 the seconds. ``0`` is every partition at once (one chunk). Not a test: a diagnosis.
 """
 from __future__ import annotations
@@ -24,20 +25,27 @@ sys.path.insert(0, str(ROOT))
 
 # Run in a child: the input read, then the match, memory measured around it.
 CHILD = r"""
-import resource, sys, time
+import sys, time
+from pathlib import Path
 import pyarrow as pa
 sys.path.insert(0, {root!r})
 from spark_purge import position_match as pm
-def rss(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def status_mb(key):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
 batches = pa.ipc.open_file({path!r}).read_all().to_batches()
 chunk = {chunk}
-start = rss()
+Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) from here on
+start = status_mb("VmRSS")
 t = time.perf_counter()
 rows = 0
-for b in pm.nested_batches((), chunk or 10**9)(iter(batches)):
+import inspect
+chunked = "chunk" in inspect.signature(pm.nested_batches).parameters  # a checkout before stop 66: all at once
+for b in (pm.nested_batches((), chunk or 10**9) if chunked else pm.nested_batches(()))(iter(batches)):
     rows += b.num_rows
-print("chunk %-8s %6.2f s  peak RSS above the input's %5.0f MB  Arrow pool peak %5.0f MB  (%d rows out)" % (
-    chunk or "all", time.perf_counter() - t, rss() - start, pa.default_memory_pool().max_memory() / 1e6, rows))
+print("chunk %-8s %6.2f s  peak RSS %5.0f MB above the %3.0f MB once the input was read; Arrow pool peak %5.0f MB  (%d rows out)" % (
+    chunk or "all", time.perf_counter() - t, status_mb("VmHWM") - start, start, pa.default_memory_pool().max_memory() / 1e6, rows))
 """
 
 
@@ -80,13 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=10_000)
     ap.add_argument("--per-topic", type=int, default=50)
     ap.add_argument("--chunks", default="0,2000,500", help="chunk sizes, comma-separated (0: all at once)")
+    ap.add_argument("--root", default=str(ROOT), help="the checkout whose spark_purge runs the match (another: git worktree add)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="match-memory-") as tmp:
         path = str(Path(tmp) / "input.arrow")
         build(args.partitions, args.groups, args.per_topic, path)
-        print(f"{args.partitions} partitions x {args.groups} groups: input {Path(path).stat().st_size / 1e6:.0f} MB as Arrow IPC")
+        print(f"{args.root}: {args.partitions} partitions x {args.groups} groups: input {Path(path).stat().st_size / 1e6:.0f} MB as Arrow IPC")
         for chunk in (int(c) for c in args.chunks.split(",")):
-            subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), path=path, chunk=chunk)], check=True)
+            subprocess.run([sys.executable, "-c", CHILD.format(root=args.root, path=path, chunk=chunk)], check=True)
     return 0
 
 
