@@ -137,8 +137,8 @@ def _sides(batches: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, pa.Record
 # Output rows a yielded batch holds at most (a partition's row carries all its positions).
 PARTITIONS_PER_BATCH = 2_000
 # Partitions matched at a time: the worker holds one chunk's intermediate arrays (issue 12). At
-# 10k x 10k (500,000 positions a side), in one process: all at once 0.62 s and 359 MB of peak
-# RSS above the input's; 2,000 at a time 0.26 s and 130 MB; 500 at a time 0.26 s and 52 MB.
+# 10k x 10k (500,000 positions a side; ``bench/diag/match_memory.py``): all at once 0.4-0.5 s and
+# 353 MB of peak RSS above the input's; 2,000 at a time 0.22 s and 138 MB; 500 0.28 s and 48 MB.
 PARTITIONS_PER_CHUNK = 500
 
 
