@@ -228,11 +228,18 @@ def _match(snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, .
     n_parts = int(part.max()) + 1 if len(part) else 0
     pieces: Iterable[tuple[pa.Table, pa.Table, pa.Table]]
     if n_parts <= chunk:
-        pieces = [_match_rows(snap, store, unreadable)]
+        pieces = [_match_rows(snap, store, part, unreadable)]
     else:
+        # Chunk c holds the partitions coded c * chunk .. (c + 1) * chunk - 1: its rows' codes
+        # less c * chunk are its own codes (the filter keeps the rows' order).
         of = part // chunk
         pieces = (
-            _match_rows(snap.filter(pa.array(of[:n_snap] == c)), store.filter(pa.array(of[n_snap:] == c)), unreadable)
+            _match_rows(
+                snap.filter(pa.array(of[:n_snap] == c)),
+                store.filter(pa.array(of[n_snap:] == c)),
+                np.concatenate([part[:n_snap][of[:n_snap] == c], part[n_snap:][of[n_snap:] == c]]) - c * chunk,
+                unreadable,
+            )
             for c in range(-(-n_parts // chunk))
         )
     verdicts = []
@@ -273,15 +280,16 @@ def _verdicts(parts: list[pa.Table]) -> pa.Table:
     )
 
 
-def _match_rows(snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, ...]) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """The match of partitions' rows on both sides (``_match``): the partitions after the batch,
-    the groups' staleness over them, the vanished positions (``NESTED_OUTPUT`` rows each)."""
+def _match_rows(snap: pa.RecordBatch, store: pa.RecordBatch, row_part: np.ndarray, unreadable: tuple[str, ...]) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """The match of partitions' rows on both sides (``_match``), ``row_part`` the code of each
+    row's partition (the snapshot's rows, then the store's: ``_partition_codes``, dense from 0):
+    the partitions after the batch, the groups' staleness over them, the vanished positions
+    (``NESTED_OUTPUT`` rows each)."""
     n_snap = snap.num_rows
 
-    # Partitions coded as integers: (topic, partition) of every input row, a null part a value of its own.
+    # (topic, partition) of every input row, a null part a value of its own.
     topic_rows = pa.concat_arrays([_plain(_column(snap, "topic")), _plain(_column(store, "topic"))])
     part_rows = pa.concat_arrays([_column(snap, "partition"), _column(store, "partition")])
-    row_part = _partition_codes(topic_rows, part_rows)
     p_null = ~_valid(part_rows)
     n_parts = int(row_part.max()) + 1 if len(row_part) else 0
     # A partition's keys: its first input row's; and whether a part is null (it matches nothing).
