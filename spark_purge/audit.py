@@ -45,6 +45,7 @@ from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, LEASE_RECORD, PROGRES
 
 if TYPE_CHECKING:
     from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
+    from spark_purge.policy.positions import LogFile
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")  # what a retried Delta write returns
@@ -583,6 +584,9 @@ class _LogSize:
         return self.rows + appended > LOG_FACTOR * max(self.keys, 1)
 
 
+# Progress appends of this process by the way they went: a file the store match's task made,
+# committed as it is, or Spark's writer (the tests and the benches read them).
+PROGRESS_APPENDS = {"file": 0, "writer": 0}
 _PROGRESS_LOG_SIZE: dict[str, _LogSize] = {}  # path -> the log's size, kept by _tidy(), prune() and _rewrite()
 
 
@@ -773,7 +777,7 @@ class ProgressStore(CheckpointTable):
         finally:
             positions.release()
 
-    def record(self, after: DataFrame, batch_id: int, holder: DataFrame | None = None) -> None:
+    def record(self, after: DataFrame, batch_id: int, holder: DataFrame | None = None, log_file: LogFile | None = None) -> None:
         """Record batch ``batch_id``'s positions: ``after`` is ``Positions.after`` of the
         positions matched with this store's last ``read``, or ``NestedPositions.after`` of them
         nested (``read_nested``), cut from their lineage (``detach.cut``); the store takes them
@@ -781,7 +785,9 @@ class ProgressStore(CheckpointTable):
         ``read_nested``) answers next when nothing but that append and the prune right after it
         moved the table since the read (otherwise they are dropped, and the table is read).
         ``holder``: the held rows ``after`` reads (``NestedPositions.hand_over``), dropped in its
-        place; None: ``after`` is held itself."""
+        place; None: ``after`` is held itself. ``log_file``: the changed positions as the match's
+        task wrote them (``NestedPositions.log_file``); an append of batch ``batch_id`` commits
+        that file, with no Spark job, where the table allows (``txn_append.append_file``)."""
         from spark_purge.policy.positions import CHANGED, NESTED_KEY, flat_store
 
         held = after if holder is None else holder
@@ -797,8 +803,11 @@ class ProgressStore(CheckpointTable):
                 # sum over O(partitions) rows, and only the changed positions are made flat.
                 changed = flat_store(nested, changed_only=True)
                 everything = flat_store(nested)
-                total = nested.agg(F.sum("changed")).first()
-                rows = int(total[0] or 0) if total is not None else 0
+                if log_file is not None and log_file.batch_id == batch_id:
+                    rows = log_file.rows
+                else:
+                    total = nested.agg(F.sum("changed")).first()
+                    rows = int(total[0] or 0) if total is not None else 0
             else:
                 changed = after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames())
                 everything = after.select(*PROGRESS_STORE.fieldNames())
@@ -811,7 +820,8 @@ class ProgressStore(CheckpointTable):
                 # compaction this batch: the table is left with the rewrite's files only).
                 commits = 1
             else:
-                self._append(changed, batch_id, rows)
+                ready = log_file if log_file is not None and log_file.batch_id == batch_id and log_file.rows == rows else None
+                self._append(changed, batch_id, rows, ready)
                 # A prune changes no key's newest row: the rows still answer when the table moved
                 # by exactly this call's own commits since the read (any other commit adds to the count).
                 tidied = self._tidy(batch_id, rows)
@@ -837,11 +847,23 @@ class ProgressStore(CheckpointTable):
         self.ensure_table()
         self._tidy(batch_id, self._append(changed, batch_id))
 
-    def _append(self, changed: DataFrame, batch_id: int, rows: int | None = None) -> int:
+    def _append(self, changed: DataFrame, batch_id: int, rows: int | None = None, log_file: LogFile | None = None) -> int:
         """Append ``changed`` (``rows`` of them, counted here when not given) as batch
-        ``batch_id``'s rows (no commit when it is empty); how many."""
+        ``batch_id``'s rows (no commit when it is empty); how many. ``log_file``: the same rows
+        as a file made already (``NestedPositions.log_file``), committed as it is where the
+        table allows (``txn_append.append_file``), else written by Spark's writer."""
         rows = changed.count() if rows is None else rows
+        body = None if log_file is None else log_file.body
+        if rows and body is not None:
+            done = self._retry(
+                f"progress append for batch {batch_id}",
+                lambda: txn_append.append_file(self.spark, self.path, body, rows, PROGRESS_LOG),
+            )
+            if done:
+                PROGRESS_APPENDS["file"] += 1
+                return rows
         if rows:
+            PROGRESS_APPENDS["writer"] += 1
             self._retry(
                 f"progress append for batch {batch_id}",
                 lambda: stamped(changed.select(*PROGRESS_STORE.fieldNames()), batch_id)

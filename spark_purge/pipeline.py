@@ -338,7 +338,7 @@ class PurgePipeline:
             if recorded is not None and recorded.intents:
                 result, plan = self._replay(snapshot, recorded.intents, generation)
             else:
-                plan = self.planner.plan(snapshot)
+                plan = self.planner.plan(snapshot, batch_id)
                 if plan is None:
                     return self._done(BatchResult(batch_id))
                 read_clock(self._clock)
@@ -380,7 +380,7 @@ class PurgePipeline:
                 ctx.batch_id, ctx.planned_at.isoformat(), self.max_snapshot_age_ms, len(intents),
             )
             return self.runner.execute(stale_rows(intents), ctx), None
-        plan = self.planner.plan(snapshot)
+        plan = self.planner.plan(snapshot, ctx.batch_id)
         fresh = {} if plan is None else {(r["topic"], r["partition"]): r for r in collect_rows(plan.rows)}
         log.info("batch %d: replaying %d recorded intent(s), each bounded by a fresh snapshot", ctx.batch_id, len(intents))
         return self.runner.execute(bounded_rows(intents, fresh), ctx), plan
@@ -396,13 +396,15 @@ class PurgePipeline:
             # the store may be re-planned at the store's commit (``spark_purge.detach``). The
             # store keeps them: its next read answers with them while its table has not moved
             # otherwise.
+            # The changed positions as the match's task wrote them (a file to commit as it is).
+            log_file = plan.positions.log_file()
             after, holder = plan.positions.hand_over(plan.planned_at)
             try:
                 plan.release()
             except BaseException:
                 drop(holder)
                 raise
-            self.progress.record(after, batch_id, holder=holder)
+            self.progress.record(after, batch_id, holder=holder, log_file=log_file)
         else:  # the store's first batch (Positions keeps external consumers' rows out of it)
             self.progress.update(groups, plan.planned_at, batch_id, partitions)
         self._record_history(partitions, batch_id)

@@ -92,8 +92,10 @@ class Planner:
     # Topics whose tiered storage is being disabled (``tiering.TieringTable.in_transition``).
     tiering_transitions: Callable[[], Collection[str]] = lambda: ()
 
-    def plan(self, snapshot: DataFrame) -> Plan | None:
-        """The plan for a snapshot, or None when the snapshot has no rows."""
+    def plan(self, snapshot: DataFrame, batch_id: int | None = None) -> Plan | None:
+        """The plan for a snapshot, or None when the snapshot has no rows. ``batch_id``: the
+        batch that will record the plan's positions in the progress store (the match then also
+        makes their log file: ``NestedPositions.log_file``)."""
         first = snapshot.select("snapshot_time", "unreadable_groups").limit(1).collect()
         if not first:
             return None
@@ -108,7 +110,7 @@ class Planner:
         self.refuse_name_clashes(first[0]["unreadable_groups"], progress)
         # The commits matched with the store once, both nested, in one Arrow task (vanished
         # groups, staleness, the store's update: ``NestedPositions``).
-        positions = None if nested is None else NestedPositions.match(snapshot, nested, unreadable, at=now)
+        positions = None if nested is None else NestedPositions.match(snapshot, nested, unreadable, at=now, log_batch=batch_id)
         # Staleness per group, and whether any remembered position is gone from the snapshot
         # (usually none: then no vanished rows to join), in one job.
         staleness, gone = (None, False) if positions is None else positions.staleness_table()

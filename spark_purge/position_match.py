@@ -39,11 +39,13 @@ worker holds the input and one chunk's arrays, not the arrays of all (``bench/di
 """
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from spark_purge.group_facts import _EXTERNAL, _VANISHED, _as_list, _column, _filled, _micros, _plain
 
@@ -79,7 +81,8 @@ NESTED_INPUT = (
 # ``positions`` after the batch and how many of them ``changed``); one row per group with a
 # position (``group_id`` set, no ``topic``: ``Positions.staleness``'s columns and ``gone``); one
 # row per remembered position the snapshot lacks (both set: ``Positions.vanished``'s keys,
-# ``offset`` and ``group_type``; usually none).
+# ``offset`` and ``group_type``; usually none); asked for (``nested_batches``' ``log_batch``), one
+# last row with ``log_file`` set (the changed positions' Parquet file) and ``changed``.
 NESTED_OUTPUT = (
     ("topic", pa.string()),
     ("partition", pa.int32()),
@@ -93,26 +96,93 @@ NESTED_OUTPUT = (
     ("gone", pa.bool_()),
     ("offset", pa.int64()),
     ("group_type", pa.string()),
+    ("log_file", pa.binary()),
 )
 _UTC_US = pa.timestamp("us", tz="UTC")
+# The progress log's rows (``audit.PROGRESS_LOG``, in its order), and whether each column may
+# hold a null: a batch's changed positions as the worker writes them (``nested_batches`` given a
+# batch id) into one Parquet file, for the driver to commit (``ProgressStore.record``).
+LOG_FIELDS = (
+    ("group_id", pa.string(), False),
+    ("topic", pa.string(), False),
+    ("partition", pa.int32(), False),
+    ("committed_offset", pa.int64(), False),
+    ("last_progress_time", _UTC_US, False),
+    ("group_type", pa.string(), True),
+    ("topic_id", pa.string(), True),
+    ("batch_id", pa.int64(), True),
+)
+# As Spark's Parquet writer writes them: every column optional.
+LOG_SCHEMA = pa.schema([pa.field(n, k) for n, k, _ in LOG_FIELDS])
 
 
-def nested_batches(unreadable: tuple[str, ...], chunk: int | None = None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def nested_batches(
+    unreadable: tuple[str, ...], chunk: int | None = None, log_batch: int | None = None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: every input batch read (the match needs both sides whole),
     ``nested_match`` of them ``chunk`` partitions at a time (default ``PARTITIONS_PER_CHUNK``),
-    given in batches of at most ``PARTITIONS_PER_BATCH`` rows as each chunk is matched."""
+    given in batches of at most ``PARTITIONS_PER_BATCH`` rows as each chunk is matched.
+
+    ``log_batch``: also the changed positions as batch ``log_batch``'s progress log rows, one
+    Parquet file made chunk by chunk (``LogWriter``), given last as one row of its own
+    (``LogWriter.row``)."""
     size = PARTITIONS_PER_CHUNK if chunk is None else chunk
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sides = _sides(batches)
+        log = None if log_batch is None else LogWriter(log_batch)
         if sides is None:
+            if log is not None:
+                yield from log.row().to_batches()
             return
-        for piece in _match(*sides, unreadable, size):
+        for piece in _match(*sides, unreadable, size, log):
             yield from piece.to_batches(max_chunksize=PARTITIONS_PER_BATCH)
         del sides
+        if log is not None:
+            yield from log.row().to_batches()
         pa.default_memory_pool().release_unused()
 
     return run
+
+
+class LogWriter:
+    """Batch ``batch_id``'s changed positions (``LOG_FIELDS`` without the batch id, chunk by
+    chunk: ``add``) as one snappy Parquet file in memory, its columns ``LOG_SCHEMA``. A null in a
+    column that may not hold one (none in practice) makes no file: the rows are counted, and the
+    driver writes them through Delta's writer, which refuses them with its own error."""
+
+    def __init__(self, batch_id: int) -> None:
+        self.batch_id = int(batch_id)
+        self.rows = 0
+        self.refused = False
+        self._sink = io.BytesIO()
+        self._writer: pq.ParquetWriter | None = None
+
+    def add(self, rows: pa.Table) -> None:
+        n = rows.num_rows
+        self.rows += n
+        if not n or self.refused:
+            return
+        if any(not nullable and rows.column(name).null_count for name, _, nullable in LOG_FIELDS if name != "batch_id"):
+            self.refused = True
+            return
+        columns = [rows.column(name).cast(kind) for name, kind, _ in LOG_FIELDS if name != "batch_id"]
+        table = pa.Table.from_arrays([*columns, pa.array(np.full(n, self.batch_id, np.int64))], schema=LOG_SCHEMA)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._sink, LOG_SCHEMA, compression="snappy", coerce_timestamps="us")
+        self._writer.write_table(table)
+
+    def body(self) -> bytes | None:
+        """The file's bytes (None: no rows, or refused); the file is closed."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        return None if self.refused or not self.rows else self._sink.getvalue()
+
+    def row(self) -> pa.Table:
+        """The file as a ``NESTED_OUTPUT`` row, the only one with ``log_file`` set: its bytes
+        (empty: no file) and ``changed``, its rows (counted even when no file is made)."""
+        return _output(1, log_file=pa.array([self.body() or b""], pa.binary()), changed=pa.array([self.rows], pa.int64()))
 
 
 def _sides(batches: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, pa.RecordBatch] | None:
@@ -192,10 +262,13 @@ def _output(n: int, **columns: pa.Array | pa.ChunkedArray) -> pa.Table:
 
 
 __all__ = [
+    "LOG_FIELDS",
+    "LOG_SCHEMA",
     "NESTED_INPUT",
     "NESTED_OUTPUT",
     "POSITION",
     "STORED_FIELDS",
+    "LogWriter",
     "nested_batches",
     "nested_match",
 ]
@@ -212,12 +285,13 @@ def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = (), chunk: int | 
     return pa.concat_tables(list(_match(*sides, unreadable, PARTITIONS_PER_CHUNK if chunk is None else chunk)))
 
 
-def _match(snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, ...], chunk: int) -> Iterator[pa.Table]:
+def _match(snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, ...], chunk: int, log: LogWriter | None = None) -> Iterator[pa.Table]:
     """``nested_match`` of the snapshot's rows and the store's rows (``_sides``), ``chunk``
     partitions at a time (a partition's keys are matched within it: only the worker's memory of
     one chunk at once is needed, and each chunk's output goes while the next is matched): each
     chunk's partitions after the batch and vanished positions, then the groups' staleness over
-    all chunks (a group's verdict is an AND, a max and an OR: of its chunks' verdicts too)."""
+    all chunks (a group's verdict is an AND, a max and an OR: of its chunks' verdicts too).
+    ``log``: each chunk's changed positions are added to it."""
     if chunk < 1:
         raise ValueError(f"position match: chunk must be at least 1 partition, not {chunk}")
     n_snap = snap.num_rows
@@ -244,9 +318,30 @@ def _match(snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, .
         )
     verdicts = []
     for partitions, groups, vanished in pieces:
+        if log is not None:
+            log.add(_changed_rows(partitions))
         yield pa.concat_tables([partitions, vanished])
         verdicts.append(groups)
     yield _verdicts(verdicts)
+
+
+def _changed_rows(partitions: pa.Table) -> pa.Table:
+    """The positions of ``NESTED_OUTPUT`` partition rows that the batch ``changed``, flat: their
+    partition's topic and partition beside each (``LOG_FIELDS``' columns but the batch id)."""
+    names = [n for n, _, _ in LOG_FIELDS if n != "batch_id"]
+    pieces = []
+    for batch in partitions.to_batches():
+        lists = _as_list(_column(batch, "positions"))
+        flat = lists.flatten()
+        keep = pa.array(_filled(flat.field("changed"), False))
+        parent = pc.filter(pc.list_parent_indices(lists), keep)
+        own = {n: pc.filter(flat.field(n), keep) for n in names if n not in ("topic", "partition")}
+        own["topic"] = _column(batch, "topic").take(parent)
+        own["partition"] = _column(batch, "partition").take(parent)
+        pieces.append(pa.table({n: own[n] for n in names}))
+    if not pieces:
+        return pa.table({n: pa.array([], k) for n, k, _ in LOG_FIELDS if n != "batch_id"})
+    return pa.concat_tables(pieces)
 
 
 def _partition_codes(topics: pa.Array, partitions: pa.Array) -> np.ndarray:

@@ -37,6 +37,7 @@ import contextlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,8 +59,9 @@ TESTED_DELTA = ("4.4.",)
 # Writes of this process by the way they went (the tests and the benches read them).
 COUNTS = {"fast": 0, "skipped": 0, "writer": 0}
 # Direct commits whose files the driver wrote itself (``DriverRows``, ``delta_files``), a part of
-# ``COUNTS["fast"]``; and why the last ``DriverRows`` went through Spark's writer instead.
-DRIVER_FILES = {"written": 0, "not": 0}
+# ``COUNTS["fast"]``; why the last ``DriverRows`` went through Spark's writer instead; and files
+# made by the caller committed (``append_file``).
+DRIVER_FILES = {"written": 0, "not": 0, "committed": 0}
 _NOT_DRIVER_FILES: list[str] = []
 # Called with the path right before a direct commit (tests: another writer's commit in between).
 BEFORE_COMMIT: list[Callable[[str], None]] = []
@@ -183,6 +185,43 @@ def _fast(spark: SparkSession, path: str, df: DataFrame | DriverRows, app_id: st
 DRIVER_FILES_WRITER_VERSION = 2
 
 
+def append_file(spark: SparkSession, path: str, body: bytes, rows: int, schema: StructType) -> bool | None:
+    """Commit one Parquet file made by the caller (``body``: ``rows`` rows of ``schema``'s
+    columns, none null where ``schema`` says not nullable) to the Delta table at ``path`` as a
+    plain append (no txn id): True when committed; None when it cannot go this way, and the
+    caller writes the rows through Delta's writer: the table's columns are not ``schema``'s (by
+    name and type, in any order), it keeps a column not null that ``schema`` lets be null, it is
+    partitioned, its files carry per-column statistics (``delta.dataSkippingNumIndexedCols`` not
+    0: only the row count is known here), a writer feature past ``DRIVER_FILES_WRITER_VERSION``,
+    or the direct path not available. Conflicts raise Delta's exceptions, as the writer's do.
+    The progress log's changed positions, written by the store match's task (issue 12)."""
+    with _direct(path, "file append", "written through the DataFrame writer"):
+        started = _start(spark, path)
+        if started is None:
+            return None
+        jvm, none, txn = started
+        if int(txn.snapshot().version()) < 0:
+            return None
+        metadata = _table_metadata(txn)
+        table = _metadata_schema(metadata)
+        if {f.name: f.dataType for f in table.fields} != {f.name: f.dataType for f in schema.fields} or len(table.fields) != len(schema.fields):
+            return None
+        if any(not f.nullable and schema[f.name].nullable for f in table.fields):
+            return None
+        try:
+            indexed, partition_columns = _driver_files_settings(txn, table, metadata)
+        except Unsupported as why:
+            log.debug("a file of %s not committed directly (%s)", path, why)
+            return None
+        if partition_columns or indexed != 0:
+            return None
+        file = DataFile(f"part-00000-{uuid.uuid4()}.c000.snappy.parquet", {}, body, json.dumps({"numRecords": int(rows)}, separators=(",", ":")))
+        _commit(jvm, txn, path, _written(jvm, txn, [file]), "Append", none)
+        DRIVER_FILES["committed"] += 1
+        return True
+    return None
+
+
 def _driver_files(jvm: Any, txn: Any, rows: DriverRows, schema: StructType, metadata: dict[str, Any]) -> Any | None:
     """``rows`` written as Parquet by the driver into the transaction's table (of ``schema``, its
     ``metadata`` as ``_table_metadata`` reads it) and returned as
@@ -199,6 +238,14 @@ def _driver_files(jvm: Any, txn: Any, rows: DriverRows, schema: StructType, meta
         # The rows' Arrow tables are gone: give their memory back rather than keep it in Arrow's
         # allocator (mimalloc keeps about 20 MB after a 10,000-row write, 6 MB once released).
         pa.default_memory_pool().release_unused()
+    actions = _written(jvm, txn, files)
+    DRIVER_FILES["written"] += 1
+    return actions
+
+
+def _written(jvm: Any, txn: Any, files: Sequence[DataFile]) -> Any:
+    """``files`` written into the transaction's table through Hadoop's FileSystem (a file there
+    already is an error), as Delta add actions (a Scala ``Seq``)."""
     log_ = txn.deltaLog()
     base = log_.dataPath()
     fs = base.getFileSystem(log_.newDeltaHadoopConf())
@@ -212,11 +259,17 @@ def _driver_files(jvm: Any, txn: Any, rows: DriverRows, schema: StructType, meta
         finally:
             out.close()
         actions.add(parse.fromJson(file.add_action(written_ms)))
-    DRIVER_FILES["written"] += 1
     return static(jvm, "scala.jdk.javaapi.CollectionConverters", "asScala")(actions).toSeq()
 
 
 def _driver_data_files(txn: Any, rows: DriverRows, schema: StructType, metadata: dict[str, Any]) -> list[DataFile]:
+    indexed, partition_columns = _driver_files_settings(txn, schema, metadata)
+    return data_files(arrow_table(rows.rows, schema), schema, partition_columns, indexed)
+
+
+def _driver_files_settings(txn: Any, schema: StructType, metadata: dict[str, Any]) -> tuple[int, list[str]]:
+    """How many leading columns a file's statistics cover, and the partition columns, of a table
+    the driver may write files for (``Unsupported``: one it may not)."""
     protocol = txn.protocol()
     if int(protocol.minWriterVersion()) > DRIVER_FILES_WRITER_VERSION:
         raise Unsupported(f"the table's Delta writer version is {protocol.minWriterVersion()} (above {DRIVER_FILES_WRITER_VERSION})")
@@ -229,8 +282,7 @@ def _driver_data_files(txn: Any, rows: DriverRows, schema: StructType, metadata:
         indexed = int(config.get("delta.dataSkippingNumIndexedCols", INDEXED_COLUMNS))
     except ValueError as exc:
         raise Unsupported(f"delta.dataSkippingNumIndexedCols: {exc}") from exc
-    partition_columns = [str(c) for c in metadata.get("partitionColumns") or []]
-    return data_files(arrow_table(rows.rows, schema), schema, partition_columns, indexed)
+    return indexed, [str(c) for c in metadata.get("partitionColumns") or []]
 
 
 def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int | None:
@@ -445,6 +497,6 @@ def _is_conflict(exc: BaseException) -> bool:
 
 
 __all__ = [
-    "BEFORE_COMMIT", "COUNTS", "DRIVER_FILES", "DRIVER_FILES_WRITER_VERSION", "REWRITE_LISTINGS", "TESTED_DELTA", "DriverRows", "append",
+    "BEFORE_COMMIT", "COUNTS", "DRIVER_FILES", "DRIVER_FILES_WRITER_VERSION", "REWRITE_LISTINGS", "TESTED_DELTA", "DriverRows", "append", "append_file",
     "checksum_version", "driver_rows", "rewrite",
 ]

@@ -268,13 +268,18 @@ class NestedPositions:
     read (their remembered positions never vanish); ``at``: the snapshot's time.
     """
 
-    def __init__(self, out: DataFrame, at: datetime) -> None:
+    def __init__(self, out: DataFrame, at: datetime, log_batch: int | None = None) -> None:
         self.out = out  # held (``detach.held``) until ``release``
         self.at = at
+        self.log_batch = log_batch
         self._released = False
 
     @classmethod
-    def match(cls, snapshot: DataFrame, store: DataFrame, unreadable: Iterable[str], at: datetime, chunk: int | None = None) -> NestedPositions:
+    def match(
+        cls, snapshot: DataFrame, store: DataFrame, unreadable: Iterable[str], at: datetime, chunk: int | None = None, log_batch: int | None = None
+    ) -> NestedPositions:
+        """``log_batch``: the task also writes the changed positions as batch ``log_batch``'s
+        progress log rows, one Parquet file (``log_file``)."""
         from spark_purge.position_match import nested_batches
 
         none = {f.name: F.lit(None).cast(f.dataType) for f in NESTED_INPUT_TYPE.fields}
@@ -293,8 +298,8 @@ class NestedPositions:
         )
         # One task, both sides whole: its Python worker is the one a local session keeps idle
         # (``session.IDLE_PYTHON_WORKERS``), and no side is shuffled.
-        out = snap.unionByName(kept).coalesce(1).mapInArrow(nested_batches(tuple(sorted(set(unreadable))), chunk), NESTED_OUTPUT_TYPE)
-        return cls(held(out), at)
+        out = snap.unionByName(kept).coalesce(1).mapInArrow(nested_batches(tuple(sorted(set(unreadable))), chunk, log_batch), NESTED_OUTPUT_TYPE)
+        return cls(held(out), at, log_batch)
 
     def release(self) -> None:
         """Free the held match (nothing when already freed)."""
@@ -337,6 +342,17 @@ class NestedPositions:
             raise ValueError(f"NestedPositions.after: the match is at {self.at.isoformat()}, not {now.isoformat()}")
         return self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNull()).select(*NESTED_STORE.fieldNames())
 
+    def log_file(self) -> LogFile | None:
+        """The changed positions as the match's task wrote them (``match``'s ``log_batch``), from
+        the held rows (a small job: one row of them); None when not asked for."""
+        if self.log_batch is None:
+            return None
+        rows = self.out.where(F.col("log_file").isNotNull()).select("log_file", "changed").toArrow().to_pylist()
+        if len(rows) != 1:  # no input at all (the task yields nothing then), or a task run twice
+            return None
+        body = rows[0]["log_file"]
+        return LogFile(self.log_batch, int(rows[0]["changed"] or 0), bytes(body) if body else None)
+
     def hand_over(self, now: datetime) -> tuple[DataFrame, DataFrame]:
         """``after(now)`` and the held rows it reads, which the caller now owns (``release``
         leaves them; ``detach.drop`` of the second frees them): the store keeps them for its
@@ -344,6 +360,17 @@ class NestedPositions:
         rows = self.after(now)
         self._released = True
         return rows, self.out
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """Batch ``batch_id``'s changed positions as the match's task wrote them: ``rows`` of them,
+    in ``body`` (a Parquet file of ``position_match.LOG_SCHEMA``'s columns, its not-null ones
+    checked), or None when the task made no file (no rows; a null where the log keeps none)."""
+
+    batch_id: int
+    rows: int
+    body: bytes | None
 
 
 def _other_incarnation(seen: Column, stored: Column) -> Column:
@@ -398,4 +425,4 @@ def _staleness_columns() -> tuple[list[Column], list[Column], list[Column], list
     return kafka, external, gone, verdict
 
 
-__all__ = ["NESTED_KEY", "NESTED_STORE", "NestedPositions", "Positions", "flat_store", "nest_store"]
+__all__ = ["NESTED_KEY", "NESTED_STORE", "LogFile", "NestedPositions", "Positions", "flat_store", "nest_store"]

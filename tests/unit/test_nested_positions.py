@@ -7,20 +7,23 @@ the vanished positions and the store's rows after the batch, over random snapsho
 ``flat_store``)."""
 from __future__ import annotations
 
+import io
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_purge import schemas
+from spark_purge.audit import PROGRESS_LOG
 from spark_purge.policy import split_snapshot
 from spark_purge.policy.positions import CHANGED, NESTED_STORE, NestedPositions, Positions, flat_store, nest_store
-from spark_purge.position_match import NESTED_INPUT, nested_match
+from spark_purge.position_match import NESTED_INPUT, LogWriter, nested_match
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 NAMES = ("g0", "g1", "G2", "gé", "z")
@@ -79,7 +82,7 @@ def check(spark: SparkSession, snapshot: list[Any], store: list[Any], unreadable
     snap, kept = frames(spark, snapshot, store)
     partitions, groups = split_snapshot(snap)
     flat = Positions.match(partitions, groups, kept, keep=False)
-    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW, chunk=chunk)
+    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW, chunk=chunk, log_batch=7)
     try:
         staleness, gone = nested.staleness_table()
         expected_staleness = flat._staleness(unreadable).collect()
@@ -92,6 +95,17 @@ def check(spark: SparkSession, snapshot: list[Any], store: list[Any], unreadable
         counts = {(r["topic"], r["partition"]): r["changed"] for r in nested.after(NOW).collect()}
         expected = Counter((r["topic"], r["partition"]) for r in after.where(CHANGED).collect())
         assert {k: v for k, v in counts.items() if v} == dict(expected)
+        # The changed positions as the task wrote them, for the progress log: the same rows.
+        log = nested.log_file()
+        assert log is not None and log.batch_id == 7 and log.rows == sum(expected.values())
+        if log.rows:
+            assert log.body is not None
+            written = pq.read_table(io.BytesIO(log.body))
+            assert written.schema.names == list(PROGRESS_LOG.fieldNames())
+            assert set(written.column("batch_id").to_pylist()) == {7}
+            assert _rows(written.drop_columns(["batch_id"])) == _rows(after.where(CHANGED).drop(CHANGED))
+        else:
+            assert log.body is None
     finally:
         nested.release()
     return nested
@@ -194,3 +208,28 @@ def test_no_rows_in_gives_no_rows_out() -> None:
     assert nested_match(empty).num_rows == 0
     with pytest.raises(ValueError, match="chunk must be at least 1 partition, not 0"):
         nested_match(empty, chunk=0)
+
+
+def test_the_log_file_is_not_made_for_a_null_where_the_log_keeps_none() -> None:
+    """A changed position without a group name (none in practice) makes no file: its rows are
+    counted, and the store writes them through Delta's writer, which refuses them itself."""
+    def rows(names: list[str | None]) -> pa.Table:
+        n = len(names)
+        return pa.table({
+            "group_id": pa.array(names, pa.string()), "topic": ["t"] * n, "partition": pa.array([0] * n, pa.int32()),
+            "committed_offset": pa.array(range(n), pa.int64()), "last_progress_time": pa.array([NOW] * n, pa.timestamp("us", tz="UTC")),
+            "group_type": pa.array([None] * n, pa.string()), "topic_id": pa.array(["id-1"] * n),
+        })
+
+    fine = LogWriter(3)
+    fine.add(rows(["a", "b"]))
+    fine.add(rows([]))
+    fine.add(rows(["c"]))
+    assert fine.rows == 3 and fine.body() is not None
+    assert pq.read_table(io.BytesIO(fine.row().column("log_file")[0].as_py())).column("group_id").to_pylist() == ["a", "b", "c"]
+    refused = LogWriter(3)
+    refused.add(rows(["a"]))
+    refused.add(rows([None, "b"]))
+    assert refused.rows == 3 and refused.body() is None
+    assert refused.row().to_pylist()[0]["log_file"] == b"" and refused.row().to_pylist()[0]["changed"] == 3
+    assert LogWriter(3).body() is None  # no rows: no file

@@ -277,3 +277,88 @@ def test_the_log_keeps_row_counts_not_column_statistics_also_on_a_table_written_
     assert properties(old) == PROGRESS_PROPERTIES
     assert _added_stats(old)[-1] == {"numRecords": 1}
     assert content(store) == {("old", "t", 0): (4, T0, None), ("new", "t", 0): (8, T1, "share")}
+
+
+def test_the_match_tasks_log_file_is_committed_as_it_is_and_reads_as_spark_would_write_it(spark: SparkSession, tmp_path: Path) -> None:
+    """A batch of the nested path (``NestedPositions`` given the batch id): the match's task
+    makes the changed positions' Parquet file, the store commits it with no Spark write, and the
+    table then reads what Spark's writer makes of the same rows (another table, side by side)."""
+    from spark_purge import audit
+    from spark_purge.policy import split_snapshot
+    from spark_purge.policy.positions import NestedPositions, nest_store
+
+    def snapshot(offsets: dict[tuple[str, int], int], at: datetime = T1) -> Any:
+        rows = [
+            ("s", at, "t", p, 1, [1], [1], 0, 50, 50, False, "delete", None, None, None, None, "id-1", None, None,
+             None, [(g, "Empty", "classic", 0, o, None, None, None) for (g, q), o in sorted(offsets.items()) if q == p], [])
+            for p in (0, 1)
+        ]
+        return spark.createDataFrame(rows, schemas.SNAPSHOT)
+
+    stores = {way: ProgressStore(spark, str(tmp_path / way), app_id="q") for way in ("file", "writer")}
+    parts, first = split_snapshot(snapshot({("a", 0): 1, ("b", 0): 2, ("a", 1): 3}, T0))
+    for store in stores.values():
+        store.update(first, T0, 0, parts)
+    moved = {("a", 0): 5, ("b", 0): 2, ("a", 1): 3, ("c", 1): 7}  # a moved, b and (a, 1) stayed, c new
+    before = dict(audit.PROGRESS_APPENDS)
+    for way, store in stores.items():
+        nested = NestedPositions.match(snapshot(moved), nest_store(store.read()), (), at=T1, log_batch=1 if way == "file" else None)
+        nested.staleness_table()  # the job that computes the match, as the planner runs it
+        log_file = nested.log_file()
+        assert (log_file is None) == (way == "writer")
+        if log_file is not None:
+            assert (log_file.batch_id, log_file.rows) == (1, 2) and log_file.body
+        after, holder = nested.hand_over(T1)
+        store.record(after, 1, holder=holder, log_file=log_file)
+    assert audit.PROGRESS_APPENDS["file"] == before["file"] + 1 and audit.PROGRESS_APPENDS["writer"] == before["writer"] + 1
+    for store in stores.values():
+        audit._PROGRESS_STATE.pop(store.path, None)  # read each table itself
+    expected = {
+        ("a", "t", 0): (5, T1, "classic"), ("b", "t", 0): (2, T0, "classic"), ("a", "t", 1): (3, T0, "classic"), ("c", "t", 1): (7, T1, "classic"),
+    }
+    assert content(stores["file"]) == content(stores["writer"]) == expected
+    logged = {
+        way: sorted(tuple(r) for r in spark.read.format("delta").load(s.path).where("batch_id = 1").select("group_id", "topic", "partition", "committed_offset", "topic_id").collect())
+        for way, s in stores.items()
+    }
+    assert logged["file"] == logged["writer"] == [("a", "t", 0, 5, "id-1"), ("c", "t", 1, 7, "id-1")]
+    assert _added_stats(stores["file"].path)[-1] == {"numRecords": 2}
+
+
+def test_a_file_is_committed_only_to_a_table_it_fits(spark: SparkSession, tmp_path: Path) -> None:
+    """``txn_append.append_file`` leaves to Spark's writer (None) a table with per-column
+    statistics, a partitioned one, one of other columns, and one keeping a column not null that
+    the file may hold nulls in; it commits to a table that fits."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("k", StringType(), False), StructField("v", LongType(), True)])
+    body = io.BytesIO()
+    pq.write_table(pa.table({"k": ["x", "y"], "v": [1, None]}), body)
+
+    def table(name: str, rows_schema: StructType, partitioned: bool = False, stats: bool = False) -> str:
+        from delta.tables import DeltaTable
+
+        path = str(tmp_path / name)
+        builder = DeltaTable.create(spark).location(path).addColumns(rows_schema)  # k NOT NULL
+        if partitioned:
+            builder = builder.partitionedBy("k")
+        if not stats:
+            builder = builder.property("delta.dataSkippingNumIndexedCols", "0")
+        builder.execute()
+        spark.createDataFrame([("w", 0)], rows_schema).write.format("delta").mode("append").save(path)  # a version past 0
+        return path
+
+    fits = table("fits", schema)
+    assert txn_append.append_file(spark, fits, body.getvalue(), 2, schema) is True
+    assert sorted(tuple(r) for r in spark.read.format("delta").load(fits).collect()) == [("w", 0), ("x", 1), ("y", None)]
+    assert spark.read.format("delta").load(fits).count() == 3  # from the add's row count
+    assert txn_append.append_file(spark, table("stats", schema, stats=True), body.getvalue(), 2, schema) is None
+    assert txn_append.append_file(spark, table("parted", schema, partitioned=True), body.getvalue(), 2, schema) is None
+    other = StructType([StructField("k", StringType(), False), StructField("w", LongType(), True)])
+    assert txn_append.append_file(spark, table("other", other), body.getvalue(), 2, schema) is None
+    loose = StructType([StructField("k", StringType(), True), StructField("v", LongType(), True)])
+    assert txn_append.append_file(spark, fits, body.getvalue(), 2, loose) is None  # the table keeps k not null
