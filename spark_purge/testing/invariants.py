@@ -320,13 +320,15 @@ def spark_stream_refusal() -> Optional[str]:
 def _txn_writes() -> str:
     """How this process's Delta txn writes went (``txn_append.COUNTS``, ``DRIVER_FILES``; not kept
     across lives)."""
+    from spark_purge.audit import PROGRESS_APPENDS
     from spark_purge.txn_append import COUNTS, DRIVER_FILES, REWRITE_LISTINGS
 
     return (
         f"{COUNTS['fast']} direct (id read from the checksum; {DRIVER_FILES['written']} of them with files the driver wrote, "
         f"{DRIVER_FILES['not']} driver rows written by Spark instead), {COUNTS['skipped']} skipped as written, "
         f"{COUNTS['writer']} through Delta's writer; progress rewrites listed from the state {REWRITE_LISTINGS['state']}, "
-        f"from the log {REWRITE_LISTINGS['log']} (this process)"
+        f"from the log {REWRITE_LISTINGS['log']}; progress appends of the match's file {PROGRESS_APPENDS['file']}, "
+        f"through Delta's writer {PROGRESS_APPENDS['writer']} (this process)"
     )
 
 

@@ -150,6 +150,9 @@ def test_stream_purges_progressively_over_three_batches(
     cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [group])
     steps = [[10, 10, 10], [40, 30, 20], [70, 60, 50]]
     commit_topic(admin, group, topic3, steps[0])
+    from spark_purge.audit import PROGRESS_APPENDS
+
+    appends = dict(PROGRESS_APPENDS)
     query, pipeline = start_stream(spark, cfg)
     seen: list[list[int]] = []
     try:
@@ -167,6 +170,11 @@ def test_stream_purges_progressively_over_three_batches(
         pipeline.close()
 
     assert seen == steps
+    # The moves after the store's first batch were appended as the match's own file, and the
+    # store reads them back.
+    remembered = {(r["partition"], r["committed_offset"]) for r in pipeline.progress.read().where(f"group_id = '{group}'").collect()}
+    assert remembered == set(enumerate(steps[-1]))
+    assert PROGRESS_APPENDS["file"] > appends["file"], (appends, PROGRESS_APPENDS)
     deleted = [r for r in audit_rows(spark, cfg) if r["status"] == "deleted"]
     assert len({r["batch_id"] for r in deleted}) >= 3
     assert sum(r["records_deleted"] for r in deleted) == sum(steps[-1])
