@@ -586,7 +586,17 @@ class _LogSize:
 
 # Progress appends of this process by the way they went: a file the store match's task made,
 # committed as it is, or Spark's writer (the tests and the benches read them).
-PROGRESS_APPENDS = {"file": 0, "writer": 0}
+PROGRESS_APPENDS = {"file": 0, "writer": 0, "rewrite file": 0, "rewrite writer": 0}
+
+
+def _rewrite_files(log_file: LogFile | None, batch_id: int) -> list[tuple[bytes, int]] | None:
+    """The files (bytes, rows) of batch ``batch_id``'s rewrite of the log from the match's task
+    (its changed positions and the rest), or None when it made none for this rewrite."""
+    if log_file is None or log_file.batch_id != batch_id or log_file.rest is None or log_file.rest_rows is None:
+        return None
+    if log_file.rows and log_file.body is None:
+        return None
+    return [(body, rows) for body, rows in ((log_file.body, log_file.rows), (log_file.rest, log_file.rest_rows)) if rows and body]
 _PROGRESS_LOG_SIZE: dict[str, _LogSize] = {}  # path -> the log's size, kept by _tidy(), prune() and _rewrite()
 
 
@@ -815,7 +825,7 @@ class ProgressStore(CheckpointTable):
             # The table's state when ``after`` was made from it, if it has not moved since (None: it has).
             unmoved = before if before is not None and before == read_at else None
             commits: int | None
-            if unmoved is not None and self._prune_due(rows) and self._rewrite(everything, batch_id, unmoved[1]):
+            if unmoved is not None and self._prune_due(rows) and self._rewrite(everything, batch_id, unmoved[1], log_file):
                 # The log rewritten as ``after``: its append and prune in one commit (and no
                 # compaction this batch: the table is left with the rewrite's files only).
                 commits = 1
@@ -891,6 +901,13 @@ class ProgressStore(CheckpointTable):
             commits = None
         return commits
 
+    def rewrite_above(self) -> int | None:
+        """How many rows an append may add before the log is due a rewrite (``_prune_due``: more
+        than this; it may be below 0), as far as this process knows the log's size (None: not
+        yet)."""
+        size = _PROGRESS_LOG_SIZE.get(self.path)
+        return None if size is None else LOG_FACTOR * max(size.keys, 1) - size.rows
+
     def _prune_due(self, appended: int) -> bool:
         """Whether appending ``appended`` rows takes the log past ``LOG_FACTOR`` rows a key, as
         far as this process knows its size (not yet: False; ``_tidy`` counts it after the
@@ -898,21 +915,26 @@ class ProgressStore(CheckpointTable):
         size = _PROGRESS_LOG_SIZE.get(self.path)
         return bool(appended) and size is not None and size.over(appended)
 
-    def _rewrite(self, after: DataFrame, batch_id: int, version: int) -> bool:
+    def _rewrite(self, after: DataFrame, batch_id: int, version: int, log_file: LogFile | None = None) -> bool:
         """Replace the log with ``after`` (every key's values once this batch is recorded, the
         store at ``version`` plus its changes), one row a key, as batch ``batch_id``'s rows: the
         append and the prune it makes due in one commit, with no read of the log (a prune's
         MERGE reads it all and joins it with its newest rows). Only while the table is at
         ``version``; False when not done (another commit since, or Delta's direct path not
-        available: ``txn_append.rewrite``): the caller appends and prunes instead."""
-        df = stamped(after.select(*PROGRESS_STORE.fieldNames()), batch_id)
+        available: ``txn_append.rewrite``): the caller appends and prunes instead. ``log_file``:
+        the same rows as files made already (``NestedPositions.log_file`` with its ``rest``),
+        committed as they are where the table allows (``txn_append.rewrite_files``)."""
+        files = _rewrite_files(log_file, batch_id)
         try:
-            written = txn_append.rewrite(self.spark, self.path, df, version)
+            way, written = "rewrite file", None if files is None else txn_append.rewrite_files(self.spark, self.path, files, PROGRESS_LOG, version)
+            if written is None:
+                way, written = "rewrite writer", txn_append.rewrite(self.spark, self.path, stamped(after.select(*PROGRESS_STORE.fieldNames()), batch_id), version)
         except DELTA_CONFLICTS as exc:
             log.info("progress log at %s moved under its rewrite at batch %d (%s); appending instead", self.path, batch_id, type(exc).__name__)
             return False
         if written is None:
             return False
+        PROGRESS_APPENDS[way] += 1
         _PROGRESS_LOG_SIZE[self.path] = _LogSize(rows=written, keys=written)
         return True
 

@@ -240,6 +240,7 @@ class PurgePipeline:
             self.history.read_if_exists,
             retirements=self.retirements.current,
             tiering_transitions=TieringTable.beside(self.spark, self.config.audit.path).in_transition,
+            rewrite_above=self.progress.rewrite_above,
         )
 
     @property

@@ -91,6 +91,9 @@ class Planner:
     retirements: Callable[[], DataFrame] | None = None
     # Topics whose tiered storage is being disabled (``tiering.TieringTable.in_transition``).
     tiering_transitions: Callable[[], Collection[str]] = lambda: ()
+    # How many changed positions a batch may append before the progress log is due a rewrite
+    # (``ProgressStore.rewrite_above``; None: not known).
+    rewrite_above: Callable[[], int | None] = lambda: None
 
     def plan(self, snapshot: DataFrame, batch_id: int | None = None) -> Plan | None:
         """The plan for a snapshot, or None when the snapshot has no rows. ``batch_id``: the
@@ -110,7 +113,9 @@ class Planner:
         self.refuse_name_clashes(first[0]["unreadable_groups"], progress)
         # The commits matched with the store once, both nested, in one Arrow task (vanished
         # groups, staleness, the store's update: ``NestedPositions``).
-        positions = None if nested is None else NestedPositions.match(snapshot, nested, unreadable, at=now, log_batch=batch_id)
+        positions = None if nested is None else NestedPositions.match(
+                snapshot, nested, unreadable, at=now, log_batch=batch_id, rewrite_above=None if batch_id is None else self.rewrite_above()
+            )
         # Staleness per group, and whether any remembered position is gone from the snapshot
         # (usually none: then no vanished rows to join), in one job.
         staleness, gone = (None, False) if positions is None else positions.staleness_table()

@@ -82,7 +82,8 @@ NESTED_INPUT = (
 # position (``group_id`` set, no ``topic``: ``Positions.staleness``'s columns and ``gone``); one
 # row per remembered position the snapshot lacks (both set: ``Positions.vanished``'s keys,
 # ``offset`` and ``group_type``; usually none); asked for (``nested_batches``' ``log_batch``), one
-# last row with ``log_file`` set (the changed positions' Parquet file) and ``changed``.
+# last row with ``log_file`` set (``LogWriter.row``: the progress log's files, their row counts
+# in ``changed`` and ``offset``).
 NESTED_OUTPUT = (
     ("topic", pa.string()),
     ("partition", pa.int32()),
@@ -97,6 +98,7 @@ NESTED_OUTPUT = (
     ("offset", pa.int64()),
     ("group_type", pa.string()),
     ("log_file", pa.binary()),
+    ("log_rest", pa.binary()),
 )
 _UTC_US = pa.timestamp("us", tz="UTC")
 # The progress log's rows (``audit.PROGRESS_LOG``, in its order), and whether each column may
@@ -117,24 +119,26 @@ LOG_SCHEMA = pa.schema([pa.field(n, k) for n, k, _ in LOG_FIELDS])
 
 
 def nested_batches(
-    unreadable: tuple[str, ...], chunk: int | None = None, log_batch: int | None = None
+    unreadable: tuple[str, ...], chunk: int | None = None, log_batch: int | None = None, rewrite_above: int | None = None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: every input batch read (the match needs both sides whole),
     ``nested_match`` of them ``chunk`` partitions at a time (default ``PARTITIONS_PER_CHUNK``),
     given in batches of at most ``PARTITIONS_PER_BATCH`` rows as each chunk is matched.
 
-    ``log_batch``: also the changed positions as batch ``log_batch``'s progress log rows, one
-    Parquet file made chunk by chunk (``LogWriter``), given last as one row of its own
-    (``LogWriter.row``)."""
+    ``log_batch``: also the changed positions as batch ``log_batch``'s progress log rows, in
+    Parquet made chunk by chunk (``LogWriter``; ``rewrite_above``: with the unchanged ones when
+    the changed ones are more), given last as one row of its own (``LogWriter.row``)."""
     size = PARTITIONS_PER_CHUNK if chunk is None else chunk
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sides = _sides(batches)
-        log = None if log_batch is None else LogWriter(log_batch)
+        log = None if log_batch is None else LogWriter(log_batch, rewrite_above)
         if sides is None:
             if log is not None:
                 yield from log.row().to_batches()
             return
+        if log is not None:
+            log.expect(_positions_in(sides[0]))
         for piece in _match(*sides, unreadable, size, log):
             yield from piece.to_batches(max_chunksize=PARTITIONS_PER_BATCH)
         del sides
@@ -145,11 +149,17 @@ def nested_batches(
     return run
 
 
-class LogWriter:
-    """Batch ``batch_id``'s changed positions (``LOG_FIELDS`` without the batch id, chunk by
-    chunk: ``add``) as one snappy Parquet file in memory, its columns ``LOG_SCHEMA``. A null in a
-    column that may not hold one (none in practice) makes no file: the rows are counted, and the
-    driver writes them through Delta's writer, which refuses them with its own error."""
+def _positions_in(snap: pa.RecordBatch) -> int:
+    """The snapshot's group rows with a position (>= 0): as many as the batch may change, at most."""
+    offsets = _as_list(_column(snap, "groups")).flatten().field("committed_offset")
+    return int(pc.sum(pc.greater_equal(offsets, 0)).as_py() or 0)
+
+
+class _RowsFile:
+    """Progress log rows (``LOG_FIELDS`` without the batch id, piece by piece: ``add``), batch
+    ``batch_id``'s, as one snappy Parquet file in memory, its columns ``LOG_SCHEMA``. A null in
+    a column that may not hold one (none in practice) makes no file (``refused``): the rows are
+    counted, and the driver writes them through Delta's writer, which refuses them itself."""
 
     def __init__(self, batch_id: int) -> None:
         self.batch_id = int(batch_id)
@@ -179,10 +189,50 @@ class LogWriter:
             self._writer = None
         return None if self.refused or not self.rows else self._sink.getvalue()
 
+
+class LogWriter:
+    """Batch ``batch_id``'s changed positions as progress log rows in one Parquet file
+    (``_RowsFile``), added chunk by chunk (``add``: ``NESTED_OUTPUT`` partition rows). Given
+    ``rewrite_above`` (how many rows an append may add before the log is due a rewrite: the
+    driver's count of it, ``ProgressStore.rewrite_above``), the unchanged positions too, in a
+    second file, when the snapshot has more positions than that (``expect``, before the first
+    chunk): given only if the changed ones are more, and some (then the driver rewrites the log
+    from the two files), else dropped."""
+
+    def __init__(self, batch_id: int, rewrite_above: int | None = None) -> None:
+        self.changed = _RowsFile(batch_id)
+        self.rest: _RowsFile | None = None
+        self.rewrite_above = rewrite_above
+
+    def expect(self, positions: int) -> None:
+        if self.rewrite_above is not None and positions > max(self.rewrite_above, 0):
+            self.rest = _RowsFile(self.changed.batch_id)
+
+    def add(self, partitions: pa.Table) -> None:
+        changed, unchanged = _log_rows(partitions, self.rest is not None)
+        self.changed.add(changed)
+        if self.rest is not None and unchanged is not None:
+            self.rest.add(unchanged)
+
     def row(self) -> pa.Table:
-        """The file as a ``NESTED_OUTPUT`` row, the only one with ``log_file`` set: its bytes
-        (empty: no file) and ``changed``, its rows (counted even when no file is made)."""
-        return _output(1, log_file=pa.array([self.body() or b""], pa.binary()), changed=pa.array([self.rows], pa.int64()))
+        """The files as a ``NESTED_OUTPUT`` row, the only one with ``log_file`` set: the changed
+        positions' bytes (empty: no file) and ``changed``, their count (counted even when no file
+        is made); when the log is due a rewrite, ``log_rest``, the unchanged positions' bytes
+        (empty: none), and ``offset``, their count (else both null)."""
+        body = self.changed.body()
+        rest: bytes | None = None
+        rest_rows: int | None = None
+        if self.rest is not None and self.rewrite_above is not None and self.changed.rows > max(self.rewrite_above, 0):
+            rest_body = self.rest.body()
+            if not self.rest.refused and not self.changed.refused:
+                rest, rest_rows = rest_body or b"", self.rest.rows
+        return _output(
+            1,
+            log_file=pa.array([body or b""], pa.binary()),
+            changed=pa.array([self.changed.rows], pa.int64()),
+            log_rest=pa.array([rest], pa.binary()),
+            offset=pa.array([rest_rows], pa.int64()),
+        )
 
 
 def _sides(batches: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, pa.RecordBatch] | None:
@@ -319,29 +369,33 @@ def _match(snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, .
     verdicts = []
     for partitions, groups, vanished in pieces:
         if log is not None:
-            log.add(_changed_rows(partitions))
+            log.add(partitions)
         yield pa.concat_tables([partitions, vanished])
         verdicts.append(groups)
     yield _verdicts(verdicts)
 
 
-def _changed_rows(partitions: pa.Table) -> pa.Table:
-    """The positions of ``NESTED_OUTPUT`` partition rows that the batch ``changed``, flat: their
-    partition's topic and partition beside each (``LOG_FIELDS``' columns but the batch id)."""
+def _log_rows(partitions: pa.Table, unchanged: bool = False) -> tuple[pa.Table, pa.Table | None]:
+    """The positions of ``NESTED_OUTPUT`` partition rows that the batch ``changed``, flat, their
+    partition's topic and partition beside each (``LOG_FIELDS``' columns but the batch id); and
+    the others the same way (``unchanged``), else None."""
     names = [n for n, _, _ in LOG_FIELDS if n != "batch_id"]
-    pieces = []
+    pieces: tuple[list[pa.Table], list[pa.Table]] = ([], [])
     for batch in partitions.to_batches():
         lists = _as_list(_column(batch, "positions"))
         flat = lists.flatten()
-        keep = pa.array(_filled(flat.field("changed"), False))
-        parent = pc.filter(pc.list_parent_indices(lists), keep)
-        own = {n: pc.filter(flat.field(n), keep) for n in names if n not in ("topic", "partition")}
-        own["topic"] = _column(batch, "topic").take(parent)
-        own["partition"] = _column(batch, "partition").take(parent)
-        pieces.append(pa.table({n: own[n] for n in names}))
-    if not pieces:
-        return pa.table({n: pa.array([], k) for n, k, _ in LOG_FIELDS if n != "batch_id"})
-    return pa.concat_tables(pieces)
+        parent = pc.list_parent_indices(lists)
+        changed = _filled(flat.field("changed"), False)
+        for side, keep in enumerate((changed, ~changed) if unchanged else (changed,)):
+            mask = pa.array(keep)
+            own = {n: pc.filter(flat.field(n), mask) for n in names if n not in ("topic", "partition")}
+            at = pc.filter(parent, mask)
+            own["topic"] = _column(batch, "topic").take(at)
+            own["partition"] = _column(batch, "partition").take(at)
+            pieces[side].append(pa.table({n: own[n] for n in names}))
+    empty = pa.table({n: pa.array([], k) for n, k, _ in LOG_FIELDS if n != "batch_id"})
+    changed_rows = pa.concat_tables(pieces[0]) if pieces[0] else empty
+    return changed_rows, ((pa.concat_tables(pieces[1]) if pieces[1] else empty) if unchanged else None)
 
 
 def _partition_codes(topics: pa.Array, partitions: pa.Array) -> np.ndarray:

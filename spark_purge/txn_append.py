@@ -206,20 +206,30 @@ def append_file(spark: SparkSession, path: str, body: bytes, rows: int, schema: 
         table = _metadata_schema(metadata)
         if {f.name: f.dataType for f in table.fields} != {f.name: f.dataType for f in schema.fields} or len(table.fields) != len(schema.fields):
             return None
-        if any(not f.nullable and schema[f.name].nullable for f in table.fields):
+        if not _fits(txn, path, table, schema, metadata):
             return None
-        try:
-            indexed, partition_columns = _driver_files_settings(txn, table, metadata)
-        except Unsupported as why:
-            log.debug("a file of %s not committed directly (%s)", path, why)
-            return None
-        if partition_columns or indexed != 0:
-            return None
-        file = DataFile(f"part-00000-{uuid.uuid4()}.c000.snappy.parquet", {}, body, json.dumps({"numRecords": int(rows)}, separators=(",", ":")))
-        _commit(jvm, txn, path, _written(jvm, txn, [file]), "Append", none)
+        _commit(jvm, txn, path, _written(jvm, txn, [_made_file(body, rows)]), "Append", none)
         DRIVER_FILES["committed"] += 1
         return True
     return None
+
+
+def _fits(txn: Any, path: str, table: StructType, schema: StructType, metadata: dict[str, Any]) -> bool:
+    """Whether files of ``schema``'s columns, made by the caller with their row counts only, fit
+    the table (of ``table``'s columns; ``append_file``)."""
+    if any(not f.nullable and schema[f.name].nullable for f in table.fields):
+        return False
+    try:
+        indexed, partition_columns = _driver_files_settings(txn, table, metadata)
+    except Unsupported as why:
+        log.debug("files made for %s not committed directly (%s)", path, why)
+        return False
+    return not partition_columns and indexed == 0
+
+
+def _made_file(body: bytes, rows: int) -> DataFile:
+    """A file the caller made, at the table's top (no partitions), with its row count as its statistics."""
+    return DataFile(f"part-00000-{uuid.uuid4()}.c000.snappy.parquet", {}, body, json.dumps({"numRecords": int(rows)}, separators=(",", ":")))
 
 
 def _driver_files(jvm: Any, txn: Any, rows: DriverRows, schema: StructType, metadata: dict[str, Any]) -> Any | None:
@@ -296,6 +306,35 @@ def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int 
     caller computed ``df`` from is never overwritten after someone else changed it. The files it
     removes come from the table's state the first time a process rewrites the table, and from
     the files that rewrite left plus the log's commits since after that (``_files_since_rewrite``)."""
+
+    def write(jvm: Any, txn: Any, table: StructType, metadata: dict[str, Any]) -> tuple[Any, int] | None:
+        files = txn.writeFiles(df.select(*table.fieldNames())._jdf)
+        written = _records(files)
+        return files, written if written is not None else int(df.count())
+
+    return _replace(spark, path, df.schema, version, write)
+
+
+def rewrite_files(spark: SparkSession, path: str, files: Sequence[tuple[bytes, int]], schema: StructType, version: int) -> int | None:
+    """``rewrite`` with Parquet files made by the caller (each its bytes and rows, of
+    ``schema``'s columns, none null where ``schema`` says not nullable) as the table's new rows;
+    None also where ``append_file`` would not commit them (the caller then rewrites its rows the
+    writer's way)."""
+
+    def write(jvm: Any, txn: Any, table: StructType, metadata: dict[str, Any]) -> tuple[Any, int] | None:
+        if not _fits(txn, path, table, schema, metadata):
+            return None
+        made = [_made_file(body, rows) for body, rows in files]
+        return _written(jvm, txn, made), sum(rows for _, rows in files)
+
+    return _replace(spark, path, schema, version, write)
+
+
+def _replace(
+    spark: SparkSession, path: str, schema: StructType, version: int, write: Callable[[Any, Any, StructType, dict[str, Any]], tuple[Any, int] | None]
+) -> int | None:
+    """``rewrite``'s commit, the new files from ``write`` (the JVM, the transaction, the table's
+    schema and metadata -> Delta add actions and their rows, or None: not this way)."""
     with _direct(path, "rewrite", "the caller writes it its own way"):
         started = _start(spark, path)
         if started is None:
@@ -305,7 +344,7 @@ def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int 
             return None
         metadata = _table_metadata(txn)
         table = _metadata_schema(metadata)
-        if {f.name: f.dataType for f in table.fields} != {f.name: f.dataType for f in df.schema.fields} or len(table.fields) != len(df.schema.fields):
+        if {f.name: f.dataType for f in table.fields} != {f.name: f.dataType for f in schema.fields} or len(table.fields) != len(schema.fields):
             return None
         table_id = str(metadata["id"])
         existing = _files_since_rewrite(jvm, txn, path, table_id)
@@ -317,14 +356,16 @@ def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int 
             REWRITE_LISTINGS["log"] += 1
         # The whole table read, either way: any other commit after ``version`` conflicts.
         txn.readWholeTable()
-        files = txn.writeFiles(df.select(*table.fieldNames())._jdf)
+        made = write(jvm, txn, table, metadata)
+        if made is None:
+            return None
+        files, written = made
         added = [files.apply(i) for i in range(files.size())]
-        written = _records(files)
         for action in existing:
             files = getattr(files, "$colon$plus")(action.remove())
         committed = _commit(jvm, txn, path, files, "Overwrite", none)
         _AFTER_REWRITE[path] = (table_id, committed, {str(a.path()): str(a.json()) for a in added})
-        return written if written is not None else int(df.count())
+        return written
     return None
 
 
@@ -498,5 +539,5 @@ def _is_conflict(exc: BaseException) -> bool:
 
 __all__ = [
     "BEFORE_COMMIT", "COUNTS", "DRIVER_FILES", "DRIVER_FILES_WRITER_VERSION", "REWRITE_LISTINGS", "TESTED_DELTA", "DriverRows", "append", "append_file",
-    "checksum_version", "driver_rows", "rewrite",
+    "checksum_version", "driver_rows", "rewrite", "rewrite_files",
 ]

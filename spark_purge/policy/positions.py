@@ -276,10 +276,18 @@ class NestedPositions:
 
     @classmethod
     def match(
-        cls, snapshot: DataFrame, store: DataFrame, unreadable: Iterable[str], at: datetime, chunk: int | None = None, log_batch: int | None = None
+        cls,
+        snapshot: DataFrame,
+        store: DataFrame,
+        unreadable: Iterable[str],
+        at: datetime,
+        chunk: int | None = None,
+        log_batch: int | None = None,
+        rewrite_above: int | None = None,
     ) -> NestedPositions:
         """``log_batch``: the task also writes the changed positions as batch ``log_batch``'s
-        progress log rows, one Parquet file (``log_file``)."""
+        progress log rows, in Parquet (``log_file``); ``rewrite_above``: with the unchanged ones
+        when the changed ones are more (``position_match.LogWriter``)."""
         from spark_purge.position_match import nested_batches
 
         none = {f.name: F.lit(None).cast(f.dataType) for f in NESTED_INPUT_TYPE.fields}
@@ -298,7 +306,7 @@ class NestedPositions:
         )
         # One task, both sides whole: its Python worker is the one a local session keeps idle
         # (``session.IDLE_PYTHON_WORKERS``), and no side is shuffled.
-        out = snap.unionByName(kept).coalesce(1).mapInArrow(nested_batches(tuple(sorted(set(unreadable))), chunk, log_batch), NESTED_OUTPUT_TYPE)
+        out = snap.unionByName(kept).coalesce(1).mapInArrow(nested_batches(tuple(sorted(set(unreadable))), chunk, log_batch, rewrite_above), NESTED_OUTPUT_TYPE)
         return cls(held(out), at, log_batch)
 
     def release(self) -> None:
@@ -347,11 +355,18 @@ class NestedPositions:
         the held rows (a small job: one row of them); None when not asked for."""
         if self.log_batch is None:
             return None
-        rows = self.out.where(F.col("log_file").isNotNull()).select("log_file", "changed").toArrow().to_pylist()
-        if len(rows) != 1:  # no input at all (the task yields nothing then), or a task run twice
+        rows = self.out.where(F.col("log_file").isNotNull()).select("log_file", "changed", "log_rest", "offset").toArrow().to_pylist()
+        if len(rows) != 1:
             return None
-        body = rows[0]["log_file"]
-        return LogFile(self.log_batch, int(rows[0]["changed"] or 0), bytes(body) if body else None)
+        row = rows[0]
+        rest = row["log_rest"]
+        return LogFile(
+            self.log_batch,
+            int(row["changed"] or 0),
+            bytes(row["log_file"]) if row["log_file"] else None,
+            None if rest is None else bytes(rest),
+            None if row["offset"] is None else int(row["offset"]),
+        )
 
     def hand_over(self, now: datetime) -> tuple[DataFrame, DataFrame]:
         """``after(now)`` and the held rows it reads, which the caller now owns (``release``
@@ -366,11 +381,15 @@ class NestedPositions:
 class LogFile:
     """Batch ``batch_id``'s changed positions as the match's task wrote them: ``rows`` of them,
     in ``body`` (a Parquet file of ``position_match.LOG_SCHEMA``'s columns, its not-null ones
-    checked), or None when the task made no file (no rows; a null where the log keeps none)."""
+    checked), or None when the task made no file (no rows; a null where the log keeps none).
+    ``rest``: when the log is due a rewrite, the other positions the store keeps, ``rest_rows``
+    of them, the same way (empty bytes: none), else None."""
 
     batch_id: int
     rows: int
     body: bytes | None
+    rest: bytes | None = None
+    rest_rows: int | None = None
 
 
 def _other_incarnation(seen: Column, stored: Column) -> Column:

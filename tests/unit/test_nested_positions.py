@@ -18,12 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from spark_purge import schemas
 from spark_purge.audit import PROGRESS_LOG
 from spark_purge.policy import split_snapshot
 from spark_purge.policy.positions import CHANGED, NESTED_STORE, NestedPositions, Positions, flat_store, nest_store
-from spark_purge.position_match import NESTED_INPUT, LogWriter, nested_match
+from spark_purge.position_match import NESTED_INPUT, LogWriter, _RowsFile, nested_match
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 NAMES = ("g0", "g1", "G2", "gé", "z")
@@ -76,13 +77,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def check(spark: SparkSession, snapshot: list[Any], store: list[Any], unreadable: tuple[str, ...], chunk: int | None = None) -> NestedPositions:
+def check(
+    spark: SparkSession, snapshot: list[Any], store: list[Any], unreadable: tuple[str, ...], chunk: int | None = None, rewrite_above: int | None = -1
+) -> NestedPositions:
     """The nested match against the flat one; ``chunk``: partitions the task matches at a time
-    (a group's verdict then combines several chunks')."""
+    (a group's verdict then combines several chunks'); ``rewrite_above``: the log's room before
+    a rewrite (-1: always due, so the task also writes the unchanged positions)."""
     snap, kept = frames(spark, snapshot, store)
     partitions, groups = split_snapshot(snap)
     flat = Positions.match(partitions, groups, kept, keep=False)
-    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW, chunk=chunk, log_batch=7)
+    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW, chunk=chunk, log_batch=7, rewrite_above=rewrite_above)
     try:
         staleness, gone = nested.staleness_table()
         expected_staleness = flat._staleness(unreadable).collect()
@@ -98,14 +102,20 @@ def check(spark: SparkSession, snapshot: list[Any], store: list[Any], unreadable
         # The changed positions as the task wrote them, for the progress log: the same rows.
         log = nested.log_file()
         assert log is not None and log.batch_id == 7 and log.rows == sum(expected.values())
-        if log.rows:
-            assert log.body is not None
-            written = pq.read_table(io.BytesIO(log.body))
+        due = rewrite_above is not None and log.rows > max(rewrite_above, 0)
+        for body, rows, expected_rows in ((log.body, log.rows, after.where(CHANGED)), (log.rest, log.rest_rows, after.where(~F.col(CHANGED)))):
+            if body is log.rest and not due:
+                assert (log.rest, log.rest_rows) == (None, None)
+                continue
+            assert rows == expected_rows.count()
+            if not rows:
+                assert not body
+                continue
+            assert body is not None
+            written = pq.read_table(io.BytesIO(body))
             assert written.schema.names == list(PROGRESS_LOG.fieldNames())
             assert set(written.column("batch_id").to_pylist()) == {7}
-            assert _rows(written.drop_columns(["batch_id"])) == _rows(after.where(CHANGED).drop(CHANGED))
-        else:
-            assert log.body is None
+            assert _rows(written.drop_columns(["batch_id"])) == _rows(expected_rows.drop(CHANGED))
     finally:
         nested.release()
     return nested
@@ -139,9 +149,11 @@ def merged(drawn: list[tuple[list[Any], list[Any], set[str]]]) -> tuple[list[Any
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(st.lists(cases(), min_size=20, max_size=40), st.sampled_from((1, 3, None)))
-def test_the_nested_match_gives_what_the_flat_one_gives(spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]], chunk: int | None) -> None:
-    check(spark, *merged(drawn), chunk=chunk)
+@given(st.lists(cases(), min_size=20, max_size=40), st.sampled_from((1, 3, None)), st.sampled_from((-1, 0, 10, None)))
+def test_the_nested_match_gives_what_the_flat_one_gives(
+    spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]], chunk: int | None, rewrite_above: int | None
+) -> None:
+    check(spark, *merged(drawn), chunk=chunk, rewrite_above=rewrite_above)
 
 
 def test_the_nested_match_spelt_out(spark: SparkSession) -> None:
@@ -221,15 +233,17 @@ def test_the_log_file_is_not_made_for_a_null_where_the_log_keeps_none() -> None:
             "group_type": pa.array([None] * n, pa.string()), "topic_id": pa.array(["id-1"] * n),
         })
 
-    fine = LogWriter(3)
+    fine = _RowsFile(3)
     fine.add(rows(["a", "b"]))
     fine.add(rows([]))
     fine.add(rows(["c"]))
-    assert fine.rows == 3 and fine.body() is not None
-    assert pq.read_table(io.BytesIO(fine.row().column("log_file")[0].as_py())).column("group_id").to_pylist() == ["a", "b", "c"]
-    refused = LogWriter(3)
+    body = fine.body()
+    assert fine.rows == 3 and body is not None
+    assert pq.read_table(io.BytesIO(body)).column("group_id").to_pylist() == ["a", "b", "c"]
+    refused = _RowsFile(3)
     refused.add(rows(["a"]))
     refused.add(rows([None, "b"]))
-    assert refused.rows == 3 and refused.body() is None
-    assert refused.row().to_pylist()[0]["log_file"] == b"" and refused.row().to_pylist()[0]["changed"] == 3
-    assert LogWriter(3).body() is None  # no rows: no file
+    assert refused.rows == 3 and refused.refused and refused.body() is None
+    assert _RowsFile(3).body() is None  # no rows: no file
+    empty = LogWriter(3, rewrite_above=5).row().to_pylist()[0]
+    assert (empty["log_file"], empty["changed"], empty["log_rest"], empty["offset"]) == (b"", 0, None, None)

@@ -209,7 +209,7 @@ def test_the_rows_a_batch_recorded_answer_the_next_read_only_while_the_table_has
     prunes: list[int] = []  # batches that pruned, by the MERGE or by rewriting the log
     prune, rewrite = ProgressStore.prune, ProgressStore._rewrite
     monkeypatch.setattr(ProgressStore, "prune", lambda self, batch_id: (prunes.append(batch_id), prune(self, batch_id))[1])
-    monkeypatch.setattr(ProgressStore, "_rewrite", lambda self, after, batch_id, v: (prunes.append(batch_id), rewrite(self, after, batch_id, v))[1])
+    monkeypatch.setattr(ProgressStore, "_rewrite", lambda self, after, batch_id, v, *rest: (prunes.append(batch_id), rewrite(self, after, batch_id, v, *rest))[1])
     for batch in range(1, 9):
         now = T0 + timedelta(minutes=batch)
         for key in draw.sample(sorted(offsets), 3):  # some move, some stay, one may leave the snapshot
@@ -362,3 +362,59 @@ def test_a_file_is_committed_only_to_a_table_it_fits(spark: SparkSession, tmp_pa
     assert txn_append.append_file(spark, table("other", other), body.getvalue(), 2, schema) is None
     loose = StructType([StructField("k", StringType(), True), StructField("v", LongType(), True)])
     assert txn_append.append_file(spark, fits, body.getvalue(), 2, loose) is None  # the table keeps k not null
+
+
+def test_a_rewrite_due_commits_the_match_tasks_two_files_and_reads_as_spark_would_write_it(spark: SparkSession, tmp_path: Path) -> None:
+    """Batches of the nested path where every position moves: the log is due a rewrite every
+    few batches, and the store told the match how much room is left (``rewrite_above``), so the
+    task also made the unchanged positions' file: the rewrite commits both files with no Spark
+    write, leaves one row a key, and every batch the table reads as a store written by Spark's
+    writer does, side by side."""
+    from spark_purge import audit
+    from spark_purge.policy import split_snapshot
+    from spark_purge.policy.positions import NestedPositions, nest_store
+
+    def snapshot(offsets: dict[tuple[str, int], int], at: datetime) -> Any:
+        rows = [
+            ("s", at, "t", p, 1, [1], [1], 0, 50, 50, False, "delete", None, None, None, None, "id-1", None, None,
+             None, [(g, "Empty", "classic", 0, o, None, None, None) for (g, q), o in sorted(offsets.items()) if q == p], [])
+            for p in (0, 1)
+        ]
+        return spark.createDataFrame(rows, schemas.SNAPSHOT)
+
+    offsets = {(g, p): 1 for g in "abc" for p in (0, 1)}
+    stores = {way: ProgressStore(spark, str(tmp_path / way), app_id="q") for way in ("file", "writer")}
+    parts, first = split_snapshot(snapshot(offsets, T0))
+    for store in stores.values():
+        store.update(first, T0, 0, parts)
+    before = dict(audit.PROGRESS_APPENDS)
+    for batch in range(1, 6):
+        at = T0 + timedelta(minutes=batch)
+        offsets = {k: o + 1 if k != ("c", 1) else o for k, o in offsets.items()}  # all but one move
+        if batch == 3:
+            offsets[("d", 0)] = 4  # a new key
+        for way, store in stores.items():
+            room = store.rewrite_above()
+            nested = NestedPositions.match(
+                snapshot(offsets, at), nest_store(store.read()), (), at=at, log_batch=batch if way == "file" else None, rewrite_above=room
+            )
+            nested.staleness_table()
+            log_file = nested.log_file()
+            if log_file is not None:
+                assert (log_file.rest is not None) == (room is not None and log_file.rows > max(room, 0)), (batch, room, log_file)
+            after, holder = nested.hand_over(at)
+            store.record(after, batch, holder=holder, log_file=log_file)
+        tables = {}
+        for way, store in stores.items():
+            known = audit._PROGRESS_STATE.pop(store.path, None)
+            try:
+                tables[way] = content(store)
+            finally:
+                if known is not None:
+                    audit._PROGRESS_STATE[store.path] = known
+        assert tables["file"] == tables["writer"], batch
+        assert {k: v[0] for k, v in tables["file"].items()} == {(g, "t", p): o for (g, p), o in offsets.items()}
+    done = {k: audit.PROGRESS_APPENDS[k] - before[k] for k in before}
+    assert done["rewrite file"] >= 1 and done["rewrite writer"] >= 1 and done["file"] >= 1, done
+    rows = spark.read.format("delta").load(stores["file"].path)
+    assert rows.count() <= 3 * len(offsets)  # pruned by its rewrites (one row a key right after each)
