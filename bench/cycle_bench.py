@@ -730,6 +730,11 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
     print(f"cycle / floor (medians): x{statistics.median(cycle) / statistics.median(floor):.1f}; "
           f"Delta commits per cycle (median): {statistics.median(figures['delta'][keep])}; "
           f"generated classes compiled per cycle (Spark's code generation, median): {statistics.median(figures['compiled'][keep])}")
+    from spark_purge import audit
+
+    ways = getattr(audit, "PROGRESS_APPENDS", None)  # a checkout before stop 67 has none
+    if ways:
+        print("progress log writes, the whole run (the match's files committed / Spark's writer): " + ", ".join(f"{k} {v}" for k, v in ways.items()))
     rss = figures["rss"]
     print(f"peak RSS MB: driver {rss.get('driver', 0):.0f}, Spark JVM {rss.get('jvm', 0):.0f}, "
           f"Python workers {rss.get('workers', 0):.0f}; together (sampled) {rss.get('total', 0):.0f}")

@@ -597,6 +597,8 @@ def _rewrite_files(log_file: LogFile | None, batch_id: int) -> list[tuple[bytes,
     if log_file.rows and log_file.body is None:
         return None
     return [(body, rows) for body, rows in ((log_file.body, log_file.rows), (log_file.rest, log_file.rest_rows)) if rows and body]
+
+
 _PROGRESS_LOG_SIZE: dict[str, _LogSize] = {}  # path -> the log's size, kept by _tidy(), prune() and _rewrite()
 
 
@@ -681,6 +683,13 @@ class ProgressStore(CheckpointTable):
     by the table's version (``deltalog.table_state``, no Spark job). Any other commit (an
     operator's ``forget``, another process, a compaction) moves the version past them, and the
     next ``read`` reads the table again.
+
+    In a batch of the nested match (``NestedPositions``, given the batch id), the match's own
+    task writes the appended rows as a Parquet file, and when the store told it the log is due a
+    rewrite (``rewrite_above``), the log's other rows too: ``record`` commits those files as
+    they are (``txn_append.append_file``, ``rewrite_files``), with no Spark write job. A table
+    they do not fit (per-column statistics, partitions, other columns, a later Delta writer
+    feature), or a batch whose task made none, is written by Spark's writer as before.
     """
 
     app_id: str

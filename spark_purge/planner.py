@@ -113,9 +113,10 @@ class Planner:
         self.refuse_name_clashes(first[0]["unreadable_groups"], progress)
         # The commits matched with the store once, both nested, in one Arrow task (vanished
         # groups, staleness, the store's update: ``NestedPositions``).
-        positions = None if nested is None else NestedPositions.match(
-                snapshot, nested, unreadable, at=now, log_batch=batch_id, rewrite_above=None if batch_id is None else self.rewrite_above()
-            )
+        # Given the batch, the match's task also writes the progress log's new rows (and the
+        # whole log when it is due a rewrite) as Parquet for the store to commit as they are.
+        room = None if batch_id is None else self.rewrite_above()
+        positions = None if nested is None else NestedPositions.match(snapshot, nested, unreadable, at=now, log_batch=batch_id, rewrite_above=room)
         # Staleness per group, and whether any remembered position is gone from the snapshot
         # (usually none: then no vanished rows to join), in one job.
         staleness, gone = (None, False) if positions is None else positions.staleness_table()
