@@ -1,6 +1,6 @@
 """The store match's memory in its Python worker (issue 12), by chunk size.
 
-    ./dev.sh py bench/diag/match_memory.py [--partitions 10000] [--groups 10000] [--chunks 0,2000,500]
+    ./dev.sh py bench/diag/match_memory.py [--partitions 10000] [--groups 10000] [--chunks 0,2000,500] [--log none,append,rewrite]
 
 Builds the match's input (``position_match.NESTED_INPUT``) of the cycle bench's shape in Arrow:
 topics of 50 partitions, group *i* committing on every partition of topic *i* mod #topics; the
@@ -42,10 +42,12 @@ t = time.perf_counter()
 rows = 0
 import inspect
 chunked = "chunk" in inspect.signature(pm.nested_batches).parameters  # a checkout before stop 66: all at once
-for b in (pm.nested_batches((), chunk or 10**9) if chunked else pm.nested_batches(()))(iter(batches)):
+log = {log!r}
+extra = {{}} if log == "none" else {{"log_batch": 1, "rewrite_above": -1 if log == "rewrite" else None}}  # stop 67: the log's files
+for b in (pm.nested_batches((), chunk or 10**9, **extra) if chunked else pm.nested_batches(()))(iter(batches)):
     rows += b.num_rows
-print("chunk %-8s %6.2f s  peak RSS %5.0f MB above the %3.0f MB once the input was read; Arrow pool peak %5.0f MB  (%d rows out)" % (
-    chunk or "all", time.perf_counter() - t, status_mb("VmHWM") - start, start, pa.default_memory_pool().max_memory() / 1e6, rows))
+print("log %-7s chunk %-8s %6.2f s  peak RSS %5.0f MB above the %3.0f MB once the input was read; Arrow pool peak %5.0f MB  (%d rows out)" % (
+    log, chunk or "all", time.perf_counter() - t, status_mb("VmHWM") - start, start, pa.default_memory_pool().max_memory() / 1e6, rows))
 """
 
 
@@ -88,14 +90,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=10_000)
     ap.add_argument("--per-topic", type=int, default=50)
     ap.add_argument("--chunks", default="0,2000,500", help="chunk sizes, comma-separated (0: all at once)")
+    ap.add_argument("--log", default="none", help="also the progress log's files (stop 67), comma-separated: none, append (the changed "
+                    "positions' file), rewrite (and the others' file)")
     ap.add_argument("--root", default=str(ROOT), help="the checkout whose spark_purge runs the match (another: git worktree add)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="match-memory-") as tmp:
         path = str(Path(tmp) / "input.arrow")
         build(args.partitions, args.groups, args.per_topic, path)
         print(f"{args.root}: {args.partitions} partitions x {args.groups} groups: input {Path(path).stat().st_size / 1e6:.0f} MB as Arrow IPC")
-        for chunk in (int(c) for c in args.chunks.split(",")):
-            subprocess.run([sys.executable, "-c", CHILD.format(root=args.root, path=path, chunk=chunk)], check=True)
+        for log in args.log.split(","):
+            for chunk in (int(c) for c in args.chunks.split(",")):
+                subprocess.run([sys.executable, "-c", CHILD.format(root=args.root, path=path, chunk=chunk, log=log)], check=True)
     return 0
 
 
