@@ -60,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--per-topic", type=int, default=50)
     ap.add_argument("--cycles", type=int, default=4)
+    ap.add_argument(
+        "--log-file", choices=("on", "off", "alternate"), default="on",
+        help="the store match's task writes the progress log's files, committed as they are (stop 67; a checkout without it: off); "
+        "alternate: on in odd cycles only, each way summarised apart (an A/B in one process)",
+    )
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     ap.add_argument(
         "--parts", action="store_true",
@@ -100,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load(config_file)
         store = progress_store(spark, str(tmp / "checkpoint"), app_id="plan-bench")
         # The store's rows nested by partition where the code has it (as the pipeline reads them).
-        planner = Planner(cfg, lambda _: {}, getattr(store, "read_nested_if_exists", store.read_if_exists))
+        has_files = hasattr(store, "rewrite_above")  # stop 67: the match's task writes the log's files
+        extra = {"rewrite_above": store.rewrite_above} if has_files else {}
+        planner = Planner(cfg, lambda _: {}, getattr(store, "read_nested_if_exists", store.read_if_exists), **extra)
+        way: list[str] = []  # per cycle: "files" or "spark"
         n_commits = 0
 
         def step(name: str, cycle: int):  # type: ignore[no-untyped-def]
@@ -124,17 +132,23 @@ def main(argv: list[str] | None = None) -> int:
                 df = spark.createDataFrame(pa.Table.from_batches([batch]))
                 df = keep(df) if keep is not None else df.persist()  # as the pipeline holds a batch's snapshot
                 df.count()
+            files = has_files and (args.log_file == "on" or (args.log_file == "alternate" and c % 2 == 1))
+            way.append("files" if files else "spark")
             with step("plan", c):
-                plan = planner.plan(df)
+                plan = planner.plan(df, c) if files else planner.plan(df)
                 assert plan is not None
             with step("rows", c):
                 rows = collect_rows(plan.rows)
             with step("progress", c):
                 positions = getattr(plan, "positions", None)  # None on code before Positions (a baseline)
                 if positions is not None and hasattr(positions, "hand_over"):  # as the pipeline does (the store keeps the match's rows)
+                    log_file = positions.log_file() if files else None
                     after, holder = positions.hand_over(plan.planned_at)
                     plan.release()
-                    store.record(after, c, holder=holder)
+                    if files:
+                        store.record(after, c, holder=holder, log_file=log_file)
+                    else:
+                        store.record(after, c, holder=holder)
                 elif positions is not None and hasattr(store, "record"):  # as the pipeline did (the store kept a copy)
                     from spark_purge.detach import cut
 
@@ -166,6 +180,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<10} {min(v):7.2f} / {statistics.median(v):6.2f}  {statistics.median(jobs[name][keep]):4}")
     total = [sum(seconds[k][i] for k in seconds) for i in range(len(seconds["plan"]))][keep]
     print(f"{'total':<10} {min(total):7.2f} / {statistics.median(total):6.2f}")
+    if args.log_file == "alternate" and len(set(way[keep])) == 2:
+        print("each way apart (the log's files made by the match's task and committed / Spark's writer), min / median s:")
+        for name in [*seconds, "total"]:
+            values = total if name == "total" else seconds[name][keep]
+            cells = []
+            for kind in ("files", "spark"):
+                v = [x for x, w in zip(values, way[keep]) if w == kind]
+                cells.append(f"{kind} {min(v):6.2f} / {statistics.median(v):6.2f}")
+            print(f"  {name:<10} " + "   ".join(cells))
     if part_seconds:
         print("inside plan, each part forced on its own (min / median s):")
         for name, values in part_seconds.items():

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -272,6 +273,7 @@ class NestedPositions:
         self.out = out  # held (``detach.held``) until ``release``
         self.at = at
         self.log_batch = log_batch
+        self._log_rows: list[dict[str, Any]] | None = None  # the task's file row, once a job read it
         self._released = False
 
     @classmethod
@@ -319,7 +321,15 @@ class NestedPositions:
         """Per group (``group_id``, ``stale_candidate``, ``last_progress``) on the driver as one
         Arrow table (O(groups)), and whether any remembered position vanished: the Spark job that
         computes the match."""
-        table = self.out.where(F.col("group_id").isNotNull() & F.col("topic").isNull()).select("group_id", "stale_candidate", "last_progress", "gone").toArrow()
+        groups = F.col("group_id").isNotNull() & F.col("topic").isNull()
+        columns = ["group_id", "stale_candidate", "last_progress", "gone"]
+        if self.log_batch is None:
+            table = self.out.where(groups).select(*columns).toArrow()
+        else:  # the task's file row too, in the same job (``log_file``)
+            table = self.out.where(groups | F.col("log_file").isNotNull()).select(*columns, *_LOG_COLUMNS).toArrow()
+            is_file = pc.is_valid(table.column("log_file"))
+            self._log_rows = table.filter(is_file).select(list(_LOG_COLUMNS)).to_pylist()
+            table = table.filter(pc.invert(is_file)).drop_columns(list(_LOG_COLUMNS))
         gone = bool(pc.any(table.column("gone")).as_py()) if table.num_rows else False
         return table.drop_columns(["gone"]), gone
 
@@ -351,11 +361,14 @@ class NestedPositions:
         return self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNull()).select(*NESTED_STORE.fieldNames())
 
     def log_file(self) -> LogFile | None:
-        """The changed positions as the match's task wrote them (``match``'s ``log_batch``), from
-        the held rows (a small job: one row of them); None when not asked for."""
+        """The changed positions as the match's task wrote them (``match``'s ``log_batch``), read
+        with the staleness (``staleness_table``), or from the held rows (a small job: one row of
+        them) when that did not run; None when not asked for."""
         if self.log_batch is None:
             return None
-        rows = self.out.where(F.col("log_file").isNotNull()).select("log_file", "changed", "log_rest", "offset").toArrow().to_pylist()
+        rows = self._log_rows
+        if rows is None:
+            rows = self.out.where(F.col("log_file").isNotNull()).select(*_LOG_COLUMNS).toArrow().to_pylist()
         if len(rows) != 1:
             return None
         row = rows[0]
@@ -375,6 +388,10 @@ class NestedPositions:
         rows = self.after(now)
         self._released = True
         return rows, self.out
+
+
+# The match's file row (``position_match.LogWriter.row``): the files and their row counts.
+_LOG_COLUMNS = ("log_file", "changed", "log_rest", "offset")
 
 
 @dataclass(frozen=True)
