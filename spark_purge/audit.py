@@ -805,8 +805,9 @@ class ProgressStore(CheckpointTable):
         moved the table since the read (otherwise they are dropped, and the table is read).
         ``holder``: the held rows ``after`` reads (``NestedPositions.hand_over``), dropped in its
         place; None: ``after`` is held itself. ``log_file``: the changed positions as the match's
-        task wrote them (``NestedPositions.log_file``); an append of batch ``batch_id`` commits
-        that file, with no Spark job, where the table allows (``txn_append.append_file``)."""
+        task wrote them (``NestedPositions.log_file``; with the others too when the log is due a
+        rewrite): batch ``batch_id``'s append or rewrite commits those files, with no Spark job,
+        where the table allows (``txn_append.append_file``, ``rewrite_files``)."""
         from spark_purge.policy.positions import CHANGED, NESTED_KEY, flat_store
 
         held = after if holder is None else holder
