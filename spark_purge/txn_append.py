@@ -146,6 +146,11 @@ def _same_columns(table: StructType, data: StructType) -> bool:
     return [(f.name, f.dataType) for f in table.fields] == [(f.name, f.dataType) for f in data.fields]
 
 
+def _same_names_and_types(table: StructType, data: StructType) -> bool:
+    """``_same_columns`` in any order (a Parquet file's columns are read by name)."""
+    return {f.name: f.dataType for f in table.fields} == {f.name: f.dataType for f in data.fields} and len(table.fields) == len(data.fields)
+
+
 def _fast(spark: SparkSession, path: str, df: DataFrame | DriverRows, app_id: str, version: int, user_metadata: str | None) -> bool | None:
     """True: committed; False: skipped (recorded already); None: write it the writer's way."""
     with _direct(path, "txn append", "written through the DataFrame writer"):
@@ -204,9 +209,7 @@ def append_file(spark: SparkSession, path: str, body: bytes, rows: int, schema: 
             return None
         metadata = _table_metadata(txn)
         table = _metadata_schema(metadata)
-        if {f.name: f.dataType for f in table.fields} != {f.name: f.dataType for f in schema.fields} or len(table.fields) != len(schema.fields):
-            return None
-        if not _fits(txn, path, table, schema, metadata):
+        if not _same_names_and_types(table, schema) or not _fits(txn, path, table, schema, metadata):
             return None
         _commit(jvm, txn, path, _written(jvm, txn, [_made_file(body, rows)]), "Append", none)
         DRIVER_FILES["committed"] += 1
@@ -307,7 +310,7 @@ def rewrite(spark: SparkSession, path: str, df: DataFrame, version: int) -> int 
     removes come from the table's state the first time a process rewrites the table, and from
     the files that rewrite left plus the log's commits since after that (``_files_since_rewrite``)."""
 
-    def write(jvm: Any, txn: Any, table: StructType, metadata: dict[str, Any]) -> tuple[Any, int] | None:
+    def write(jvm: Any, txn: Any, table: StructType, metadata: dict[str, Any]) -> tuple[Any, int]:
         files = txn.writeFiles(df.select(*table.fieldNames())._jdf)
         written = _records(files)
         return files, written if written is not None else int(df.count())
@@ -321,20 +324,25 @@ def rewrite_files(spark: SparkSession, path: str, files: Sequence[tuple[bytes, i
     None also where ``append_file`` would not commit them (the caller then rewrites its rows the
     writer's way)."""
 
-    def write(jvm: Any, txn: Any, table: StructType, metadata: dict[str, Any]) -> tuple[Any, int] | None:
-        if not _fits(txn, path, table, schema, metadata):
-            return None
+    def write(jvm: Any, txn: Any, table: StructType, metadata: dict[str, Any]) -> tuple[Any, int]:
         made = [_made_file(body, rows) for body, rows in files]
         return _written(jvm, txn, made), sum(rows for _, rows in files)
 
-    return _replace(spark, path, schema, version, write)
+    return _replace(spark, path, schema, version, write, fits=lambda txn, table, metadata: _fits(txn, path, table, schema, metadata))
 
 
 def _replace(
-    spark: SparkSession, path: str, schema: StructType, version: int, write: Callable[[Any, Any, StructType, dict[str, Any]], tuple[Any, int] | None]
+    spark: SparkSession,
+    path: str,
+    schema: StructType,
+    version: int,
+    write: Callable[[Any, Any, StructType, dict[str, Any]], tuple[Any, int]],
+    fits: Callable[[Any, StructType, dict[str, Any]], bool] | None = None,
 ) -> int | None:
     """``rewrite``'s commit, the new files from ``write`` (the JVM, the transaction, the table's
-    schema and metadata -> Delta add actions and their rows, or None: not this way)."""
+    schema and metadata -> Delta add actions and their rows); ``fits`` (the transaction, the
+    table's schema and metadata): whether the table takes them, asked before its files are
+    listed (None from here when not)."""
     with _direct(path, "rewrite", "the caller writes it its own way"):
         started = _start(spark, path)
         if started is None:
@@ -344,7 +352,7 @@ def _replace(
             return None
         metadata = _table_metadata(txn)
         table = _metadata_schema(metadata)
-        if {f.name: f.dataType for f in table.fields} != {f.name: f.dataType for f in schema.fields} or len(table.fields) != len(schema.fields):
+        if not _same_names_and_types(table, schema) or (fits is not None and not fits(txn, table, metadata)):
             return None
         table_id = str(metadata["id"])
         existing = _files_since_rewrite(jvm, txn, path, table_id)
@@ -356,10 +364,7 @@ def _replace(
             REWRITE_LISTINGS["log"] += 1
         # The whole table read, either way: any other commit after ``version`` conflicts.
         txn.readWholeTable()
-        made = write(jvm, txn, table, metadata)
-        if made is None:
-            return None
-        files, written = made
+        files, written = write(jvm, txn, table, metadata)
         added = [files.apply(i) for i in range(files.size())]
         for action in existing:
             files = getattr(files, "$colon$plus")(action.remove())
