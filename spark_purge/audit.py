@@ -589,10 +589,10 @@ class _LogSize:
 PROGRESS_APPENDS = {"file": 0, "writer": 0, "rewrite file": 0, "rewrite writer": 0}
 
 
-def _rewrite_files(log_file: LogFile | None, batch_id: int) -> list[tuple[bytes, int]] | None:
-    """The files (bytes, rows) of batch ``batch_id``'s rewrite of the log from the match's task
-    (its changed positions and the rest), or None when it made none for this rewrite."""
-    if log_file is None or log_file.batch_id != batch_id or log_file.rest is None or log_file.rest_rows is None:
+def _rewrite_files(log_file: LogFile | None) -> list[tuple[bytes, int]] | None:
+    """The files (bytes, rows) of a rewrite of the log from the match's task (its changed
+    positions and the rest), or None when it made none for this rewrite."""
+    if log_file is None or log_file.rest is None or log_file.rest_rows is None:
         return None
     if log_file.rows and log_file.body is None:
         return None
@@ -811,6 +811,8 @@ class ProgressStore(CheckpointTable):
         from spark_purge.policy.positions import CHANGED, NESTED_KEY, flat_store
 
         held = after if holder is None else holder
+        if log_file is not None and log_file.batch_id != batch_id:
+            log_file = None  # made for another batch id (a replay planned under its own): not these rows
         read_at = _PROGRESS_READ.get(self.path)
         self._forget_known()
         kept = False
@@ -823,12 +825,13 @@ class ProgressStore(CheckpointTable):
                 # sum over O(partitions) rows, and only the changed positions are made flat.
                 changed = flat_store(nested, changed_only=True)
                 everything = flat_store(nested)
-                if log_file is not None and log_file.batch_id == batch_id:
+                if log_file is not None:
                     rows = log_file.rows
                 else:
                     total = nested.agg(F.sum("changed")).first()
                     rows = int(total[0] or 0) if total is not None else 0
             else:
+                log_file = None  # a file is of a nested match's rows only
                 changed = after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames())
                 everything = after.select(*PROGRESS_STORE.fieldNames())
                 rows = changed.count()
@@ -840,8 +843,7 @@ class ProgressStore(CheckpointTable):
                 # compaction this batch: the table is left with the rewrite's files only).
                 commits = 1
             else:
-                ready = log_file if log_file is not None and log_file.batch_id == batch_id and log_file.rows == rows else None
-                self._append(changed, batch_id, rows, ready)
+                self._append(changed, batch_id, rows, log_file)
                 # A prune changes no key's newest row: the rows still answer when the table moved
                 # by exactly this call's own commits since the read (any other commit adds to the count).
                 tidied = self._tidy(batch_id, rows)
@@ -934,7 +936,7 @@ class ProgressStore(CheckpointTable):
         available: ``txn_append.rewrite``): the caller appends and prunes instead. ``log_file``:
         the same rows as files made already (``NestedPositions.log_file`` with its ``rest``),
         committed as they are where the table allows (``txn_append.rewrite_files``)."""
-        files = _rewrite_files(log_file, batch_id)
+        files = _rewrite_files(log_file)
         try:
             way, written = "rewrite file", None if files is None else txn_append.rewrite_files(self.spark, self.path, files, PROGRESS_LOG, version)
             if written is None:
