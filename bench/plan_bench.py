@@ -65,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the store match's task writes the progress log's files, committed as they are (stop 67; a checkout without it: off); "
         "alternate: on in odd cycles only, each way summarised apart (an A/B in one process)",
     )
+    ap.add_argument(
+        "--packed", choices=("on", "off"), default="on",
+        help="the store held packed between batches, as Arrow IPC in binary rows (stop 68; off: nested rows, as before; "
+        "a checkout without it ignores this). Run it both ways in turn for an A/B",
+    )
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     ap.add_argument(
         "--parts", action="store_true",
@@ -93,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             df.unpersist()  # type: ignore[attr-defined]
 
     spark = get_spark("plan-bench", master="local[2]", conf=dict(c.split("=", 1) for c in args.conf))
+    if args.packed == "off":
+        _unpacked()
     seconds: dict[str, list[float]] = {"snapshot": [], "plan": [], "rows": [], "progress": []}
     jobs: dict[str, list[int]] = {k: [] for k in seconds}
     tracker = spark.sparkContext.statusTracker()
@@ -195,6 +202,20 @@ def main(argv: list[str] | None = None) -> int:
             v = values[1:] if len(values) > 1 else values
             print(f"  {name:<26} {min(v):6.2f} / {statistics.median(v):6.2f}")
     return 0
+
+
+def _unpacked() -> None:
+    """``--packed off``: the nested match holds the store as nested rows (a checkout before stop
+    68 has no choice: nothing to change)."""
+    import inspect
+
+    from spark_purge.policy import positions
+
+    kind = getattr(positions, "NestedPositions", None)
+    if kind is None or "packed" not in inspect.signature(kind.match).parameters:
+        return
+    match = kind.match.__func__
+    kind.match = classmethod(lambda cls, *a, **k: match(cls, *a, **{**k, "packed": False}))
 
 
 def _time_parts(parts: dict[str, list[float]]) -> None:

@@ -610,7 +610,7 @@ class _KnownState:
     table: tuple[str, int]
     held: DataFrame  # ``Positions.after`` rows (flat or nested), cut and held (``detach.cut``): drop to free them
     rows: DataFrame  # their ``PROGRESS_STORE`` columns
-    nested: DataFrame | None = None  # them nested by partition (``positions.NESTED_STORE``), when recorded so
+    nested: DataFrame | None = None  # them nested by partition (``positions.NESTED_STORE``, or packed), when recorded so
 
 
 _PROGRESS_STATE: dict[str, _KnownState] = {}  # path -> the store's rows this process wrote last
@@ -728,7 +728,8 @@ class ProgressStore(CheckpointTable):
 
     def read_nested(self) -> DataFrame:
         """``read()`` nested by partition (``positions.NESTED_STORE``): the rows this process
-        recorded last, held so, when the table has not moved since (no Spark job); otherwise
+        recorded last, held so (packed, as the match gave them: ``positions.PACKED_STORE``),
+        when the table has not moved since (no Spark job); otherwise
         the table's rows nested (one shuffle, in the job that reads them)."""
         from spark_purge.policy.positions import nest_store
 
@@ -808,7 +809,7 @@ class ProgressStore(CheckpointTable):
         task wrote them (``NestedPositions.log_file``; with the others too when the log is due a
         rewrite): batch ``batch_id``'s append or rewrite commits those files, with no Spark job,
         where the table allows (``txn_append.append_file``, ``rewrite_files``)."""
-        from spark_purge.policy.positions import CHANGED, NESTED_KEY, flat_store
+        from spark_purge.policy.positions import CHANGED, flat_store, is_nested
 
         held = after if holder is None else holder
         if log_file is not None and log_file.batch_id != batch_id:
@@ -819,7 +820,7 @@ class ProgressStore(CheckpointTable):
         try:
             self.ensure_table()
             before = table_state(self.spark, self.path)
-            nested = after if NESTED_KEY in after.columns else None
+            nested = after if is_nested(after) else None
             if nested is not None:
                 # Nested by partition, each with its count of changed positions: the count is a
                 # sum over O(partitions) rows, and only the changed positions are made flat.

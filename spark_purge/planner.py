@@ -40,7 +40,7 @@ from spark_purge.policy import (
     unreadable_groups_of,
 )
 from spark_purge.policy.groups import is_external
-from spark_purge.policy.positions import NESTED_KEY, NestedPositions, flat_store, nest_store
+from spark_purge.policy.positions import NestedPositions, flat_store, is_nested, nest_store
 from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS, PARTITION_STATE
 
 # (topic, partition) -> epoch ms  ->  (topic, partition) -> first offset at/after it (Kafka I/O).
@@ -75,8 +75,9 @@ class Plan:
 @dataclass(frozen=True)
 class Planner:
     """Snapshot -> plan. ``progress`` reads the group progress table (None: no group is stale,
-    none vanished): flat rows (``PROGRESS_STORE``) or nested by partition
-    (``positions.NESTED_STORE``, as ``ProgressStore.read_nested`` gives them);
+    none vanished): flat rows (``PROGRESS_STORE``), nested by partition
+    (``positions.NESTED_STORE``) or packed (``positions.PACKED_STORE``), as
+    ``ProgressStore.read_nested`` gives them;
     ``lookup_offsets`` answers ``@timestamp`` manual entries and is only called when some exist;
     ``append_history`` reads the append history (``APPEND_HISTORY``; None from it: no history
     yet, so time floors fall to the log start). Left unset, no history is kept and time floors
@@ -107,7 +108,7 @@ class Planner:
         stored = self.progress()
         # The store nested by partition, as the snapshot's group rows are (a store this process
         # recorded last is held so; one read from its table is nested here, once).
-        nested = None if stored is None else (stored if NESTED_KEY in stored.columns else nest_store(stored))
+        nested = None if stored is None else (stored if is_nested(stored) else nest_store(stored))
         progress = None if nested is None else flat_store(nested)
         unreadable = unreadable_groups_of(first[0])  # unknown commits block, never vanish
         self.refuse_name_clashes(first[0]["unreadable_groups"], progress)

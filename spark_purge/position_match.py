@@ -65,7 +65,8 @@ COMMIT = pa.struct(
     [("group_id", pa.string()), ("group_state", pa.string()), ("group_type", pa.string()), ("member_count", pa.int32()), ("committed_offset", pa.int64())]
 )
 # The input: a snapshot partition's row (``stored`` false: its keys, snapshot id and time, topic
-# id and group rows) or a store's partition row (``stored`` true: its keys and ``positions``).
+# id and group rows) or a store's partition row (``stored`` true: its keys and ``positions``),
+# or a store's packed rows (``stored`` true, ``packed`` set: ``pack``).
 NESTED_INPUT = (
     ("stored", pa.bool_()),
     ("topic", pa.string()),
@@ -75,6 +76,7 @@ NESTED_INPUT = (
     ("topic_id", pa.string()),
     ("groups", pa.list_(COMMIT)),
     ("positions", pa.list_(POSITION)),
+    ("packed", pa.binary()),
 )
 # The output: one row per partition the store holds after the batch (``topic`` set, no
 # ``group_id``: its keys, the snapshot's id and time of it, null when the snapshot lacks it,
@@ -83,7 +85,8 @@ NESTED_INPUT = (
 # row per remembered position the snapshot lacks (both set: ``Positions.vanished``'s keys,
 # ``offset`` and ``group_type``; usually none); asked for (``nested_batches``' ``log_batch``), one
 # last row with ``log_file`` set (``LogWriter.row``: the progress log's files, their row counts
-# in ``changed`` and ``offset``).
+# in ``changed`` and ``offset``). Asked to ``pack``, the partitions' rows come packed instead:
+# one row per chunk of them (``packed`` set, nothing else but ``changed``, their changed count).
 NESTED_OUTPUT = (
     ("topic", pa.string()),
     ("partition", pa.int32()),
@@ -99,6 +102,7 @@ NESTED_OUTPUT = (
     ("group_type", pa.string()),
     ("log_file", pa.binary()),
     ("log_rest", pa.binary()),
+    ("packed", pa.binary()),
 )
 _UTC_US = pa.timestamp("us", tz="UTC")
 # The progress log's rows (``audit.PROGRESS_LOG``, in its order), and whether each column may
@@ -116,10 +120,50 @@ LOG_FIELDS = (
 )
 # As Spark's Parquet writer writes them: every column optional.
 LOG_SCHEMA = pa.schema([pa.field(n, k) for n, k, _ in LOG_FIELDS])
+# The store's partition rows after a batch as the match packs them (``pack``): its keys, its
+# positions and how many the batch changed (``policy.positions.NESTED_STORE`` in Arrow).
+PACKED_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("positions", pa.list_(POSITION)), ("changed", pa.int64())])
+
+
+def pack(partitions: pa.Table) -> bytes:
+    """Store partition rows (``NESTED_OUTPUT``'s, or ``PACKED_SCHEMA``'s columns) as one Arrow
+    IPC stream: a held store's rows between batches (issue 12). Held so, a batch's 500,000
+    positions at 10k x 10k cross from the worker into Spark and back as a few binary values,
+    copied whole, instead of as nested rows Spark converts to its own rows and back, field by
+    field."""
+    rows = partitions.select(PACKED_SCHEMA.names).cast(PACKED_SCHEMA)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, PACKED_SCHEMA) as writer:
+        writer.write_table(rows)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def unpack(blobs: Iterable[bytes | pa.Buffer | None]) -> pa.Table:
+    """The partition rows ``pack`` made of each of ``blobs`` (None: none), one table
+    (``PACKED_SCHEMA``)."""
+    tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs if blob is not None]
+    return pa.concat_tables(tables) if tables else PACKED_SCHEMA.empty_table()
+
+
+def unpacked_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` function that gives packed store rows (``packed``) back as partition
+    rows (``PACKED_SCHEMA``): for what reads a held store row by row (a fallback, rare)."""
+    for batch in batches:
+        yield from unpack(_blobs(_column(batch, "packed"))).to_batches(max_chunksize=PARTITIONS_PER_BATCH)
+
+
+def _blobs(values: pa.Array) -> list[pa.Buffer | None]:
+    """A binary column's values as buffers, with no copy (None: a null)."""
+    return [v.as_buffer() if v.is_valid else None for v in values]
 
 
 def nested_batches(
-    unreadable: tuple[str, ...], chunk: int | None = None, log_batch: int | None = None, rewrite_above: int | None = None
+    unreadable: tuple[str, ...],
+    chunk: int | None = None,
+    log_batch: int | None = None,
+    rewrite_above: int | None = None,
+    packed: bool = False,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: every input batch read (the match needs both sides whole),
     ``nested_match`` of them ``chunk`` partitions at a time (default ``PARTITIONS_PER_CHUNK``),
@@ -127,7 +171,8 @@ def nested_batches(
 
     ``log_batch``: also the changed positions as batch ``log_batch``'s progress log rows, in
     Parquet made chunk by chunk (``LogWriter``; ``rewrite_above``: with the unchanged ones when
-    the changed ones are more), given last as one row of its own (``LogWriter.row``)."""
+    the changed ones are more), given last as one row of its own (``LogWriter.row``).
+    ``packed``: the store's partitions after the batch are given packed, a row a chunk (``pack``)."""
     size = PARTITIONS_PER_CHUNK if chunk is None else chunk
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -139,7 +184,7 @@ def nested_batches(
             return
         if log is not None:
             log.expect(_positions_in(sides[0]))
-        for piece in _match(*sides, unreadable, size, log):
+        for piece in _match(*sides, unreadable, size, log, packed):
             yield from piece.to_batches(max_chunksize=PARTITIONS_PER_BATCH)
         del sides
         if log is not None:
@@ -251,7 +296,24 @@ def _sides(batches: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, pa.Record
     if schema is None:
         return None
     snap, store = (_one_batch(pa.Table.from_batches(side, schema=schema), NESTED_INPUT) for side in parts)
-    return snap, store
+    return snap, _unpacked_store(store)
+
+
+def _unpacked_store(store: pa.RecordBatch) -> pa.RecordBatch:
+    """The store's input rows with its packed rows (``packed`` set) as the partition rows they
+    hold (``unpack``), after its other rows: one batch of ``NESTED_INPUT``'s columns."""
+    if store.num_rows == 0 or store.schema.get_field_index("packed") < 0:
+        return store
+    is_packed = _valid(_column(store, "packed"))
+    if not is_packed.any():
+        return store
+    rows = unpack(_blobs(_column(store, "packed").filter(pa.array(is_packed))))
+    plain = store.filter(pa.array(~is_packed))
+    n = rows.num_rows
+    columns = {"stored": pa.array(np.ones(n, bool)), "topic": rows.column("topic"), "partition": rows.column("partition"), "positions": rows.column("positions")}
+    unpacked = pa.table({name: columns[name].cast(kind) if name in columns else pa.nulls(n, kind) for name, kind in NESTED_INPUT})
+    both = pa.concat_tables([pa.Table.from_batches([plain]).select(unpacked.schema.names).cast(unpacked.schema), unpacked])
+    return _one_batch(both, NESTED_INPUT)
 
 
 # Output rows a yielded batch holds at most (a partition's row carries all its positions).
@@ -316,11 +378,15 @@ __all__ = [
     "LOG_SCHEMA",
     "NESTED_INPUT",
     "NESTED_OUTPUT",
+    "PACKED_SCHEMA",
     "POSITION",
     "STORED_FIELDS",
     "LogWriter",
     "nested_batches",
     "nested_match",
+    "pack",
+    "unpack",
+    "unpacked_batches",
 ]
 
 
@@ -335,13 +401,16 @@ def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = (), chunk: int | 
     return pa.concat_tables(list(_match(*sides, unreadable, PARTITIONS_PER_CHUNK if chunk is None else chunk)))
 
 
-def _match(snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, ...], chunk: int, log: LogWriter | None = None) -> Iterator[pa.Table]:
+def _match(
+    snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, ...], chunk: int, log: LogWriter | None = None, packed: bool = False
+) -> Iterator[pa.Table]:
     """``nested_match`` of the snapshot's rows and the store's rows (``_sides``), ``chunk``
     partitions at a time (a partition's keys are matched within it: only the worker's memory of
     one chunk at once is needed, and each chunk's output goes while the next is matched): each
     chunk's partitions after the batch and vanished positions, then the groups' staleness over
     all chunks (a group's verdict is an AND, a max and an OR: of its chunks' verdicts too).
-    ``log``: each chunk's changed positions are added to it."""
+    ``log``: each chunk's changed positions are added to it; ``packed``: each chunk's partitions
+    are given as one packed row (``pack``)."""
     if chunk < 1:
         raise ValueError(f"position match: chunk must be at least 1 partition, not {chunk}")
     n_snap = snap.num_rows
@@ -370,6 +439,9 @@ def _match(snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, .
     for partitions, groups, vanished in pieces:
         if log is not None:
             log.add(partitions)
+        if packed and partitions.num_rows:
+            changed = int(pc.sum(partitions.column("changed")).as_py() or 0)
+            partitions = _output(1, packed=pa.array([pack(partitions)], pa.binary()), changed=pa.array([changed], pa.int64()))
         yield pa.concat_tables([partitions, vanished])
         verdicts.append(groups)
     yield _verdicts(verdicts)

@@ -227,6 +227,26 @@ def _nested_types() -> tuple[StructType, StructType, StructType]:
 
 
 NESTED_INPUT_TYPE, NESTED_OUTPUT_TYPE, NESTED_STORE = _nested_types()
+# The store held packed (``NestedPositions.match``'s ``packed``): a row per chunk of partitions,
+# its ``NESTED_STORE`` rows as one Arrow IPC stream (``position_match.pack``) and how many of
+# their positions the batch changed.
+PACKED_KEY = "packed"
+PACKED_STORE = StructType([NESTED_OUTPUT_TYPE[PACKED_KEY], NESTED_OUTPUT_TYPE["changed"]])
+
+
+def is_nested(store: DataFrame) -> bool:
+    """``store`` is nested by partition (``NESTED_STORE``) or packed (``PACKED_STORE``), not flat."""
+    return NESTED_KEY in store.columns or PACKED_KEY in store.columns
+
+
+def unpack_store(store: DataFrame) -> DataFrame:
+    """A store's rows nested by partition (``NESTED_STORE``): packed ones (``PACKED_STORE``)
+    unpacked in a Python task (``position_match.unpacked_batches``), others as they are."""
+    if PACKED_KEY not in store.columns:
+        return store
+    from spark_purge.position_match import unpacked_batches
+
+    return store.select(PACKED_KEY).mapInArrow(unpacked_batches, NESTED_STORE)
 
 
 def nest_store(store: DataFrame) -> DataFrame:
@@ -248,9 +268,10 @@ def nest_store(store: DataFrame) -> DataFrame:
 
 
 def flat_store(nested: DataFrame, changed_only: bool = False) -> DataFrame:
-    """Nested store rows (``NESTED_STORE``) as flat ones (``PROGRESS_STORE``): every position, or
-    only those the batch changed (the rows its append records)."""
-    rows = nested.select("topic", "partition", F.explode(NESTED_KEY).alias("e"))
+    """Nested store rows (``NESTED_STORE``, or packed: ``PACKED_STORE``) as flat ones
+    (``PROGRESS_STORE``): every position, or only those the batch changed (the rows its append
+    records)."""
+    rows = unpack_store(nested).select("topic", "partition", F.explode(NESTED_KEY).alias("e"))
     if changed_only:
         rows = rows.where(F.col("e.changed"))
     keys = ("topic", "partition")
@@ -264,15 +285,18 @@ class NestedPositions:
     of O(partitions + groups) rows, with no shuffle and no row per commit in Spark.
 
     ``match`` takes the snapshot's rows (``SNAPSHOT``: the group rows nested in ``groups``) and
-    the store's nested (``NESTED_STORE``: ``nest_store``, or the store's rows after the last
-    batch as this class gave them); ``unreadable``: groups whose commits the snapshot could not
-    read (their remembered positions never vanish); ``at``: the snapshot's time.
+    the store's nested (``NESTED_STORE``: ``nest_store``) or packed (``PACKED_STORE``: the
+    store's rows after the last batch as this class gave them, ``hand_over``); ``unreadable``:
+    groups whose commits the snapshot could not read (their remembered positions never vanish);
+    ``at``: the snapshot's time; ``packed`` (the default): the store after the batch is held
+    packed, so the next batch's match reads it with no conversion of its rows (issue 12).
     """
 
-    def __init__(self, out: DataFrame, at: datetime, log_batch: int | None = None) -> None:
+    def __init__(self, out: DataFrame, at: datetime, log_batch: int | None = None, packed: bool = False) -> None:
         self.out = out  # held (``detach.held``) until ``release``
         self.at = at
         self.log_batch = log_batch
+        self.packed = packed
         self._log_rows: list[dict[str, Any]] | None = None  # the task's file row, once a job read it
         self._released = False
 
@@ -286,6 +310,7 @@ class NestedPositions:
         chunk: int | None = None,
         log_batch: int | None = None,
         rewrite_above: int | None = None,
+        packed: bool = True,
     ) -> NestedPositions:
         """``log_batch``: the task also writes the changed positions as batch ``log_batch``'s
         progress log rows, in Parquet (``log_file``); ``rewrite_above``: with the unchanged ones
@@ -296,20 +321,21 @@ class NestedPositions:
         none["groups"] = F.lit(None).cast(snapshot.schema["groups"].dataType)
         snap = snapshot.select(
             *[
-                F.lit(False).alias(n) if n == "stored" else (none[n].alias(n) if n == NESTED_KEY else F.col(n))
+                F.lit(False).alias(n) if n == "stored" else (none[n].alias(n) if n in (NESTED_KEY, PACKED_KEY) else F.col(n))
                 for n in NESTED_INPUT_TYPE.fieldNames()
             ]
         )
         kept = store.select(
             *[
-                F.lit(True).alias(n) if n == "stored" else (F.col(n) if n in ("topic", "partition", NESTED_KEY) else none[n].alias(n))
+                F.lit(True).alias(n) if n == "stored" else (F.col(n) if n in store.columns and n in ("topic", "partition", NESTED_KEY, PACKED_KEY) else none[n].alias(n))
                 for n in NESTED_INPUT_TYPE.fieldNames()
             ]
         )
         # One task, both sides whole: its Python worker is the one a local session keeps idle
         # (``session.IDLE_PYTHON_WORKERS``), and no side is shuffled.
-        out = snap.unionByName(kept).coalesce(1).mapInArrow(nested_batches(tuple(sorted(set(unreadable))), chunk, log_batch, rewrite_above), NESTED_OUTPUT_TYPE)
-        return cls(held(out), at, log_batch)
+        task = nested_batches(tuple(sorted(set(unreadable))), chunk, log_batch, rewrite_above, packed)
+        out = snap.unionByName(kept).coalesce(1).mapInArrow(task, NESTED_OUTPUT_TYPE)
+        return cls(held(out), at, log_batch, packed)
 
     def release(self) -> None:
         """Free the held match (nothing when already freed)."""
@@ -356,8 +382,14 @@ class NestedPositions:
         """What the store holds once the batch is recorded (``NESTED_STORE``: every position
         flagged ``changed`` or not, as ``Positions.after`` gives them flat). Only at the
         snapshot's time (``at``), which the match was computed at."""
+        return unpack_store(self._after(now))
+
+    def _after(self, now: datetime) -> DataFrame:
+        """``after(now)`` as the match holds it: packed (``PACKED_STORE``) or nested."""
         if now != self.at:
             raise ValueError(f"NestedPositions.after: the match is at {self.at.isoformat()}, not {now.isoformat()}")
+        if self.packed:
+            return self.out.where(F.col(PACKED_KEY).isNotNull()).select(*PACKED_STORE.fieldNames())
         return self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNull()).select(*NESTED_STORE.fieldNames())
 
     def log_file(self) -> LogFile | None:
@@ -382,10 +414,11 @@ class NestedPositions:
         )
 
     def hand_over(self, now: datetime) -> tuple[DataFrame, DataFrame]:
-        """``after(now)`` and the held rows it reads, which the caller now owns (``release``
-        leaves them; ``detach.drop`` of the second frees them): the store keeps them for its
-        next read with no copy. They are cut from any table's lineage already (``held``)."""
-        rows = self.after(now)
+        """``after(now)`` as the match holds it (packed: ``PACKED_STORE``, when asked) and the
+        held rows it reads, which the caller now owns (``release`` leaves them; ``detach.drop``
+        of the second frees them): the store keeps them for its next read with no copy. They
+        are cut from any table's lineage already (``held``)."""
+        rows = self._after(now)
         self._released = True
         return rows, self.out
 
@@ -461,4 +494,16 @@ def _staleness_columns() -> tuple[list[Column], list[Column], list[Column], list
     return kafka, external, gone, verdict
 
 
-__all__ = ["NESTED_KEY", "NESTED_STORE", "LogFile", "NestedPositions", "Positions", "flat_store", "nest_store"]
+__all__ = [
+    "NESTED_KEY",
+    "NESTED_STORE",
+    "PACKED_KEY",
+    "PACKED_STORE",
+    "LogFile",
+    "NestedPositions",
+    "Positions",
+    "flat_store",
+    "is_nested",
+    "nest_store",
+    "unpack_store",
+]

@@ -22,8 +22,17 @@ from pyspark.sql import functions as F
 
 from spark_purge import schemas
 from spark_purge.audit import PROGRESS_LOG
+from spark_purge.detach import drop
 from spark_purge.policy import split_snapshot
-from spark_purge.policy.positions import CHANGED, NESTED_STORE, NestedPositions, Positions, flat_store, nest_store
+from spark_purge.policy.positions import (
+    CHANGED,
+    NESTED_STORE,
+    PACKED_KEY,
+    NestedPositions,
+    Positions,
+    flat_store,
+    nest_store,
+)
 from spark_purge.position_match import NESTED_INPUT, LogWriter, _RowsFile, nested_match
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
@@ -118,9 +127,34 @@ def check(
             assert written.schema.names == list(PROGRESS_LOG.fieldNames())
             assert set(written.column("batch_id").to_pylist()) == {7}
             assert _rows(written.drop_columns(["batch_id"])) == _rows(expected_rows.drop(CHANGED))
+        # The store after the batch, held packed (``hand_over``), is the next match's store as it
+        # is: that match reads it as it reads the same rows nested from a table.
+        packed, holder = nested.hand_over(NOW)
+        assert PACKED_KEY in packed.columns and _rows(flat_store(packed)) == _rows(after.drop(CHANGED))
+        try:
+            check_next(spark, snap, packed, unreadable, chunk)
+        finally:
+            drop(holder)
     finally:
         nested.release()
     return nested
+
+
+def check_next(spark: SparkSession, snap: DataFrame, packed: DataFrame, unreadable: tuple[str, ...], chunk: int | None) -> None:
+    """A match of ``snap`` with a packed store (``packed``) gives what one with the same rows
+    read flat and nested again gives."""
+    later = NOW + timedelta(minutes=1)
+    moved = snap.withColumn("snapshot_time", F.lit(later).cast("timestamp"))
+    kept = spark.createDataFrame(flat_store(packed).collect(), schemas.PROGRESS_STORE)
+    ways = [NestedPositions.match(moved, store, unreadable, at=later, chunk=chunk) for store in (packed, nest_store(kept))]
+    try:
+        (first, first_gone), (second, second_gone) = (way.staleness_table() for way in ways)
+        assert (_rows(first), first_gone) == (_rows(second), second_gone)
+        assert _rows(ways[0].vanished()) == _rows(ways[1].vanished())
+        assert _rows(flat_store(ways[0].after(later))) == _rows(flat_store(ways[1].after(later)))
+    finally:
+        for way in ways:
+            way.release()
 
 
 @st.composite
