@@ -9,7 +9,7 @@ A synthetic snapshot of ``plan_bench.py``'s shape is held as the pipeline holds 
 (``packed=False``, stop 67's way). Then, round by round and in turn, each store is matched
 with the snapshot again (the same way it is held: a steady batch's read and write of its
 store) and the match's job is run (``staleness_table``); the new store replaces the old. Prints
-per way min / median seconds of that job, and the size of the held store's rows. Not a test.
+per way min / median seconds of that job. Not a test.
 """
 from __future__ import annotations
 
