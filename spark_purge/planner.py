@@ -129,6 +129,8 @@ class Planner:
             now=now,
             progress=progress,
             staleness=staleness,
+            # The rules' discovery pairs, from the match's job (no job of their own).
+            discovery=None if positions is None else positions.discovery(),
             manual_offsets=self.manual_offsets(partitions),
             unreadable_groups=unreadable,
             append_history=self.history(snapshot.sparkSession),

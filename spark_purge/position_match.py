@@ -87,6 +87,9 @@ NESTED_INPUT = (
 # last row with ``log_file`` set (``LogWriter.row``: the progress log's files, their row counts
 # in ``changed`` and ``offset``). Asked to ``pack``, the partitions' rows come packed instead:
 # one row per chunk of them (``packed`` set, nothing else but ``changed``, their changed count).
+# Last, the rules' discovery pairs (``external`` set: ``discovery``): a row per distinct
+# (``topic``, ``group_id``, ``external``) of the snapshot's group rows and the vanished positions,
+# and one per topic with no ``group_id``.
 NESTED_OUTPUT = (
     ("topic", pa.string()),
     ("partition", pa.int32()),
@@ -103,6 +106,7 @@ NESTED_OUTPUT = (
     ("log_file", pa.binary()),
     ("log_rest", pa.binary()),
     ("packed", pa.binary()),
+    ("external", pa.bool_()),
 )
 _UTC_US = pa.timestamp("us", tz="UTC")
 # The progress log's rows (``audit.PROGRESS_LOG``, in its order), and whether each column may
@@ -382,6 +386,7 @@ __all__ = [
     "POSITION",
     "STORED_FIELDS",
     "LogWriter",
+    "discovery",
     "nested_batches",
     "nested_match",
     "pack",
@@ -436,7 +441,9 @@ def _match(
             for c in range(-(-n_parts // chunk))
         )
     verdicts = []
+    gone = []
     for partitions, groups, vanished in pieces:
+        gone.append(vanished)
         if log is not None:
             log.add(partitions)
         if packed and partitions.num_rows:
@@ -445,6 +452,33 @@ def _match(
         yield pa.concat_tables([partitions, vanished])
         verdicts.append(groups)
     yield _verdicts(verdicts)
+    yield discovery(snap, pa.concat_tables(gone) if gone else _output(0))
+
+
+def discovery(snap: pa.RecordBatch, vanished: pa.Table) -> pa.Table:
+    """The rules' discovery pairs (``policy.plan._discovery_pairs``, the same rows as a set):
+    each distinct (topic, group, external) of the snapshot's group rows (``groups``, every row
+    whatever its offset: members without a position count), with the partition's topic, and of
+    the ``vanished`` rows (``NESTED_OUTPUT``'s), plus each distinct topic of the snapshot's
+    partitions with a null group and ``external`` false. ``external``: the group type is an
+    external consumer's (false for a null type). A null topic or group is a value of its own,
+    as in Spark's ``distinct``."""
+    topics = _plain(_column(snap, "topic"))
+    g_list = _as_list(_column(snap, "groups"))
+    flat = g_list.flatten()
+    g_topic = topics.take(pc.list_parent_indices(g_list))
+    names = [pa.nulls(len(topics), pa.string()), _plain(flat.field("group_id")), _plain(vanished.column("group_id").combine_chunks())]
+    types = [_plain(flat.field("group_type")), _plain(vanished.column("group_type").combine_chunks())]
+    external = [pa.array(np.zeros(len(topics), bool)), *(pa.array(_filled(pc.is_in(t, value_set=_EXTERNAL), False)) for t in types)]
+    rows = pa.table(
+        {
+            "topic": pa.concat_arrays([topics, g_topic, _plain(vanished.column("topic").combine_chunks())]),
+            "group_id": pa.concat_arrays(names),
+            "external": pa.concat_arrays(external),
+        }
+    )
+    pairs = rows.group_by(["topic", "group_id", "external"], use_threads=False).aggregate([])
+    return _output(pairs.num_rows, topic=pairs.column("topic"), group_id=pairs.column("group_id"), external=pairs.column("external"))
 
 
 def _log_rows(partitions: pa.Table, unchanged: bool = False) -> tuple[pa.Table, pa.Table | None]:

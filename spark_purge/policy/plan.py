@@ -111,6 +111,7 @@ def compute_plan(
     retirement: RetirementInput | None = None,
     tiering_transitions: Collection[str] = (),
     staleness: DataFrame | pa.Table | None = None,
+    discovery: pa.Table | None = None,
 ) -> DataFrame:
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
@@ -134,14 +135,17 @@ def compute_plan(
     computed here from ``groups`` and ``progress``.
 
     Collects the distinct topics and their committing groups to the driver (small) to resolve
-    rules with Python regexes; raises ``ConfigError`` when a topic matches two rules.
+    rules with Python regexes, unless given them (``discovery``: the distinct ``topic``,
+    ``group_id``, ``external`` of every group row in ``partitions`` and ``groups`` and a row of
+    each topic with no group, as ``positions.NestedPositions.discovery`` gives them); raises
+    ``ConfigError`` when a topic matches two rules.
 
     Three steps, each a ``DataFrame -> DataFrame`` function: ``with_bounds`` (the cutoff each
     bound allows and which bound sets it), ``with_binding_constraint`` (what blocks or binds the
     partition, and whether to act) and ``with_explanation`` (the blocking group and the detail).
     """
     every_group = _every_group_row(partitions, groups)
-    topic_rules = _selected_topic_rules(partitions, every_group, config, as_utc(now), unreadable_groups)
+    topic_rules = _selected_topic_rules(partitions, every_group, config, as_utc(now), unreadable_groups, discovery)
     in_transition = sorted(set(tiering_transitions))
     base = with_topic_rules(partitions, topic_rules).withColumn(
         "tiering_transition", F.col("topic").isin(in_transition) if in_transition else F.lit(False)
@@ -232,32 +236,39 @@ def _selected_topic_rules(
     config: PurgeConfig,
     now: datetime,
     unreadable_groups: Mapping[str, str] | None,
+    pairs: pa.Table | None = None,
 ) -> list[TopicRuleRow]:
-    """``resolve_topics`` over the snapshot's topics, after one small driver round trip that
-    collects every topic and every group committing on it."""
-    # Any row counts for discovery: a commit, a share-partition start offset, or members holding
-    # a partition without a position (-1) — a consumer that needs the topic either way.
-    pairs = (
-        partitions.select(
-            "topic", F.lit(None).cast(StringType()).alias("group_id"), F.lit(False).alias("external")
-        )
-        .unionByName(
-            groups.select(
-                "topic", "group_id", is_external(F.col("group_type")).alias("external")
-            )
-        )
-        .distinct()
-        .collect()
-    )
-    topics = {row.topic for row in pairs if row.group_id is None}
-    refuse_name_clashes(config, (row.group_id for row in pairs if row.group_id is not None and not row.external), "it has rows in the snapshot")
+    """``resolve_topics`` over the snapshot's topics and the groups with rows on each: their
+    discovery pairs (``_discovery_pairs``), or ``pairs`` when the caller has them already (the
+    planner's store match gives them in its own job: ``positions.NestedPositions.discovery``)."""
+    if pairs is None:
+        pairs = _discovery_pairs(partitions, groups)
+    rows = zip(*(pairs.column(name).to_pylist() for name in ("topic", "group_id", "external")))
+    topics: set[str] = set()
     discovered: dict[str, list[str]] = {}
     external: dict[str, list[str]] = {}
-    for row in pairs:
-        if row.group_id is not None:
-            (external if row.external else discovered).setdefault(row.topic, []).append(row.group_id)
+    for topic, group_id, is_outside in rows:
+        if group_id is None:
+            topics.add(topic)
+        else:
+            (external if is_outside else discovered).setdefault(topic, []).append(group_id)
+    refuse_name_clashes(config, (g for names in discovered.values() for g in names), "it has rows in the snapshot")
     selected = [t for t in topics if config.rule_for(t) is not None]
     return resolve_topics(selected, discovered, config, now, unreadable_groups, external)
+
+
+def _discovery_pairs(partitions: DataFrame, groups: DataFrame) -> pa.Table:
+    """Every distinct (``topic``, ``group_id``, ``external``) of the group rows, and each topic
+    of the partitions with a null ``group_id``: on the driver, one small Spark job (O(topics +
+    groups) rows, crossing as Arrow). ``external``: the row's type is an external consumer's."""
+    # Any row counts for discovery: a commit, a share-partition start offset, or members holding
+    # a partition without a position (-1) — a consumer that needs the topic either way.
+    return (
+        partitions.select("topic", F.lit(None).cast(StringType()).alias("group_id"), F.lit(False).alias("external"))
+        .unionByName(groups.select("topic", "group_id", is_external(F.col("group_type")).alias("external")))
+        .distinct()
+        .toArrow()
+    )
 
 
 # Column helpers shared by the steps below (functions: a Column needs an active session).

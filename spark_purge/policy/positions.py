@@ -298,6 +298,7 @@ class NestedPositions:
         self.log_batch = log_batch
         self.packed = packed
         self._log_rows: list[dict[str, Any]] | None = None  # the task's file row, once a job read it
+        self._pairs: pa.Table | None = None  # the rules' discovery pairs, once a job read them
         self._released = False
 
     @classmethod
@@ -347,21 +348,37 @@ class NestedPositions:
         """Per group (``group_id``, ``stale_candidate``, ``last_progress``) on the driver as one
         Arrow table (O(groups)), and whether any remembered position vanished: the Spark job that
         computes the match."""
-        groups = F.col("group_id").isNotNull() & F.col("topic").isNull()
         columns = ["group_id", "stale_candidate", "last_progress", "gone"]
-        if self.log_batch is None:
-            table = self.out.where(groups).select(*columns).toArrow()
-        else:  # the task's file row too, in the same job (``log_file``)
-            table = self.out.where(groups | F.col("log_file").isNotNull()).select(*columns, *_LOG_COLUMNS).toArrow()
+        # The rules' discovery pairs (``discovery``) come in the same job, and so does the task's
+        # file row (``log_file``) when asked for.
+        groups = F.col("group_id").isNotNull() & F.col("topic").isNull() & F.col(_PAIR).isNull()
+        wanted = groups | F.col(_PAIR).isNotNull()
+        extra = ["topic", _PAIR]
+        if self.log_batch is not None:
+            wanted = wanted | F.col("log_file").isNotNull()
+            extra += list(_LOG_COLUMNS)
+        table = self.out.where(wanted).select(*columns, *extra).toArrow()
+        is_pair = pc.is_valid(table.column(_PAIR))
+        self._pairs = table.filter(is_pair).select(["topic", "group_id", _PAIR])
+        table = table.filter(pc.invert(is_pair))
+        if self.log_batch is not None:
             is_file = pc.is_valid(table.column("log_file"))
             self._log_rows = table.filter(is_file).select(list(_LOG_COLUMNS)).to_pylist()
-            table = table.filter(pc.invert(is_file)).drop_columns(list(_LOG_COLUMNS))
+            table = table.filter(pc.invert(is_file))
+        table = table.select(columns)
         gone = bool(pc.any(table.column("gone")).as_py()) if table.num_rows else False
         return table.drop_columns(["gone"]), gone
 
+    def discovery(self) -> pa.Table | None:
+        """The rules' discovery pairs of the matched snapshot and its vanished positions (``topic``,
+        ``group_id``, ``external``: ``position_match.discovery``, the rows
+        ``policy.plan._discovery_pairs`` gives as a set), as ``staleness_table`` read them in its
+        job; None before it ran."""
+        return self._pairs
+
     def vanished(self) -> DataFrame:
         """``GROUP_OFFSETS`` rows, ``Vanished``, for the remembered positions the snapshot lacks."""
-        rows = self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNotNull())
+        rows = self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNotNull() & F.col(_PAIR).isNull())
         columns = {
             "snapshot_id": F.col("snapshot_id"),
             "snapshot_time": F.col("snapshot_time"),
@@ -390,7 +407,7 @@ class NestedPositions:
             raise ValueError(f"NestedPositions.after: the match is at {self.at.isoformat()}, not {now.isoformat()}")
         if self.packed:
             return self.out.where(F.col(PACKED_KEY).isNotNull()).select(*PACKED_STORE.fieldNames())
-        return self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNull()).select(*NESTED_STORE.fieldNames())
+        return self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNull() & F.col(_PAIR).isNull()).select(*NESTED_STORE.fieldNames())
 
     def log_file(self) -> LogFile | None:
         """The changed positions as the match's task wrote them (``match``'s ``log_batch``), read
@@ -425,6 +442,9 @@ class NestedPositions:
 
 # The match's file row (``position_match.LogWriter.row``): the files and their row counts.
 _LOG_COLUMNS = ("log_file", "changed", "log_rest", "offset")
+# The match's discovery pair rows have this column set (``position_match.discovery``).
+_PAIR = "external"
+
 
 
 @dataclass(frozen=True)

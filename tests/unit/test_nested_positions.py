@@ -24,6 +24,7 @@ from spark_purge import schemas
 from spark_purge.audit import PROGRESS_LOG
 from spark_purge.detach import drop
 from spark_purge.policy import split_snapshot
+from spark_purge.policy.plan import _discovery_pairs, _every_group_row
 from spark_purge.policy.positions import (
     CHANGED,
     NESTED_STORE,
@@ -102,6 +103,11 @@ def check(
         assert _rows(staleness) == Counter(tuple(sorted((k, _plain(v)) for k, v in r.asDict().items() if k != "gone")) for r in expected_staleness)
         assert gone == any(r["gone"] for r in expected_staleness)
         assert _rows(nested.vanished()) == _rows(flat.vanished(unreadable))
+        # The rules' discovery pairs, read in the same job: the rows the planner's own query gives.
+        expected_pairs = _discovery_pairs(snap.select(*schemas.PARTITION_STATE.fieldNames(), "groups"), _every_group_row(snap, flat.vanished(unreadable)))
+        pairs = nested.discovery()
+        assert pairs is not None and pairs.num_rows == expected_pairs.num_rows
+        assert _rows(pairs) == _rows(expected_pairs)
         after = flat.after(NOW)
         assert _rows(flat_store(nested.after(NOW))) == _rows(after.drop(CHANGED))
         assert _rows(flat_store(nested.after(NOW), changed_only=True)) == _rows(after.where(CHANGED).drop(CHANGED))
