@@ -126,7 +126,7 @@ LOG_FIELDS = (
 LOG_SCHEMA = pa.schema([pa.field(n, k) for n, k, _ in LOG_FIELDS])
 # The store's partition rows after a batch as the match packs them (``pack``): its keys, its
 # positions and how many the batch changed (``policy.positions.NESTED_STORE`` in Arrow).
-PACKED_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("positions", pa.list_(POSITION)), ("changed", pa.int64())])
+PACKED_SCHEMA = pa.schema([(n, k) for n, k in NESTED_OUTPUT if n in ("topic", "partition", "positions", "changed")])
 
 
 def pack(partitions: pa.Table) -> bytes:

@@ -446,7 +446,6 @@ _LOG_COLUMNS = ("log_file", "changed", "log_rest", "offset")
 _PAIR = "external"
 
 
-
 @dataclass(frozen=True)
 class LogFile:
     """Batch ``batch_id``'s changed positions as the match's task wrote them: ``rows`` of them,
