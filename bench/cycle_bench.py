@@ -34,9 +34,10 @@ forks, the data source's and the streaming source's runners...).
 
 Phases: ``snapshot+source`` (the source's snapshot taken in its planning process, shipped
 to Spark and cached), ``plan`` (``Planner.plan`` and the plan rows to the driver, plus the
-batch's audit lookups; its nested ``plan: rules``, the rules' collect, is the first job to read
-the commits' match with the progress store and so also computes that match, and ``plan: rows``,
-the plan's query), ``intents``/``outcomes`` (audit writes), ``delete`` (DeleteRecords),
+batch's audit lookups; nested in it: ``plan: match``, the job that matches the commits with
+the progress store (``NestedPositions.staleness_table``; it also gives the rules' discovery
+pairs), ``plan: rules``, resolving the topics' rules (a job of its own only when no store was
+matched), and ``plan: rows``, the plan's query), ``intents``/``outcomes`` (audit writes), ``delete`` (DeleteRecords),
 ``progress`` (``ProgressStore.update``), ``history`` (``AppendHistory.update``, only with a
 ``min_retention``). Not a test: figures depend on the machine and its load.
 """
@@ -70,7 +71,7 @@ from spark_purge.testing.cluster import LocalKafka
 
 # The benches' brokers (this one, ``process_bench.py``, ``diag/snapshot_memory.py``).
 BROKER_CONFIG = {"num.network.threads": "3", "num.io.threads": "4", "offsets.topic.num.partitions": "10"}
-PHASES = ("snapshot+source", "lease", "plan", "plan: rules", "plan: rows", "intents", "delete", "outcomes", "progress", "history")
+PHASES = ("snapshot+source", "lease", "plan", "plan: match", "plan: rules", "plan: rows", "intents", "delete", "outcomes", "progress", "history")
 
 
 # ---- /proc ----------------------------------------------------------------------------------
@@ -518,6 +519,7 @@ def instrument(phases: Phases) -> None:
     from spark_purge.lease import PurgerLease
     from spark_purge.pipeline import PurgePipeline
     from spark_purge.policy import plan as plan_module
+    from spark_purge.policy.positions import NestedPositions
 
     # The batch itself is "plan": what its nested phases leave (planning, the plan rows to the
     # driver, the batch's audit lookups).
@@ -529,10 +531,11 @@ def instrument(phases: Phases) -> None:
     phases.wrap(ProgressStore, "record", "progress")  # the pipeline's since the store keeps its rows
     phases.wrap(PurgerLease, "keep", "lease")
     phases.wrap(PurgerLease, "renew", "lease")
-    # Inside the plan: resolving the topics' rules (a collect of topic and group names: the first
-    # job to read the commits' match with the progress store, held lazily, so this phase also
-    # pays for computing that match: at 10k x 10k most of it) and
-    # the plan's rows to the driver (the query that runs the policy).
+    # Inside the plan: the commits' match with the progress store (its one job, which also gives
+    # the rules' discovery pairs), resolving the topics' rules (a collect of topic and group
+    # names only when no store was matched: the first batch) and the plan's rows to the driver
+    # (the query that runs the policy).
+    phases.wrap(NestedPositions, "staleness_table", "plan: match")
     phases.wrap(plan_module, "_selected_topic_rules", "plan: rules")
     phases.wrap(pipeline_module, "collect_rows", "plan: rows")
     phases.wrap(AppendHistory, "update", "history")
