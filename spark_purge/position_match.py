@@ -107,7 +107,16 @@ NESTED_OUTPUT = (
     ("log_rest", pa.binary()),
     ("packed", pa.binary()),
     ("external", pa.bool_()),
+    ("row_kind", pa.string()),
 )
+# What each ``NESTED_OUTPUT`` row is (its ``row_kind``; the columns it sets): a store partition
+# after the batch (topic, partition, snapshot_id, snapshot_time, positions, changed), a group's
+# verdict (group_id, stale_candidate, last_progress, gone), a vanished position (topic,
+# partition, snapshot_id, snapshot_time, group_id, offset, group_type), a discovery pair (topic,
+# group_id, external), the progress log's files (log_file, changed, log_rest, offset) or the
+# packed store (packed, changed). The driver selects rows by kind, never by which columns are null.
+ROW_PARTITION, ROW_GROUP, ROW_VANISHED, ROW_PAIR, ROW_FILE, ROW_PACKED = "partition", "group", "vanished", "pair", "file", "packed"
+ROW_KINDS = (ROW_PARTITION, ROW_GROUP, ROW_VANISHED, ROW_PAIR, ROW_FILE, ROW_PACKED)
 _UTC_US = pa.timestamp("us", tz="UTC")
 # The progress log's rows (``audit.PROGRESS_LOG``, in its order), and whether each column may
 # hold a null: a batch's changed positions as the worker writes them (``nested_batches`` given a
@@ -276,6 +285,7 @@ class LogWriter:
             if not self.rest.refused and not self.changed.refused:
                 rest, rest_rows = rest_body or b"", self.rest.rows
         return _output(
+            ROW_FILE,
             1,
             log_file=pa.array([body or b""], pa.binary()),
             changed=pa.array([self.changed.rows], pa.int64()),
@@ -370,8 +380,11 @@ def _codes_of(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
     return np.asarray(encoded.indices, dtype=np.int64), encoded.dictionary
 
 
-def _output(n: int, **columns: pa.Array | pa.ChunkedArray) -> pa.Table:
-    """``NESTED_OUTPUT`` rows: ``columns`` given, the others null."""
+def _output(row_kind: str, n: int, **columns: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """``n`` ``NESTED_OUTPUT`` rows of kind ``row_kind`` (``ROW_KINDS``): ``columns`` given, the others null."""
+    if row_kind not in ROW_KINDS:
+        raise ValueError(f"position_match: unknown row kind {row_kind!r} (one of {', '.join(ROW_KINDS)})")
+    columns["row_kind"] = pa.array([row_kind] * n, pa.string())
     return pa.table(
         {name: (columns[name].cast(kind) if name in columns else pa.nulls(n, kind)) for name, kind in NESTED_OUTPUT}
     )
@@ -384,6 +397,13 @@ __all__ = [
     "NESTED_OUTPUT",
     "PACKED_SCHEMA",
     "POSITION",
+    "ROW_FILE",
+    "ROW_GROUP",
+    "ROW_KINDS",
+    "ROW_PACKED",
+    "ROW_PAIR",
+    "ROW_PARTITION",
+    "ROW_VANISHED",
     "STORED_FIELDS",
     "LogWriter",
     "discovery",
@@ -448,11 +468,11 @@ def _match(
             log.add(partitions)
         if packed and partitions.num_rows:
             changed = int(pc.sum(partitions.column("changed")).as_py() or 0)
-            partitions = _output(1, packed=pa.array([pack(partitions)], pa.binary()), changed=pa.array([changed], pa.int64()))
+            partitions = _output(ROW_PACKED, 1, packed=pa.array([pack(partitions)], pa.binary()), changed=pa.array([changed], pa.int64()))
         yield pa.concat_tables([partitions, vanished])
         verdicts.append(groups)
     yield _verdicts(verdicts)
-    yield discovery(snap, pa.concat_tables(gone) if gone else _output(0))
+    yield discovery(snap, pa.concat_tables(gone) if gone else _output(ROW_VANISHED, 0))
 
 
 def discovery(snap: pa.RecordBatch, vanished: pa.Table) -> pa.Table:
@@ -478,7 +498,7 @@ def discovery(snap: pa.RecordBatch, vanished: pa.Table) -> pa.Table:
         }
     )
     pairs = rows.group_by(["topic", "group_id", "external"], use_threads=False).aggregate([])
-    return _output(pairs.num_rows, topic=pairs.column("topic"), group_id=pairs.column("group_id"), external=pairs.column("external"))
+    return _output(ROW_PAIR, pairs.num_rows, topic=pairs.column("topic"), group_id=pairs.column("group_id"), external=pairs.column("external"))
 
 
 def _log_rows(partitions: pa.Table, unchanged: bool = False) -> tuple[pa.Table, pa.Table | None]:
@@ -527,6 +547,7 @@ def _verdicts(parts: list[pa.Table]) -> pa.Table:
     rows = pa.concat_tables(parts).select(["group_id", "stale_candidate", "last_progress", "gone"])
     per = rows.group_by("group_id", use_threads=False).aggregate([("stale_candidate", "all"), ("last_progress", "max"), ("gone", "any")])
     return _output(
+        ROW_GROUP,
         per.num_rows,
         group_id=per.column("group_id"),
         stale_candidate=per.column("stale_candidate_all"),
@@ -700,6 +721,7 @@ def _match_rows(snap: pa.RecordBatch, store: pa.RecordBatch, row_part: np.ndarra
     latest, has_latest = _extreme(v_time[v_order], v_time_valid[v_order], v_starts, np.maximum)
     any_gone = np.maximum.reduceat(v_gone[v_order], v_starts) if len(v_name) else np.zeros(0, bool)
     groups = _output(
+        ROW_GROUP,
         len(v_starts),
         group_id=names_all.take(pa.array(v_first_row, pa.int64())),
         stale_candidate=pa.array(all_nm.astype(bool) & all_known.astype(bool)),
@@ -721,6 +743,7 @@ def _match_rows(snap: pa.RecordBatch, store: pa.RecordBatch, row_part: np.ndarra
     part_snap_time = pc.if_else(pa.array(placed_part), _column(snap, "snapshot_time").cast(_UTC_US).take(pa.array(snap_row, pa.int64())), pa.scalar(None, _UTC_US)) if n_snap and n_parts else pa.nulls(n_parts, _UTC_US)
     vg = pa.array(np.flatnonzero(gone), pa.int64())
     vanished = _output(
+        ROW_VANISHED,
         len(vg),
         topic=part_topic.take(pa.array(m_part[np.flatnonzero(gone)], pa.int64())),
         partition=part_partition.take(pa.array(m_part[np.flatnonzero(gone)], pa.int64())),
@@ -763,6 +786,7 @@ def _match_rows(snap: pa.RecordBatch, store: pa.RecordBatch, row_part: np.ndarra
     n_changed = np.bincount(m_part[kept], weights=c, minlength=n_parts).astype(np.int64) if n_parts else np.zeros(0, np.int64)
     wr = pa.array(with_rows, pa.int64())
     partitions = _output(
+        ROW_PARTITION,
         len(with_rows),
         topic=part_topic.take(wr),
         partition=part_partition.take(wr),

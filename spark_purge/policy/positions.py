@@ -36,6 +36,7 @@ from pyspark.sql.types import ArrayType, StructType
 from spark_purge.detach import drop, held
 from spark_purge.policy.groups import is_external, no_members
 from spark_purge.policy.reuse import reused
+from spark_purge.position_match import ROW_FILE, ROW_GROUP, ROW_PACKED, ROW_PAIR, ROW_PARTITION, ROW_VANISHED
 from spark_purge.schemas import GROUP_OFFSETS, PROGRESS_STORE, VANISHED_STATE
 
 KEY = ["group_id", "topic", "partition"]
@@ -292,7 +293,8 @@ class NestedPositions:
     packed, so the next batch's match reads it with no conversion of its rows (issue 12).
     """
 
-    def __init__(self, out: DataFrame, at: datetime, log_batch: int | None = None, packed: bool = False) -> None:
+    def __init__(self, out: DataFrame, at: datetime, log_batch: int | None, packed: bool) -> None:
+        """``match`` makes one; ``packed``: the task gave the store after the batch packed (``match``'s)."""
         self.out = out  # held (``detach.held``) until ``release``
         self.at = at
         self.log_batch = log_batch
@@ -351,21 +353,14 @@ class NestedPositions:
         columns = ["group_id", "stale_candidate", "last_progress", "gone"]
         # The rules' discovery pairs (``discovery``) come in the same job, and so does the task's
         # file row (``log_file``) when asked for.
-        groups = F.col("group_id").isNotNull() & F.col("topic").isNull() & F.col(_PAIR).isNull()
-        wanted = groups | F.col(_PAIR).isNotNull()
-        extra = ["topic", _PAIR]
+        kinds = [ROW_GROUP, ROW_PAIR] + ([ROW_FILE] if self.log_batch is not None else [])
+        extra = ["topic", "external", *(_LOG_COLUMNS if self.log_batch is not None else ())]
+        table = self.out.where(_kind().isin(kinds)).select(*columns, *extra, _KIND).toArrow()
+        kind = table.column(_KIND)
+        self._pairs = table.filter(pc.equal(kind, ROW_PAIR)).select(["topic", "group_id", "external"])
         if self.log_batch is not None:
-            wanted = wanted | F.col("log_file").isNotNull()
-            extra += list(_LOG_COLUMNS)
-        table = self.out.where(wanted).select(*columns, *extra).toArrow()
-        is_pair = pc.is_valid(table.column(_PAIR))
-        self._pairs = table.filter(is_pair).select(["topic", "group_id", _PAIR])
-        table = table.filter(pc.invert(is_pair))
-        if self.log_batch is not None:
-            is_file = pc.is_valid(table.column("log_file"))
-            self._log_rows = table.filter(is_file).select(list(_LOG_COLUMNS)).to_pylist()
-            table = table.filter(pc.invert(is_file))
-        table = table.select(columns)
+            self._log_rows = table.filter(pc.equal(kind, ROW_FILE)).select(list(_LOG_COLUMNS)).to_pylist()
+        table = table.filter(pc.equal(kind, ROW_GROUP)).select(columns)
         gone = bool(pc.any(table.column("gone")).as_py()) if table.num_rows else False
         return table.drop_columns(["gone"]), gone
 
@@ -378,7 +373,7 @@ class NestedPositions:
 
     def vanished(self) -> DataFrame:
         """``GROUP_OFFSETS`` rows, ``Vanished``, for the remembered positions the snapshot lacks."""
-        rows = self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNotNull() & F.col(_PAIR).isNull())
+        rows = self.out.where(_kind() == ROW_VANISHED)
         columns = {
             "snapshot_id": F.col("snapshot_id"),
             "snapshot_time": F.col("snapshot_time"),
@@ -406,8 +401,8 @@ class NestedPositions:
         if now != self.at:
             raise ValueError(f"NestedPositions.after: the match is at {self.at.isoformat()}, not {now.isoformat()}")
         if self.packed:
-            return self.out.where(F.col(PACKED_KEY).isNotNull()).select(*PACKED_STORE.fieldNames())
-        return self.out.where(F.col("topic").isNotNull() & F.col("group_id").isNull() & F.col(_PAIR).isNull()).select(*NESTED_STORE.fieldNames())
+            return self.out.where(_kind() == ROW_PACKED).select(*PACKED_STORE.fieldNames())
+        return self.out.where(_kind() == ROW_PARTITION).select(*NESTED_STORE.fieldNames())
 
     def log_file(self) -> LogFile | None:
         """The changed positions as the match's task wrote them (``match``'s ``log_batch``), read
@@ -417,7 +412,7 @@ class NestedPositions:
             return None
         rows = self._log_rows
         if rows is None:
-            rows = self.out.where(F.col("log_file").isNotNull()).select(*_LOG_COLUMNS).toArrow().to_pylist()
+            rows = self.out.where(_kind() == ROW_FILE).select(*_LOG_COLUMNS).toArrow().to_pylist()
         if len(rows) != 1:
             return None
         row = rows[0]
@@ -442,8 +437,12 @@ class NestedPositions:
 
 # The match's file row (``position_match.LogWriter.row``): the files and their row counts.
 _LOG_COLUMNS = ("log_file", "changed", "log_rest", "offset")
-# The match's discovery pair rows have this column set (``position_match.discovery``).
-_PAIR = "external"
+# Each row of the match says what it is (``position_match.ROW_KINDS``).
+_KIND = "row_kind"
+
+
+def _kind() -> Column:
+    return F.col(_KIND)
 
 
 @dataclass(frozen=True)

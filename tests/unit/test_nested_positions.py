@@ -34,7 +34,7 @@ from spark_purge.policy.positions import (
     flat_store,
     nest_store,
 )
-from spark_purge.position_match import NESTED_INPUT, LogWriter, _RowsFile, nested_match
+from spark_purge.position_match import NESTED_INPUT, ROW_KINDS, LogWriter, _RowsFile, nested_match
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 NAMES = ("g0", "g1", "G2", "gé", "z")
@@ -102,6 +102,7 @@ def check(
         expected_staleness = flat._staleness(unreadable).collect()
         assert _rows(staleness) == Counter(tuple(sorted((k, _plain(v)) for k, v in r.asDict().items() if k != "gone")) for r in expected_staleness)
         assert gone == any(r["gone"] for r in expected_staleness)
+        check_row_kinds(nested.out)
         assert _rows(nested.vanished()) == _rows(flat.vanished(unreadable))
         # The rules' discovery pairs, read in the same job: the rows the planner's own query gives.
         expected_pairs = _discovery_pairs(snap.select(*schemas.PARTITION_STATE.fieldNames(), "groups"), _every_group_row(snap, flat.vanished(unreadable)))
@@ -144,6 +145,28 @@ def check(
     finally:
         nested.release()
     return nested
+
+
+# The columns each kind of the match's rows may set (``position_match.ROW_KINDS``); the others
+# are null. The driver reads rows by kind, so a kind's rows must not carry another kind's facts.
+KIND_COLUMNS = {
+    "partition": {"topic", "partition", "snapshot_id", "snapshot_time", "positions", "changed"},
+    "group": {"group_id", "stale_candidate", "last_progress", "gone"},
+    "vanished": {"topic", "partition", "snapshot_id", "snapshot_time", "group_id", "offset", "group_type"},
+    "pair": {"topic", "group_id", "external"},
+    "file": {"log_file", "changed", "log_rest", "offset"},
+    "packed": {"packed", "changed"},
+}
+
+
+def check_row_kinds(out: DataFrame) -> None:
+    """Every row of a match has a kind, and sets only that kind's columns."""
+    assert set(KIND_COLUMNS) == set(ROW_KINDS)
+    rows = out.toArrow().to_pylist()
+    assert rows and {r["row_kind"] for r in rows} <= set(ROW_KINDS)
+    for r in rows:
+        stray = {k for k, v in r.items() if v is not None and k != "row_kind" and k not in KIND_COLUMNS[r["row_kind"]]}
+        assert not stray, (r["row_kind"], stray)
 
 
 def check_next(spark: SparkSession, snap: DataFrame, packed: DataFrame, unreadable: tuple[str, ...], chunk: int | None) -> None:
