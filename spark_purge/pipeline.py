@@ -50,9 +50,13 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location, lease_row
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
@@ -443,7 +447,15 @@ def kept(snapshot: DataFrame) -> DataFrame:
 def collect_rows(df: DataFrame) -> list[Row]:
     """``df``'s rows on the driver, crossing as one Arrow table (no per-row pickling); for
     O(partitions) results such as a plan (no timestamp columns: Arrow's are zone-aware)."""
-    return [Row(**row) for row in df.toArrow().to_pylist()]
+    return rows_of(df.toArrow())
+
+
+def rows_of(table: pa.Table) -> list[Row]:
+    """``table``'s rows as ``Row``s of its columns, in its order (``collect_rows``): made by a
+    ``Row`` factory from the columns transposed, at a third of the cost of ``Row(**dict)`` per
+    row from ``to_pylist`` (10k plan rows a batch at 10k partitions, issue 12)."""
+    make = Row(*table.column_names)
+    return [make(*values) for values in zip(*(column.to_pylist() for column in table.columns))]
 
 
 def query_id_of(files: Files, checkpoint_location: str) -> str | None:

@@ -131,3 +131,28 @@ def test_a_tiered_cut_records_the_local_log_start_before_and_after() -> None:
     assert {k: row[k] for k in ("status", "prior_local_log_start_offset", "local_log_start_offset", "cuts_remote", "remote_bytes_removed")} == {
         "status": "deleted", "prior_local_log_start_offset": 60, "local_log_start_offset": 100, "cuts_remote": True, "remote_bytes_removed": None
     }
+
+
+def test_every_audit_column_takes_its_own_value() -> None:
+    """Each column comes from its own source, every value distinct, so no two swap unseen (the
+    row is filled by position in AUDIT's order)."""
+    plan = plan_row(
+        3, 140, True, leader=11, log_start_offset=12, high_watermark=1300, size_bytes=1400, local_log_start_offset=15,
+        remote_storage_enable=True, cuts_remote=True, stale_groups=["st"], blocking_group="bg", blocking_group_type="bgt",
+        binding_constraint="bc", rule="ru", time_floor_source="tfs", topic_id="tid", snapshot_id="sid", topic="tp",
+    )
+    plan = Row(**{**plan.asDict(), "active_producers": ["ap"]})
+    ctx = BatchContext("run", "query", 16, PLANNED, dry_run=False, config_fingerprint="cfp", lease_generation=17)
+    outcome = DeleteOutcome("tp", 3, 140, 18, 120)
+    (row,) = outcome_rows([plan], {("tp", 3): outcome}, ctx, EXECUTED, local_log_starts={("tp", 3): 19})
+    assert row.asDict() == {
+        "run_id": "run", "query_id": "query", "batch_id": 16, "record_type": "outcome", "planned_at": PLANNED,
+        "executed_at": EXECUTED, "snapshot_id": "sid", "topic": "tp", "partition": 3, "leader": 18,
+        "prior_log_start_offset": 12, "high_watermark": 1300, "cutoff": 140, "low_watermark": 120, "records_deleted": 108,
+        "binding_constraint": "bc", "blocking_group": "bg", "blocking_group_type": "bgt", "stale_groups": ["st"], "rule": "ru",
+        "status": "deleted", "error": None, "dry_run": False, "remote_storage_enable": True, "config_fingerprint": "cfp",
+        "operator": None, "time_floor_source": "tfs", "topic_id": "tid", "lease_generation": 17, "active_producers": ["ap"],
+        "size_bytes_before": 1400, "bytes_reclaimed_estimate": 1400 * 108 // 1288, "prior_local_log_start_offset": 15,
+        "local_log_start_offset": 19, "cuts_remote": True, "remote_bytes_removed": None, "event_date": "2026-11-22",
+    }
+    assert list(row.asDict()) == AUDIT.fieldNames()
