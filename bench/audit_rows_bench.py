@@ -5,7 +5,8 @@
 
 What a batch does in Python on the driver once per plan row, timed step by step on synthetic
 plan rows of ``schemas.PLAN`` (every partition actionable, every delete answered): the plan's
-Arrow table made into rows (``pipeline.collect_rows`` after ``toArrow``), the audit's intent and
+Arrow table made into rows (``pipeline.collect_rows`` after ``toArrow``), their open
+transactions' annotation (``pipeline.with_producers``, none open), the audit's intent and
 outcome rows (``audit.intent_rows``, ``audit.outcome_rows``) and both as the Arrow table the
 audit's Parquet files are written from (``delta_files.arrow_table``). A cProfile of
 ``cycle_bench`` at 10k x 10k put about 1 s of driver CPU a cycle here (stop 70). ``--root``
@@ -32,12 +33,13 @@ sys.path.insert(0, str(args.root.resolve()))
 import pyarrow as pa  # noqa: E402
 from pyspark.sql import Row  # noqa: E402
 from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
-from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType, TimestampType  # noqa: E402
+from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType, StructType, TimestampType  # noqa: E402
 
 import spark_purge  # noqa: E402
 from spark_purge import audit, pipeline, schemas  # noqa: E402
 from spark_purge.delta_files import arrow_table  # noqa: E402
 from spark_purge.kafka.model import DeleteOutcome  # noqa: E402
+from spark_purge.planner import Plan  # noqa: E402
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=timezone.utc)
 
@@ -63,7 +65,7 @@ def plan_table(n: int) -> pa.Table:
     rows = [{f.name: value(f.name, f.dataType, i) for f in fields} for i in range(n)]
     for i, r in enumerate(rows):
         r["topic"], r["partition"], r["log_start_offset"], r["high_watermark"], r["cutoff"] = f"t{i // 50}", i % 50, 10, 50, 40
-    return pa.Table.from_pylist(rows, schema=to_arrow_schema(schemas.StructType(fields)))
+    return pa.Table.from_pylist(rows, schema=to_arrow_schema(StructType(fields)))
 
 
 def rows_of(table: pa.Table) -> list[Row]:
@@ -75,10 +77,13 @@ def main() -> int:
     table = plan_table(args.partitions)
     ctx = audit.BatchContext("run", "query", 7, NOW, False, "fp", 3)
     outcomes = {(r["topic"], r["partition"]): DeleteOutcome(r["topic"], r["partition"], 40, 1, 40, None, None, 0, False) for r in table.select(["topic", "partition"]).to_pylist()}
-    seconds: dict[str, list[float]] = {"plan rows": [], "intents": [], "outcomes": [], "arrow table": []}
+    seconds: dict[str, list[float]] = {"plan rows": [], "producers": [], "intents": [], "outcomes": [], "arrow table": []}
+    no_transactions = Plan(rows=None, planned_at=NOW)  # type: ignore[arg-type]  # what with_producers reads of a plan
     for _ in range(args.rounds):
         t0 = time.perf_counter()
         plan = rows_of(table)
+        tp = time.perf_counter()
+        plan = pipeline.with_producers(no_transactions, plan, lambda: None)  # type: ignore[arg-type,return-value]  # no client asked
         t1 = time.perf_counter()
         intents = audit.intent_rows(plan, ctx)
         t2 = time.perf_counter()
@@ -87,7 +92,7 @@ def main() -> int:
         written = arrow_table([*intents, *done], schemas.AUDIT)
         t4 = time.perf_counter()
         assert len(intents) == len(done) == written.num_rows // 2 == args.partitions
-        for name, took in zip(seconds, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+        for name, took in zip(seconds, (tp - t0, t1 - tp, t2 - t1, t3 - t2, t4 - t3)):
             seconds[name].append(took)
     print(f"{args.partitions} plan rows, {args.rounds} rounds, spark_purge from {Path(spark_purge.__file__).parent}")
     total = [sum(v[i] for v in seconds.values()) for i in range(args.rounds)]

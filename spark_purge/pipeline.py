@@ -549,7 +549,15 @@ def with_producers(plan: Plan, rows: Sequence[Row], client: Callable[[], PurgeCl
         except KafkaError as exc:
             log.warning("active producers not read for %d partition(s) with open transactions: %s", len(plan.open_transactions), exc)
     now_ms = int(plan.planned_at.timestamp() * 1000)
-    return [Row(**values) for values in annotate([r.asDict() for r in rows], plan.open_transactions, found, now_ms)]
+    if not rows:
+        return []
+    names = [*rows[0].asDict(), "active_producers"]
+    make = Row(*names)
+    # Only partitions with a DescribeProducers answer change; the others get a null count and
+    # keep their detail (``annotate``'s answer for them), with no dict made per row (issue 12).
+    read = [i for i, r in enumerate(rows) if (r["topic"], r["partition"]) in found.producers]
+    annotated = dict(zip(read, annotate([rows[i].asDict() for i in read], plan.open_transactions, found, now_ms)))
+    return [make(*[annotated[i][n] for n in names]) if i in annotated else make(*r, None) for i, r in enumerate(rows)]
 
 
 def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Callable[[], PurgeClient] | None = None) -> Plan | None:

@@ -84,3 +84,35 @@ def test_the_note_names_an_open_transaction_and_flags_exactly_the_hanging_ones(
     candidates = [p for p in opened if p.txn_start_offset == lso] or [min(opened, key=lambda p: (p.txn_start_offset, p.producer_id))]
     assert int(pinned) in {p.producer_id for p in candidates}
     assert note.count("HANGING transaction") == len(hanging)
+
+
+def test_the_plans_rows_get_the_annotation_of_every_row_and_only_read_ones_change() -> None:
+    """``pipeline.with_producers`` annotates only the partitions DescribeProducers answered for,
+    and gives every row what ``annotate`` gives it (the oracle: all rows through ``annotate``)."""
+    from datetime import datetime, timezone
+    from typing import Any, cast
+
+    from pyspark.sql import Row
+
+    from spark_purge.pipeline import with_producers
+    from spark_purge.planner import Plan
+
+    rows = [Row(topic="t", partition=p, detail=d, cutoff=p * 10) for p, d in enumerate(["open", None, "group g", "open too"])]
+    found = OpenTransactions(
+        {("t", 0): PartitionProducers("t", 0, (IDLE, OPEN)), ("t", 3): PartitionProducers("t", 3, error="NOT_LEADER_OR_FOLLOWER")}, MAX
+    )
+    lsos = {("t", 0): 40, ("t", 3): 7}
+
+    class Client:
+        def open_transactions(self, asked: Any) -> OpenTransactions:
+            assert asked == lsos
+            return found
+
+    plan = Plan(rows=cast(Any, None), planned_at=datetime.fromtimestamp(NOW / 1000, timezone.utc), open_transactions=lsos)
+    out = with_producers(plan, rows, lambda: cast(Any, Client()))
+    expected = [Row(**v) for v in annotate([r.asDict() for r in rows], lsos, found, NOW)]
+    assert [r.asDict() for r in out] == [r.asDict() for r in expected]
+    assert [r["active_producers"] for r in out] == [2, None, None, None]
+    assert out[0]["detail"].startswith("open; pinned at last stable offset 40") and out[3]["detail"].startswith("open too; active producers unknown")
+    assert out[1]["detail"] is None and out[2]["detail"] == "group g" and out[2].cutoff == 20
+    assert with_producers(plan, [], lambda: cast(Any, Client())) == []
