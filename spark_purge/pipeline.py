@@ -552,6 +552,8 @@ def with_producers(plan: Plan, rows: Sequence[Row], client: Callable[[], PurgeCl
     if not rows:
         return []
     names = [*rows[0].asDict(), "active_producers"]
+    if names.count("active_producers") > 1:  # rows annotated before: each one through annotate again
+        return [Row(**values) for values in annotate([r.asDict() for r in rows], plan.open_transactions, found, now_ms)]
     make = Row(*names)
     # Only partitions with a DescribeProducers answer change; the others get a null count and
     # keep their detail (``annotate``'s answer for them), with no dict made per row (issue 12).

@@ -116,3 +116,6 @@ def test_the_plans_rows_get_the_annotation_of_every_row_and_only_read_ones_chang
     assert out[0]["detail"].startswith("open; pinned at last stable offset 40") and out[3]["detail"].startswith("open too; active producers unknown")
     assert out[1]["detail"] is None and out[2]["detail"] == "group g" and out[2].cutoff == 20
     assert with_producers(plan, [], lambda: cast(Any, Client())) == []
+    again = with_producers(plan, out, lambda: cast(Any, Client()))  # rows that have the column already
+    assert [r.asDict() for r in again] == [r.asDict() for r in (Row(**v) for v in annotate([r.asDict() for r in out], lsos, found, NOW))]
+    assert list(again[0].asDict()) == list(out[0].asDict())
