@@ -1,7 +1,7 @@
 """The driver's per-row work of a batch at scale (issue 12), without Kafka or Spark jobs.
 
-    ./dev.sh py bench/audit_rows_bench.py --partitions 10000
-    ./dev.sh py bench/audit_rows_bench.py --partitions 10000 --root /tmp/base   # another checkout's code
+    ./dev.sh py bench/diag/audit_rows.py --partitions 10000
+    ./dev.sh py bench/diag/audit_rows.py --partitions 10000 --root /tmp/base   # another checkout's code
 
 What a batch does in Python on the driver once per plan row, timed step by step on synthetic
 plan rows of ``schemas.PLAN`` (every partition actionable, every delete answered): the plan's
@@ -26,7 +26,7 @@ from typing import Any
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--partitions", type=int, default=10000)
 ap.add_argument("--rounds", type=int, default=7)
-ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent, help="the checkout whose spark_purge runs")
+ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[2], help="the checkout whose spark_purge runs")
 args = ap.parse_args()
 sys.path.insert(0, str(args.root.resolve()))
 
