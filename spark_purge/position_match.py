@@ -78,18 +78,21 @@ NESTED_INPUT = (
     ("positions", pa.list_(POSITION)),
     ("packed", pa.binary()),
 )
-# The output: one row per partition the store holds after the batch (``topic`` set, no
-# ``group_id``: its keys, the snapshot's id and time of it, null when the snapshot lacks it,
-# ``positions`` after the batch and how many of them ``changed``); one row per group with a
-# position (``group_id`` set, no ``topic``: ``Positions.staleness``'s columns and ``gone``); one
-# row per remembered position the snapshot lacks (both set: ``Positions.vanished``'s keys,
-# ``offset`` and ``group_type``; usually none); asked for (``nested_batches``' ``log_batch``), one
-# last row with ``log_file`` set (``LogWriter.row``: the progress log's files, their row counts
-# in ``changed`` and ``offset``). Asked to ``pack``, the partitions' rows come packed instead:
-# one row per chunk of them (``packed`` set, nothing else but ``changed``, their changed count).
-# Last, the rules' discovery pairs (``external`` set: ``discovery``): a row per distinct
-# (``topic``, ``group_id``, ``external``) of the snapshot's group rows and the vanished positions,
-# and one per topic with no ``group_id``.
+# The output, each row saying what it is in ``row_kind`` (``ROW_KINDS``; the driver selects rows
+# by it, never by which columns are null): one ``partition`` row per partition the store holds
+# after the batch (its keys, the snapshot's id and time of it, null when the snapshot lacks it,
+# ``positions`` after the batch and how many of them ``changed``); one ``group`` row per group
+# with a position (``group_id``, ``Positions.staleness``'s columns and ``gone``); one
+# ``vanished`` row per remembered position the snapshot lacks (``Positions.vanished``'s keys,
+# the partition's snapshot id and time, ``offset`` and ``group_type``; usually none); asked for
+# (``nested_batches``' ``log_batch``), one last ``file`` row (``LogWriter.row``: ``log_file`` and
+# ``log_rest``, the progress log's files, their row counts in ``changed`` and ``offset``). Asked
+# to ``pack``, the partitions' rows come packed instead: one ``packed`` row per chunk of them
+# (``packed``, and ``changed``, their changed count). Last, the rules' discovery pairs (``pair``
+# rows: ``discovery``): a row per distinct (``topic``, ``group_id``, ``external``) of the
+# snapshot's group rows and the vanished positions, and one per topic with no ``group_id``. A
+# row's other columns are null.
+ROW_KIND = "row_kind"  # the ``NESTED_OUTPUT`` column that says what a row is (``ROW_KINDS``)
 NESTED_OUTPUT = (
     ("topic", pa.string()),
     ("partition", pa.int32()),
@@ -107,14 +110,9 @@ NESTED_OUTPUT = (
     ("log_rest", pa.binary()),
     ("packed", pa.binary()),
     ("external", pa.bool_()),
-    ("row_kind", pa.string()),
+    (ROW_KIND, pa.string()),
 )
-# What each ``NESTED_OUTPUT`` row is (its ``row_kind``; the columns it sets): a store partition
-# after the batch (topic, partition, snapshot_id, snapshot_time, positions, changed), a group's
-# verdict (group_id, stale_candidate, last_progress, gone), a vanished position (topic,
-# partition, snapshot_id, snapshot_time, group_id, offset, group_type), a discovery pair (topic,
-# group_id, external), the progress log's files (log_file, changed, log_rest, offset) or the
-# packed store (packed, changed). The driver selects rows by kind, never by which columns are null.
+# The kinds of ``NESTED_OUTPUT`` rows (its ``row_kind``; what each sets: the comment above it).
 ROW_PARTITION, ROW_GROUP, ROW_VANISHED, ROW_PAIR, ROW_FILE, ROW_PACKED = "partition", "group", "vanished", "pair", "file", "packed"
 ROW_KINDS = (ROW_PARTITION, ROW_GROUP, ROW_VANISHED, ROW_PAIR, ROW_FILE, ROW_PACKED)
 _UTC_US = pa.timestamp("us", tz="UTC")
@@ -384,7 +382,7 @@ def _output(row_kind: str, n: int, **columns: pa.Array | pa.ChunkedArray) -> pa.
     """``n`` ``NESTED_OUTPUT`` rows of kind ``row_kind`` (``ROW_KINDS``): ``columns`` given, the others null."""
     if row_kind not in ROW_KINDS:
         raise ValueError(f"position_match: unknown row kind {row_kind!r} (one of {', '.join(ROW_KINDS)})")
-    columns["row_kind"] = pa.array([row_kind] * n, pa.string())
+    columns[ROW_KIND] = pa.array([row_kind] * n, pa.string())
     return pa.table(
         {name: (columns[name].cast(kind) if name in columns else pa.nulls(n, kind)) for name, kind in NESTED_OUTPUT}
     )
@@ -399,6 +397,7 @@ __all__ = [
     "POSITION",
     "ROW_FILE",
     "ROW_GROUP",
+    "ROW_KIND",
     "ROW_KINDS",
     "ROW_PACKED",
     "ROW_PAIR",

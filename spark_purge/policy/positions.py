@@ -36,7 +36,7 @@ from pyspark.sql.types import ArrayType, StructType
 from spark_purge.detach import drop, held
 from spark_purge.policy.groups import is_external, no_members
 from spark_purge.policy.reuse import reused
-from spark_purge.position_match import ROW_FILE, ROW_GROUP, ROW_PACKED, ROW_PAIR, ROW_PARTITION, ROW_VANISHED
+from spark_purge.position_match import ROW_FILE, ROW_GROUP, ROW_KIND, ROW_PACKED, ROW_PAIR, ROW_PARTITION, ROW_VANISHED
 from spark_purge.schemas import GROUP_OFFSETS, PROGRESS_STORE, VANISHED_STATE
 
 KEY = ["group_id", "topic", "partition"]
@@ -355,8 +355,8 @@ class NestedPositions:
         # file row (``log_file``) when asked for.
         kinds = [ROW_GROUP, ROW_PAIR] + ([ROW_FILE] if self.log_batch is not None else [])
         extra = ["topic", "external", *(_LOG_COLUMNS if self.log_batch is not None else ())]
-        table = self.out.where(_kind().isin(kinds)).select(*columns, *extra, _KIND).toArrow()
-        kind = table.column(_KIND)
+        table = self.out.where(_kind().isin(kinds)).select(*columns, *extra, ROW_KIND).toArrow()
+        kind = table.column(ROW_KIND)
         self._pairs = table.filter(pc.equal(kind, ROW_PAIR)).select(["topic", "group_id", "external"])
         if self.log_batch is not None:
             self._log_rows = table.filter(pc.equal(kind, ROW_FILE)).select(list(_LOG_COLUMNS)).to_pylist()
@@ -437,12 +437,9 @@ class NestedPositions:
 
 # The match's file row (``position_match.LogWriter.row``): the files and their row counts.
 _LOG_COLUMNS = ("log_file", "changed", "log_rest", "offset")
-# Each row of the match says what it is (``position_match.ROW_KINDS``).
-_KIND = "row_kind"
-
-
 def _kind() -> Column:
-    return F.col(_KIND)
+    """What a row of the match is (``position_match.ROW_KINDS``)."""
+    return F.col(ROW_KIND)
 
 
 @dataclass(frozen=True)
