@@ -44,6 +44,8 @@ import inspect
 chunked = "chunk" in inspect.signature(pm.nested_batches).parameters  # a checkout before stop 66: all at once
 log = {log!r}
 extra = {{}} if log == "none" else {{"log_batch": 1, "rewrite_above": -1 if log == "rewrite" else None}}  # stop 67: the log's files
+if "packed" in inspect.signature(pm.nested_batches).parameters:  # stop 68: the store held packed, given packed
+    extra["packed"] = True
 for b in (pm.nested_batches((), chunk or 10**9, **extra) if chunked else pm.nested_batches(()))(iter(batches)):
     rows += b.num_rows
 print("log %-7s chunk %-8s %6.2f s  peak RSS %5.0f MB above the %3.0f MB once the input was read; Arrow pool peak %5.0f MB  (%d rows out)" % (
@@ -54,6 +56,7 @@ print("log %-7s chunk %-8s %6.2f s  peak RSS %5.0f MB above the %3.0f MB once th
 def build(partitions: int, groups: int, per_topic: int, path: str) -> None:
     import pyarrow as pa
 
+    from spark_purge import position_match
     from spark_purge.position_match import COMMIT, NESTED_INPUT, POSITION
 
     n_topics = (partitions + per_topic - 1) // per_topic
@@ -65,19 +68,23 @@ def build(partitions: int, groups: int, per_topic: int, path: str) -> None:
     snap_groups = [[{"group_id": f"g{g:05d}", "group_state": "Stable", "group_type": "classic", "member_count": 1, "committed_offset": 20 + g % 7} for g in m] for m in members]
     stored = [[{"group_id": f"g{g:05d}", "committed_offset": 19 + g % 7, "last_progress_time": at, "group_type": "classic", "topic_id": tids[i], "changed": False} for g in m] for i, m in enumerate(members)]
     schema = pa.schema([pa.field(n, k) for n, k in NESTED_INPUT])
+    packs = "packed" in schema.names  # stop 68: the store held packed, a row a chunk (``position_match.pack``)
     stamp = pa.timestamp("us", tz="UTC")
-    snap = pa.table(
-        {"stored": [False] * partitions, "topic": topics, "partition": pa.array(parts, pa.int32()), "snapshot_id": ["s1"] * partitions,
-         "snapshot_time": pa.array([at] * partitions, stamp), "topic_id": tids, "groups": pa.array(snap_groups, pa.list_(COMMIT)),
-         "positions": pa.nulls(partitions, pa.list_(POSITION))},
-        schema=schema,
-    )
-    store = pa.table(
-        {"stored": [True] * partitions, "topic": topics, "partition": pa.array(parts, pa.int32()), "snapshot_id": pa.nulls(partitions, pa.string()),
-         "snapshot_time": pa.nulls(partitions, stamp), "topic_id": pa.nulls(partitions, pa.string()), "groups": pa.nulls(partitions, pa.list_(COMMIT)),
-         "positions": pa.array(stored, pa.list_(POSITION))},
-        schema=schema,
-    )
+    snap_columns = {"stored": [False] * partitions, "topic": topics, "partition": pa.array(parts, pa.int32()), "snapshot_id": ["s1"] * partitions,
+                    "snapshot_time": pa.array([at] * partitions, stamp), "topic_id": tids, "groups": pa.array(snap_groups, pa.list_(COMMIT)),
+                    "positions": pa.nulls(partitions, pa.list_(POSITION))}
+    snap = pa.table({**snap_columns, **({"packed": pa.nulls(partitions, pa.binary())} if packs else {})}, schema=schema)
+    store_columns = {"stored": [True] * partitions, "topic": topics, "partition": pa.array(parts, pa.int32()), "snapshot_id": pa.nulls(partitions, pa.string()),
+                     "snapshot_time": pa.nulls(partitions, stamp), "topic_id": pa.nulls(partitions, pa.string()), "groups": pa.nulls(partitions, pa.list_(COMMIT)),
+                     "positions": pa.array(stored, pa.list_(POSITION))}
+    if packs:
+        rows = pa.table({"topic": topics, "partition": pa.array(parts, pa.int32()), "positions": store_columns["positions"], "changed": pa.array([0] * partitions, pa.int64())})
+        blobs = [position_match.pack(rows.slice(i, 2000)) for i in range(0, partitions, 2000)]
+        n = len(blobs)
+        store = pa.table({"stored": [True] * n, **{name: pa.nulls(n, kind) for name, kind in NESTED_INPUT if name not in ("stored", "packed")},
+                          "packed": pa.array(blobs, pa.binary())}, schema=schema)
+    else:
+        store = pa.table(store_columns, schema=schema)
     both = pa.concat_tables([snap, store])
     with pa.OSFile(path, "wb") as f, pa.ipc.new_file(f, schema) as w:
         for b in both.to_batches(max_chunksize=10_000):
