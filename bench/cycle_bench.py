@@ -574,6 +574,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heap", default="3g", help="broker heap")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the purge's session (repeatable)")
     ap.add_argument("--jobs", action="store_true", help="list the last cycle's Spark jobs by call site, per phase")
+    ap.add_argument(
+        "--stream", action="store_true",
+        help="run the cycles as the continuous job runs them: batches of the real streaming query (1 s trigger), whose source keeps "
+        "its Kafka client between snapshots (default: process_batch called on a batch read of the source, a new client each cycle)",
+    )
     ap.add_argument("--processes", action="store_true", help="also time `spark-purge plan` and a one-shot `spark-purge run`")
     ap.add_argument("--codegen-dump", type=Path, metavar="DIR", help="write the Java source of each class Spark generates to DIR, by cycle")
     args = ap.parse_args(argv)
@@ -596,7 +601,10 @@ def main(argv: list[str] | None = None) -> int:
         config_file.write_text(yaml.safe_dump(config))
         conf = dict(item.split("=", 1) for item in args.conf)
         kafka.call("open", config_file=str(config_file))
-        figures = cycles(cluster, kafka, config_file, args.cycles, tmp, conf, args.codegen_dump)
+        if args.stream:
+            figures = stream_cycles(cluster, kafka, config_file, args.cycles, tmp, conf)
+        else:
+            figures = cycles(cluster, kafka, config_file, args.cycles, tmp, conf, args.codegen_dump)
         report(args, n_commits, figures)
         if args.jobs:
             print("\nSpark jobs of the last cycle, by call site:")
@@ -669,6 +677,90 @@ def cycles(
                       f"{snap['commits']} commits); {phases.slowest(c)}", flush=True)
         finally:
             pipeline.close()
+    spark.stop()
+    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "compiled": compiled, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "at_peak": rss.at_peak, "sites": sites}
+
+
+def stream_cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str]) -> dict[str, Any]:
+    """``cycles`` as the continuous job runs them (``--stream``): ``n`` batches of the purge's own
+    streaming query (``pipeline.start_stream``, 1 s trigger), whose source takes each snapshot in
+    its streaming runner with the Kafka client it keeps. The bench's work between cycles (every
+    group advances, the floor's snapshot and DeleteRecords) runs in the stream's thread after a
+    batch, so the next trigger waits for it; a cycle is timed from the end of that work to the
+    end of the next batch: the end of the last trigger (offsets committed), the snapshot, the
+    batch's planning and its ``process_batch``. ``snapshot+source`` is the part before
+    ``process_batch`` starts."""
+    import threading
+
+    from spark_purge.config import load
+    from spark_purge.pipeline import PurgePipeline, start_stream
+    from spark_purge.session import get_spark
+
+    cfg = load(config_file)
+    spark = get_spark("cycle-bench", master="local[2]", conf=conf)
+    jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[attr-defined]
+    phases = Phases(spark)
+    instrument(phases)
+    floor: dict[str, list[float]] = defaultdict(list)
+    cycle_s: list[float] = []
+    cpu_s: dict[str, list[float]] = defaultdict(list)
+    delta_commits: list[int] = []
+    compiled: list[int] = []
+    sites: dict[str, list[tuple[str, float]]] = {}
+    marks: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def versions() -> int:
+        return sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir())
+
+    def start(c: int) -> None:
+        """Untimed: every group advances, the floor's snapshot; then cycle ``c``'s clock starts."""
+        phases.cycle = c
+        kafka.call("commit", offset=2 + c)
+        snap = kafka.call("snapshot")
+        floor["snapshot"].append(snap["seconds"])
+        marks.update(commits=snap["commits"], before=versions(), classes0=generated_classes(spark))
+        marks["cpu0"], marks["t0"] = cpu_seconds(jvm_pid, cluster.pids()), time.perf_counter()
+
+    timed_batch = PurgePipeline.process_batch
+
+    def batch(self: PurgePipeline, snapshot: Any, batch_id: int) -> Any:
+        c = phases.cycle
+        if len(cycle_s) > c:  # a batch after the last cycle, while the query stops: not timed
+            return timed_batch(self, snapshot, batch_id)
+        phases._record("snapshot+source", time.perf_counter() - marks["t0"])
+        result = timed_batch(self, snapshot, batch_id)
+        cycle_s.append(time.perf_counter() - marks["t0"])
+        cpu1 = cpu_seconds(jvm_pid, cluster.pids())
+        compiled.append(generated_classes(spark) - marks["classes0"])
+        for part, used in cpu1.items():
+            cpu_s[part].append(used - marks["cpu0"][part])
+        phases.count_jobs()
+        sites.clear()
+        sites.update(phases.call_sites())
+        delta_commits.append(versions() - marks["before"])
+        floor["delete"].append(kafka.call("delete"))
+        print(f"cycle {c} (batch {batch_id}): {cycle_s[-1]:.2f}s, CPU {sum(cpu_s[part][-1] for part in CPU_PARTS):.2f}s of which JIT "
+              f"{cpu_s['jit'][-1]:.2f}s, {compiled[-1]} classes generated (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
+              f"{marks['commits']} commits); {phases.slowest(c)}", flush=True)
+        if c + 1 < n:
+            start(c + 1)
+        else:
+            finished.set()
+        return result
+
+    PurgePipeline.process_batch = batch  # type: ignore[method-assign]
+    with RssSampler(jvm_pid, where=lambda: f"cycle {phases.cycle} {'/'.join(phases.stack) or 'between phases'}") as rss:
+        start(0)
+        query, pipeline = start_stream(spark, cfg)
+        try:
+            while not finished.wait(1.0):
+                if not query.isActive:
+                    raise SystemExit(f"the purge's stream stopped before {n} cycles: {query.exception()}")
+        finally:
+            query.stop()
+            pipeline.close()
+            PurgePipeline.process_batch = timed_batch  # type: ignore[method-assign]
     spark.stop()
     return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "compiled": compiled, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "at_peak": rss.at_peak, "sites": sites}
 
