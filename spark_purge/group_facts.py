@@ -79,8 +79,44 @@ def status_batches(
     return run
 
 
+def carried_batches(
+    staleness: pa.Table | None, carry: tuple[str, ...], step: int = PARTITIONS_PER_STEP
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function that gives every input row on: its ``carry`` columns as they
+    came, then its facts (``carried_batch``), ``step`` partitions at a time."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for start in range(0, batch.num_rows, step):
+                yield carried_batch(batch.slice(start, step), staleness, carry)
+        pa.default_memory_pool().release_unused()  # as ``status_batches``
+
+    return run
+
+
+def carried_batch(batch: pa.RecordBatch, staleness: pa.Table | None, carry: tuple[str, ...]) -> pa.RecordBatch:
+    """Every row of ``batch``: its ``carry`` columns, then ``STATUS_FIELDS``, the facts
+    ``status_batch`` gives its partition, all null for a partition it gives no row (no
+    required consumer): what a left join of the rows with ``status_batch``'s on the keys gives."""
+    out_parents, facts = _facts(batch, staleness)
+    at = np.full(batch.num_rows, -1, dtype=np.int64)
+    at[out_parents] = np.arange(len(out_parents), dtype=np.int64)
+    index = pa.array(at, type=pa.int64(), mask=at < 0)  # a null index takes a null
+    columns = [_column(batch, name) for name in carry] + [fact.take(index) for fact in facts]
+    return pa.RecordBatch.from_arrays(columns, names=[*carry, *(name for name, _ in STATUS_FIELDS)])
+
+
 def status_batch(batch: pa.RecordBatch, staleness: pa.Table | None) -> pa.RecordBatch:
     """The facts of ``batch``'s partitions (module docstring); keys first, then ``STATUS_FIELDS``."""
+    out_parents, facts = _facts(batch, staleness)
+    take = pa.array(out_parents)
+    keys = [_column(batch, k).take(take) for k in KEY_FIELDS]
+    return pa.RecordBatch.from_arrays([*keys, *facts], names=[*KEY_FIELDS, *(name for name, _ in STATUS_FIELDS)])
+
+
+def _facts(batch: pa.RecordBatch, staleness: pa.Table | None) -> tuple[np.ndarray, list[pa.Array]]:
+    """The rows of ``batch`` with a required consumer (their indices, in batch order) and their
+    facts, a column each of ``STATUS_FIELDS``."""
     rows_list = _as_list(_column(batch, "rows"))
     required = _as_list(_column(batch, "required"))
     flat = rows_list.flatten()
@@ -154,11 +190,7 @@ def status_batch(batch: pa.RecordBatch, staleness: pa.Table | None) -> pa.Record
     diverged = _first(slot, parent, diverged_mask, [group_id, offset, epoch, epoch_end], diverged_values, n_out)
     n_commits = pa.array(np.bincount(slot[has_offset], minlength=n_out).astype(np.int64))
 
-    take = pa.array(out_parents)
-    keys = [_column(batch, k).take(take) for k in KEY_FIELDS]
-    columns = [*keys, missing, missing_typed, missing_external, stale, gmin, n_commits, beyond, diverged]
-    names_out = [*KEY_FIELDS, *(name for name, _ in STATUS_FIELDS)]
-    return pa.RecordBatch.from_arrays(columns, names=names_out)
+    return out_parents, [missing, missing_typed, missing_external, stale, gmin, n_commits, beyond, diverged]
 
 
 def _as_list(column: pa.Array) -> pa.ListArray:
@@ -269,4 +301,4 @@ def _first(slot: np.ndarray, parent: np.ndarray, mask: np.ndarray, keys: list[pa
     return values.take(pa.array(result, type=pa.int64(), mask=result < 0))
 
 
-__all__ = ["STATUS_FIELDS", "status_batch", "status_batches"]
+__all__ = ["STATUS_FIELDS", "carried_batch", "carried_batches", "status_batch", "status_batches"]

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import ArrayType, StructField, StructType
 
-from spark_purge.group_facts import STATUS_FIELDS, status_batches
+from spark_purge.group_facts import STATUS_FIELDS, carried_batches, status_batches
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, GROUP_COMMIT, VANISHED_STATE
 
 
@@ -88,6 +88,25 @@ def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataF
     # (``session.IDLE_PYTHON_WORKERS``); two tasks forked a new worker every batch, whose start
     # (PySpark's worker, PyArrow and pandas imported) cost more than the work (0.1 s at 10k x 10k).
     return parts.coalesce(1).mapInArrow(status_batches(staleness), _status_schema(parts.schema))
+
+
+def with_group_status(selected: DataFrame, staleness: DataFrame | pa.Table | None) -> DataFrame:
+    """``selected`` without its ``groups`` and ``unreadable_groups``, with ``group_status``'s facts
+    of its own group rows (``groups``) beside each row, null where the partition has no required
+    consumer: what a left join on ``KEYS`` of ``selected`` with ``group_status(selected, None,
+    staleness)`` gives (with the keys first), made in the facts' own task (``mapInArrow``), with
+    no join: the rows go through the task and come back with their facts (issue 12: one Spark
+    stage and job fewer a plan, and no broadcast)."""
+    carry = tuple(c for c in selected.columns if c not in ("groups", "unreadable_groups"))
+    clash = sorted(set(carry) & set(STATUS.fieldNames()))
+    if clash:
+        raise ValueError(f"with_group_status: selected has columns named as facts: {', '.join(clash)}")
+    if isinstance(staleness, DataFrame):
+        staleness = staleness.select("group_id", "stale_candidate", "last_progress").toArrow()
+    parts = selected.select(*carry, F.col("groups").alias("rows"))
+    schema = StructType([selected.schema[c] for c in carry] + list(STATUS.fields))
+    # One task, as group_status's (its worker is the one the session keeps idle).
+    return parts.coalesce(1).mapInArrow(carried_batches(staleness, carry), schema).select(*KEYS, *(c for c in schema.fieldNames() if c not in KEYS))
 
 
 def _status_schema(parts: StructType) -> StructType:

@@ -14,7 +14,7 @@ from pyspark.sql.types import LongType, MapType, StringType, StructField, Struct
 
 from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
-from spark_purge.policy.groups import KEYS, group_status, is_external
+from spark_purge.policy.groups import KEYS, group_status, is_external, with_group_status
 from spark_purge.policy.incarnation import same_incarnation
 from spark_purge.policy.inputs import TopicRuleRow, group_rows, refuse_name_clashes, resolve_topics
 from spark_purge.policy.positions import Positions
@@ -152,8 +152,10 @@ def compute_plan(
     )
     if staleness is None and progress is not None:
         staleness = Positions.match(partitions, every_group, progress, keep=False).staleness(unreadable_groups or ())
-    status = group_status(base, groups, staleness)
-    df = base.drop("groups", "unreadable_groups").join(status, KEYS, "left")
+    if groups is None and "groups" in base.columns:  # the usual case: the facts come in their own task
+        df = with_group_status(base, staleness)
+    else:  # vanished groups' rows (few) join the snapshot's own (or a snapshot without nested rows)
+        df = base.drop("groups", "unreadable_groups").join(group_status(base, groups, staleness), KEYS, "left")
     df = _with_manual(df, config, manual_offsets)
     df = with_append_floor(df, append_history)
     df = with_explanation(with_binding_constraint(with_bounds(df)))

@@ -11,7 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_purge.group_facts import STATUS_FIELDS, status_batch, status_batches
+from spark_purge.group_facts import KEY_FIELDS, STATUS_FIELDS, carried_batches, status_batch, status_batches
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
@@ -247,3 +247,29 @@ def test_batches_taken_a_few_partitions_at_a_time_give_the_same_facts(
     got = [row for out in status_batches(staleness, step)(iter([_batch(parts) for parts, _ in cases])) for row in out.to_pylist()]
     want = [r for parts, _ in cases for r in (reference(p, stale) for p in parts) if r is not None]
     assert got == want
+
+
+# What ``carried_batches`` gives on: the input's columns but the group rows (``policy.groups.with_group_status``).
+CARRY = ("snapshot_id", "topic", "partition", "ignore_stale", "stale_before", "high_watermark", "required")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(batches(), min_size=1, max_size=3), st.integers(1, 4))
+def test_every_row_goes_through_with_its_own_facts_or_none(cases: list[tuple[list[dict[str, Any]], dict[str, Any]]], step: int) -> None:
+    # The left join of the rows with their facts, row by row: a partition without a required
+    # consumer comes through with every fact null.
+    stale = cases[0][1]
+    staleness = _staleness(stale) if stale else None
+    outs = list(carried_batches(staleness, CARRY, step)(iter([_batch(parts) for parts, _ in cases])))
+    got = [row for out in outs for row in out.to_pylist()]
+    inputs = [row for parts, _ in cases for row in _batch(parts).to_pylist()]
+    facts = [reference(p, stale) for parts, _ in cases for p in parts]
+    want = [
+        {**{k: row[k] for k in CARRY}, **{name: None if fact is None else fact[name] for name, _ in STATUS_FIELDS}}
+        for row, fact in zip(inputs, facts)
+    ]
+    assert got == want
+    for out in outs:
+        assert out.schema.names == [*CARRY, *(n for n, _ in STATUS_FIELDS)]
+        assert [out.schema.field(n).type for n, _ in STATUS_FIELDS] == [t for _, t in STATUS_FIELDS]
+    assert set(KEY_FIELDS) <= set(CARRY)
