@@ -432,8 +432,8 @@ def kept(snapshot: DataFrame) -> DataFrame:
     ships them once: the stages after it read the held rows through shuffle partitions, which carry
     nothing. It makes one piece per task slot (at most ``spark.sql.shuffle.partitions``), hashed
     by (topic, partition), and the held rows keep that partitioning: the plan's per-partition work
-    (a partition's group rows exploded from its row, filtered to its required consumers,
-    aggregated back, joined to the partition: ``policy.groups.group_status``) then needs no
+    (a partition's facts from the group rows in its row, ``policy.groups.with_group_status``, or
+    joined to it when vanished groups' rows join them: ``group_status``) then needs no
     further shuffle of the group rows where Spark may co-partition on those two keys
     (``spark.sql.requireAllClusterKeysForCoPartition=false``, which ``session.get_spark`` sets
     for a local session)."""

@@ -116,7 +116,7 @@ def compute_plan(
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
     ``partitions``: ``PARTITION_STATE``, or ``SNAPSHOT`` rows whose ``groups`` column holds
-    each partition's group rows (they then stay in their partition's row: ``group_status``);
+    each partition's group rows (they then stay in their partition's row: ``with_group_status``);
     ``groups``: ``GROUP_OFFSETS`` rows besides those (every one when ``partitions`` has no
     ``groups`` column; a committed_offset < 0 means no commit; None: none; the planner passes
     a snapshot and its vanished groups' rows); ``progress``: ``GROUP_PROGRESS`` or None (then
