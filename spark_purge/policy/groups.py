@@ -82,8 +82,7 @@ def group_status(selected: DataFrame, groups: DataFrame | None, staleness: DataF
     # The rows' facts per partition, columnar (``spark_purge.group_facts``): an exploded row per
     # commit, filtered and aggregated back by Spark, was most of the plan's task time at 10k
     # partitions x 10k groups (issue 12). Staleness is O(groups): it crosses once, as Arrow.
-    if isinstance(staleness, DataFrame):
-        staleness = staleness.select("group_id", "stale_candidate", "last_progress").toArrow()
+    staleness = _staleness_arrow(staleness)
     # One task: its Python worker is the one a local session keeps idle between batches
     # (``session.IDLE_PYTHON_WORKERS``); two tasks forked a new worker every batch, whose start
     # (PySpark's worker, PyArrow and pandas imported) cost more than the work (0.1 s at 10k x 10k).
@@ -101,12 +100,18 @@ def with_group_status(selected: DataFrame, staleness: DataFrame | pa.Table | Non
     clash = sorted(set(carry) & set(STATUS.fieldNames()))
     if clash:
         raise ValueError(f"with_group_status: selected has columns named as facts: {', '.join(clash)}")
-    if isinstance(staleness, DataFrame):
-        staleness = staleness.select("group_id", "stale_candidate", "last_progress").toArrow()
     parts = selected.select(*carry, F.col("groups").alias("rows"))
     schema = StructType([selected.schema[c] for c in carry] + list(STATUS.fields))
     # One task, as group_status's (its worker is the one the session keeps idle).
-    return parts.coalesce(1).mapInArrow(carried_batches(staleness, carry), schema).select(*KEYS, *(c for c in schema.fieldNames() if c not in KEYS))
+    task = carried_batches(_staleness_arrow(staleness), carry)
+    return parts.coalesce(1).mapInArrow(task, schema).select(*KEYS, *(c for c in schema.fieldNames() if c not in KEYS))
+
+
+def _staleness_arrow(staleness: DataFrame | pa.Table | None) -> pa.Table | None:
+    """The staleness the facts' task takes: O(groups) rows, crossing once as Arrow."""
+    if isinstance(staleness, DataFrame):
+        return staleness.select("group_id", "stale_candidate", "last_progress").toArrow()
+    return staleness
 
 
 def _status_schema(parts: StructType) -> StructType:
