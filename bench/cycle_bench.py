@@ -621,6 +621,65 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+class Recorder:
+    """One run's figures, cycle by cycle (``cycles`` and ``stream_cycles`` alike): ``begin`` each
+    cycle (untimed: every group advances, then the floor's snapshot; then its clock starts),
+    ``end`` it once its batch is done (the cycle's time, CPU, classes, jobs and Delta commits,
+    then the floor's DeleteRecords, untimed), ``figures`` at the end."""
+
+    def __init__(self, spark: Any, cluster: LocalKafka, kafka: KafkaSide, phases: Phases, tmp: Path) -> None:
+        self.spark, self.cluster, self.kafka, self.phases, self.tmp = spark, cluster, kafka, phases, tmp
+        self.jvm_pid: int = spark.sparkContext._gateway.proc.pid
+        self.floor: dict[str, list[float]] = defaultdict(list)
+        self.cycle_s: list[float] = []
+        self.cpu_s: dict[str, list[float]] = defaultdict(list)
+        self.delta_commits: list[int] = []
+        self.compiled: list[int] = []
+        self.sites: dict[str, list[tuple[str, float]]] = {}
+        self.t0 = 0.0  # the current cycle's start
+        self._commits = 0
+        self._before = 0
+        self._classes0 = 0
+        self._cpu0: dict[str, float] = {}
+
+    def _versions(self) -> int:
+        return sum(delta_versions(p) for p in self.tmp.rglob("*") if (p / "_delta_log").is_dir())
+
+    def begin(self, c: int) -> None:
+        self.phases.cycle = c
+        self.kafka.call("commit", offset=2 + c)  # every group advances (untimed)
+        snap = self.kafka.call("snapshot")
+        self.floor["snapshot"].append(snap["seconds"])
+        self._commits, self._before, self._classes0 = snap["commits"], self._versions(), generated_classes(self.spark)
+        self._cpu0, self.t0 = cpu_seconds(self.jvm_pid, self.cluster.pids()), time.perf_counter()
+
+    def end(self, label: str, dump: Path | None = None) -> None:
+        c = self.phases.cycle
+        self.cycle_s.append(time.perf_counter() - self.t0)
+        cpu1 = cpu_seconds(self.jvm_pid, self.cluster.pids())
+        self.compiled.append(generated_classes(self.spark) - self._classes0)
+        if dump is not None:
+            dump_sources(self.spark, dump, c)
+        for part, used in cpu1.items():
+            self.cpu_s[part].append(used - self._cpu0[part])
+        self.phases.count_jobs()
+        self.sites = self.phases.call_sites()
+        self.delta_commits.append(self._versions() - self._before)
+        self.floor["delete"].append(self.kafka.call("delete"))
+        cpu = self.cpu_s
+        print(f"cycle {label}: {self.cycle_s[-1]:.2f}s, CPU {sum(cpu[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu['jit'][-1]:.2f}s, "
+              f"{self.compiled[-1]} classes generated (floor {self.floor['snapshot'][-1] + self.floor['delete'][-1]:.2f}s, "
+              f"{self._commits} commits); {self.phases.slowest(c)}", flush=True)
+
+    def sampler(self) -> RssSampler:
+        phases = self.phases
+        return RssSampler(self.jvm_pid, where=lambda: f"cycle {phases.cycle} {'/'.join(phases.stack) or 'between phases'}")
+
+    def figures(self, rss: RssSampler) -> dict[str, Any]:
+        return {"phases": self.phases, "floor": self.floor, "cycle": self.cycle_s, "cpu": self.cpu_s, "delta": self.delta_commits,
+                "compiled": self.compiled, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "at_peak": rss.at_peak, "sites": self.sites}
+
+
 def cycles(
     cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str], dump: Path | None = None
 ) -> dict[str, Any]:
@@ -637,48 +696,23 @@ def cycles(
 
     cfg = load(config_file)
     spark = get_spark("cycle-bench", master="local[2]", conf=conf)
-    jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[attr-defined]
     phases = Phases(spark)
     instrument(phases)
     pipeline = workload.new_pipeline(spark, cfg)
-    floor: dict[str, list[float]] = defaultdict(list)
-    cycle_s: list[float] = []
-    cpu_s: dict[str, list[float]] = defaultdict(list)
-    delta_commits: list[int] = []
-    compiled: list[int] = []
-    sites: dict[str, list[tuple[str, float]]] = {}
-    with RssSampler(jvm_pid, where=lambda: f"cycle {phases.cycle} {'/'.join(phases.stack) or 'between phases'}") as rss:
+    record = Recorder(spark, cluster, kafka, phases, tmp)
+    with record.sampler() as rss:
         try:
             for c in range(n):
-                phases.cycle = c
-                kafka.call("commit", offset=2 + c)  # every group advances (untimed)
-                snap = kafka.call("snapshot")
-                floor["snapshot"].append(snap["seconds"])
-                before = sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir())
-                classes0 = generated_classes(spark)
-                cpu0, t0 = cpu_seconds(jvm_pid, cluster.pids()), time.perf_counter()
+                record.begin(c)
                 with phases.phase("snapshot+source"):
                     snapshot = hold(read_snapshot(spark, cfg))
                     snapshot.count()
                 pipeline.process_batch(snapshot, c)
-                cycle_s.append(time.perf_counter() - t0)
-                cpu1 = cpu_seconds(jvm_pid, cluster.pids())
-                compiled.append(generated_classes(spark) - classes0)
-                if dump is not None:
-                    dump_sources(spark, dump, c)
-                for part, used in cpu1.items():
-                    cpu_s[part].append(used - cpu0[part])
-                phases.count_jobs()
-                sites = phases.call_sites()
-                delta_commits.append(sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir()) - before)
-                floor["delete"].append(kafka.call("delete"))
-                print(f"cycle {c}: {cycle_s[-1]:.2f}s, CPU {sum(cpu_s[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu_s['jit'][-1]:.2f}s, "
-                      f"{compiled[-1]} classes generated (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
-                      f"{snap['commits']} commits); {phases.slowest(c)}", flush=True)
+                record.end(str(c), dump)
         finally:
             pipeline.close()
     spark.stop()
-    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "compiled": compiled, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "at_peak": rss.at_peak, "sites": sites}
+    return record.figures(rss)
 
 
 def stream_cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str]) -> dict[str, Any]:
@@ -698,60 +732,28 @@ def stream_cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: i
 
     cfg = load(config_file)
     spark = get_spark("cycle-bench", master="local[2]", conf=conf)
-    jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[attr-defined]
     phases = Phases(spark)
     instrument(phases)
-    floor: dict[str, list[float]] = defaultdict(list)
-    cycle_s: list[float] = []
-    cpu_s: dict[str, list[float]] = defaultdict(list)
-    delta_commits: list[int] = []
-    compiled: list[int] = []
-    sites: dict[str, list[tuple[str, float]]] = {}
-    marks: dict[str, Any] = {}
+    record = Recorder(spark, cluster, kafka, phases, tmp)
     finished = threading.Event()
-
-    def versions() -> int:
-        return sum(delta_versions(p) for p in tmp.rglob("*") if (p / "_delta_log").is_dir())
-
-    def start(c: int) -> None:
-        """Untimed: every group advances, the floor's snapshot; then cycle ``c``'s clock starts."""
-        phases.cycle = c
-        kafka.call("commit", offset=2 + c)
-        snap = kafka.call("snapshot")
-        floor["snapshot"].append(snap["seconds"])
-        marks.update(commits=snap["commits"], before=versions(), classes0=generated_classes(spark))
-        marks["cpu0"], marks["t0"] = cpu_seconds(jvm_pid, cluster.pids()), time.perf_counter()
-
     timed_batch = PurgePipeline.process_batch
 
     def batch(self: PurgePipeline, snapshot: Any, batch_id: int) -> Any:
         c = phases.cycle
-        if len(cycle_s) > c:  # a batch after the last cycle, while the query stops: not timed
+        if len(record.cycle_s) > c:  # a batch after the last cycle, while the query stops: not timed
             return timed_batch(self, snapshot, batch_id)
-        phases._record("snapshot+source", time.perf_counter() - marks["t0"])
+        phases._record("snapshot+source", time.perf_counter() - record.t0)
         result = timed_batch(self, snapshot, batch_id)
-        cycle_s.append(time.perf_counter() - marks["t0"])
-        cpu1 = cpu_seconds(jvm_pid, cluster.pids())
-        compiled.append(generated_classes(spark) - marks["classes0"])
-        for part, used in cpu1.items():
-            cpu_s[part].append(used - marks["cpu0"][part])
-        phases.count_jobs()
-        sites.clear()
-        sites.update(phases.call_sites())
-        delta_commits.append(versions() - marks["before"])
-        floor["delete"].append(kafka.call("delete"))
-        print(f"cycle {c} (batch {batch_id}): {cycle_s[-1]:.2f}s, CPU {sum(cpu_s[part][-1] for part in CPU_PARTS):.2f}s of which JIT "
-              f"{cpu_s['jit'][-1]:.2f}s, {compiled[-1]} classes generated (floor {floor['snapshot'][-1] + floor['delete'][-1]:.2f}s, "
-              f"{marks['commits']} commits); {phases.slowest(c)}", flush=True)
+        record.end(f"{c} (batch {batch_id})")
         if c + 1 < n:
-            start(c + 1)
+            record.begin(c + 1)
         else:
             finished.set()
         return result
 
     PurgePipeline.process_batch = batch  # type: ignore[method-assign]
-    with RssSampler(jvm_pid, where=lambda: f"cycle {phases.cycle} {'/'.join(phases.stack) or 'between phases'}") as rss:
-        start(0)
+    with record.sampler() as rss:
+        record.begin(0)
         query, pipeline = start_stream(spark, cfg)
         try:
             while not finished.wait(1.0):
@@ -762,7 +764,7 @@ def stream_cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: i
             pipeline.close()
             PurgePipeline.process_batch = timed_batch  # type: ignore[method-assign]
     spark.stop()
-    return {"phases": phases, "floor": floor, "cycle": cycle_s, "cpu": cpu_s, "delta": delta_commits, "compiled": compiled, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "at_peak": rss.at_peak, "sites": sites}
+    return record.figures(rss)
 
 
 _dumped: set[str] = set()
