@@ -157,7 +157,10 @@ def compute_plan(
     else:  # vanished groups' rows (few) join the snapshot's own (or a snapshot without nested rows)
         df = base.drop("groups", "unreadable_groups").join(group_status(base, groups, staleness), KEYS, "left")
     df = _with_manual(df, config, manual_offsets)
-    df = with_append_floor(df, append_history)
+    # The history matters only where a rule has a time floor (``min_retention``): without one,
+    # its join would change no row, and its keys would run the facts' task a second time.
+    floors = any(rule.floor_time is not None for rule in topic_rules)
+    df = with_append_floor(df, append_history if floors else None, keyed_by=base)
     df = with_explanation(with_binding_constraint(with_bounds(df)))
     if retirement is not None:
         df = with_retirement_facts(df, retirement.state, append_history, as_utc(now), retirement.delay_ms)
@@ -305,7 +308,7 @@ def _stale() -> Column:
 # ---- 0. the time floor in append time ----------------------------------------------------------
 
 
-def with_append_floor(df: DataFrame, history: DataFrame | None) -> DataFrame:
+def with_append_floor(df: DataFrame, history: DataFrame | None, keyed_by: DataFrame | None = None) -> DataFrame:
     """Lowers ``time_floor_offset`` to what the append history can prove, and adds
     ``time_floor_source`` (``schemas.TIME_FLOOR_SOURCES``; null where no floor is needed or
     the timestamp lookup is unknown, which blocks anyway).
@@ -321,12 +324,16 @@ def with_append_floor(df: DataFrame, history: DataFrame | None) -> DataFrame:
     own topic incarnation count (``same_incarnation``): a topic recreated under the same name
     and refilled past an old row's high watermark between two batches would otherwise have its
     new records, appended a moment ago, taken as proven old. ``history`` None: timestamp
-    index only.
+    index only (what a history gives too when no row has a ``floor_time``).
+
+    ``keyed_by``: rows with the same (topic, partition, floor_time, topic_id) as ``df``, from
+    which the history's keys are taken (default ``df``): ``compute_plan`` passes the rows before
+    the consumer facts, so that the keys' query does not run the facts' task again.
     """
     if history is None:
         needs, ts_floor = F.col("floor_time").isNotNull(), F.col("time_floor_offset")
         return df.select("*", F.when(needs & ts_floor.isNotNull(), F.lit("timestamp_index")).alias("time_floor_source"))
-    keys = df.where(F.col("floor_time").isNotNull()).select("topic", "partition", "floor_time", "topic_id").distinct()
+    keys = (df if keyed_by is None else keyed_by).where(F.col("floor_time").isNotNull()).select("topic", "partition", "floor_time", "topic_id").distinct()
     before = F.col("snapshot_time") <= F.col("floor_time")
     facts = (
         same_incarnation(history, keys)

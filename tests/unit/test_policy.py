@@ -257,6 +257,29 @@ def test_zero_min_retention_needs_no_floor(spark: SparkSession) -> None:
     assert brief(got[("orders", 0)]) == ("group", 400, 400, True, "billing")
 
 
+def _executed(plan: DataFrame) -> str:
+    return str(plan._jdf.queryExecution().executedPlan().toString())
+
+
+def test_the_append_history_is_read_only_where_a_rule_has_a_time_floor(spark: SparkSession) -> None:
+    # A history row that would lower a time floor to 100, had any rule one.
+    history = [("orders", 0, NOW - timedelta(hours=2), 100, None)]
+    parts = [part("orders", 0, hw=500, floor_time=NOW - timedelta(hours=2), floor_offset=450)]
+    groups = both_groups("orders", 0, 400, 450)
+    without_floor = run(spark, config(ORDERS), parts, groups, history=history)
+    assert_df_equality(without_floor, run(spark, config(ORDERS), parts, groups), ignore_row_order=True)
+    # No rule needs a floor: the history is not joined at all (nor its aggregate computed).
+    assert "h_later_min" not in _executed(without_floor)
+    assert _executed(without_floor).count("MapInArrow") == 1
+    # A rule with one: the history binds, and its keys come from the rows before the consumer
+    # facts, so the facts' task runs once in the plan, not once more for the keys.
+    with_floor = run(spark, config({**ORDERS, "min_retention": "1h"}), parts, groups, history=history)
+    got = rows(with_floor)[("orders", 0)]
+    assert (got.binding_constraint, got.cutoff, got.time_floor_source) == ("time_floor", 100, "append_history")
+    assert "h_later_min" in _executed(with_floor)
+    assert _executed(with_floor).count("MapInArrow") == 1
+
+
 def test_missing_commit_blocks_or_is_ignored(spark: SparkSession) -> None:
     parts = [part("orders", 0, hw=500), part("orders", 1, hw=500)]
     groups = [grp("billing", "orders", 0, 300), grp("billing", "orders", 1, 300), grp("analytics", "orders", 1, -1, kind="streams")]
