@@ -35,6 +35,7 @@ from spark_purge.policy import (
     RetirementInput,
     compute_plan,
     refuse_name_clashes,
+    retention_floors,
     split_snapshot,
     timestamp_lookups,
     unreadable_groups_of,
@@ -165,8 +166,10 @@ class Planner:
         return RetirementInput(self.retirements(), self.config.retirement.delay)
 
     def history(self, spark: SparkSession) -> DataFrame | None:
-        """The append history to plan with: None when none is kept, empty before the first row."""
-        if self.append_history is None:
+        """The append history to plan with: None when none is kept, or when nothing would read
+        it (no rule has a ``min_retention``, retirement is off: ``compute_plan`` then joins no
+        history); empty before the first row."""
+        if self.append_history is None or not (retention_floors(self.config) or self.config.retirement.enable):
             return None
         found = self.append_history()
         return found if found is not None else spark.createDataFrame([], APPEND_HISTORY)

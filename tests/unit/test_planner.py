@@ -120,6 +120,30 @@ def floors(spark: SparkSession, history: list[tuple[Any, ...]] | None) -> dict[i
     return {r.partition: (r.binding_constraint, r.cutoff, r.time_floor_source) for r in rows}
 
 
+def test_the_append_history_is_read_only_when_something_needs_it(spark: SparkSession) -> None:
+    # A rule with a min_retention (CONFIG's orders) reads it once a plan; with none, and
+    # retirement off, nothing would: the planner does not read it at all.
+    import dataclasses
+
+    reads: list[int] = []
+
+    def read() -> Any:
+        reads.append(1)
+        return spark.createDataFrame([history_row(1, timedelta(hours=2), 300)], schemas.APPEND_HISTORY)
+
+    snapshot = spark.createDataFrame(SNAPSHOT, schemas.SNAPSHOT)
+    no_lookup = dataclasses.replace(CONFIG, manual=())
+    assert Planner(no_lookup, lambda ts: {}, append_history=read).plan(snapshot) is not None
+    assert reads == [1]
+    no_floor = dataclasses.replace(
+        no_lookup, rules=tuple(dataclasses.replace(r, min_retention=0) for r in no_lookup.rules),
+        defaults=dataclasses.replace(no_lookup.defaults, min_retention=0),
+    )
+    plan = Planner(no_floor, lambda ts: {}, append_history=read).plan(snapshot)
+    assert plan is not None and reads == [1]
+    assert {r.time_floor_source for r in plan.rows.collect()} == {None}
+
+
 def test_append_history_lowers_the_time_floor_to_the_newest_old_enough_high_watermark(spark: SparkSession) -> None:
     got = floors(spark, [
         history_row(1, timedelta(hours=3), 200),
