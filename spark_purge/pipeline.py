@@ -70,7 +70,7 @@ from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.kafka.producers import OpenTransactions
 from spark_purge.lease import FencedAudit, PurgerLease, delete_window_ms
 from spark_purge.planner import Plan, Planner
-from spark_purge.policy import retention_floors, split_snapshot
+from spark_purge.policy import history_keep_ms, retention_floors, split_snapshot
 from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from spark_purge.retirement import RegistryTracker, RetirementRegistry
@@ -368,9 +368,7 @@ class PurgePipeline:
         Stamped with the clock now, after the batch, not the snapshot's time (taken before the
         high watermarks were read): a row then claims only "every offset at or above it was
         appended after this time", which is true; the snapshot's earlier time would not be."""
-        keep_ms = max((f.min_retention_ms for f in retention_floors(self.config)), default=0)
-        if self.config.retirement.enable:
-            keep_ms = max(keep_ms, self.config.retirement.delay)
+        keep_ms = history_keep_ms(self.config)
         if keep_ms:
             self.history.update(partitions, datetime.now(timezone.utc), keep_ms, batch_id)
 

@@ -34,8 +34,8 @@ from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.policy import (
     RetirementInput,
     compute_plan,
+    history_keep_ms,
     refuse_name_clashes,
-    retention_floors,
     split_snapshot,
     timestamp_lookups,
     unreadable_groups_of,
@@ -167,9 +167,9 @@ class Planner:
 
     def history(self, spark: SparkSession) -> DataFrame | None:
         """The append history to plan with: None when none is kept, or when nothing would read
-        it (no rule has a ``min_retention``, retirement is off: ``compute_plan`` then joins no
-        history); empty before the first row."""
-        if self.append_history is None or not (retention_floors(self.config) or self.config.retirement.enable):
+        it (``history_keep_ms`` 0: no rule has a ``min_retention``, retirement is off;
+        ``compute_plan`` then joins no history); empty before the first row."""
+        if self.append_history is None or not history_keep_ms(self.config):
             return None
         found = self.append_history()
         return found if found is not None else spark.createDataFrame([], APPEND_HISTORY)

@@ -62,6 +62,14 @@ def retention_floors(config: PurgeConfig) -> list[RetentionFloor]:
     return floors
 
 
+def history_keep_ms(config: PurgeConfig) -> int:
+    """How long the append history must keep its rows (ms): the longest ``min_retention`` of
+    ``retention_floors`` and, with retirement on, its ``delay``; 0 when nothing reads the history
+    (the pipeline then writes none and the planner reads none)."""
+    keep_ms = max((f.min_retention_ms for f in retention_floors(config)), default=0)
+    return max(keep_ms, config.retirement.delay) if config.retirement.enable else keep_ms
+
+
 def time_floor_requests(config: PurgeConfig, now: datetime) -> list[TimeFloorRequest]:
     """``retention_floors`` as absolute floor times for a snapshot taken at ``now``."""
     return [TimeFloorRequest(f.rule, f.topics, f.floor_time(now)) for f in retention_floors(config)]

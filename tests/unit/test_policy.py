@@ -549,6 +549,12 @@ def test_time_floor_requests_and_lookup_helpers() -> None:
     floors = {r.topic: r.floor_time for r in policy.resolve_topics(["orders", "clicks.web", "scratch", "unmatched"], {}, cfg, NOW)}
     assert floors == {"orders": NOW - timedelta(hours=6), "clicks.web": None, "scratch": NOW - timedelta(hours=1)}
     assert policy.timestamp_lookups(cfg) == [policy.TimestampLookup("orders", 1, datetime(2024, 5, 1, tzinfo=timezone.utc))]
+    # The append history keeps the longest floor, or retirement's delay when longer; nothing
+    # without either (then it is neither written nor read).
+    assert policy.history_keep_ms(cfg) == 6 * 3_600_000
+    assert policy.history_keep_ms(config(ORDERS)) == 0
+    assert policy.history_keep_ms(config(ORDERS, retirement={"enable": True, "delay": "10h"})) == 10 * 3_600_000
+    assert policy.history_keep_ms(config({**ORDERS, "min_retention": "12h"}, retirement={"enable": True, "delay": "10h"})) == 12 * 3_600_000
 
 
 def test_split_snapshot_feeds_compute_plan(spark: SparkSession) -> None:
