@@ -1,7 +1,7 @@
 """A class data sharing archive for the local driver JVM: Spark's, Delta's and the JDK's classes
 as a started JVM holds them, mapped from one file instead of read from the jars, parsed and
 verified at every start. A cold process's session starts about 1.5-2 s sooner with it here, and
-the JVM's first queries run sooner too (README, "spark-submit, Airflow, Databricks" and "Benchmarks":
+the JVM's first queries run sooner too (README, "spark-submit, Airflow, Databricks", and docs/performance.md:
 ``bench/process_bench.py --env-variant no-archive=SPARK_PURGE_CLASS_ARCHIVE=off``).
 
 The archive is a JDK 13+ dynamic archive (``-XX:ArchiveClassesAtExit``), made once per

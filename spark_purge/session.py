@@ -72,7 +72,7 @@ GC_CHOSEN = re.compile(r"-XX:\+Use\w*GC\b")
 # grows the heap while less than 40 % of it is free and gives memory back only when more than
 # 70 % is: a 1 GB heap whose live data is about 260 MB (10k x 10k) stayed all resident. A sixth
 # as young generation and 10 / 30 % free: the JVM's peak about 1.8 -> 1.5 GB at 10k x 10k
-# (``cycle_bench.py``; either change alone measured no smaller; README, "Memory"). Each is added
+# (``cycle_bench.py``; either change alone measured no smaller; docs/performance.md, "Memory"). Each is added
 # unless the JVM options name it already.
 HEAP_OPTIONS = ("-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30", "-XX:NewRatio=5")
 # The JVM's own C heap (the JIT's compiler arenas, symbol tables, Spark's and Delta's native

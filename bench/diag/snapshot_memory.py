@@ -11,7 +11,7 @@ resident size (VmRSS, MB) and its peak (VmHWM, reset before each step through
 ``/proc/self/clear_refs``) after each step, and at the entry and exit of the snapshot's stages:
 the group reads' answers (``Wire.gather``: the decoded OffsetFetch answers), their parsing into
 per-group commits, ``assemble_groups`` (the snapshot's commit rows) and ``_commit_columns``.
-Not a test: a diagnosis (README, "Known limits", "Memory").
+Not a test: a diagnosis (docs/performance.md, "Memory").
 """
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ def test_delta_package_matches_the_pom_and_every_documented_spark_submit_line() 
     assert version and f"io.delta:delta-spark_4.2_2.13:{version.group(1)}" == DELTA_PACKAGE
     documented = [
         (path.name, found)
-        for path in [REPO / "README.md", *sorted((REPO / "jobs").rglob("*.py"))]
+        for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "jobs").rglob("*.py"))]
         for found in re.findall(r"io\.delta:delta-spark_[\w.]+:[\w.]+", path.read_text())
     ]
     assert documented and all(found == DELTA_PACKAGE for _, found in documented), documented
