@@ -32,16 +32,20 @@ Exit codes (like ``rpk``: non-zero when anything failed):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import json
 import logging
+import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from spark_purge.errors import AuditError, ConfigError, FencedError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.logs import NORMAL, QUIET, VERBOSE, Verbosity, configure_logging
+from spark_purge.server import ENV as SERVER_ENV
 
 if TYPE_CHECKING:  # the CLI imports Spark only once a command needs it
     from pyspark.sql import DataFrame, SparkSession
@@ -85,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-c", "--config", required=True, help="YAML/JSON config file (see conf/example.yaml)")
         p.add_argument("--bootstrap-servers", help="override kafka.bootstrap_servers (comma-separated)")
         p.add_argument("--master", help="Spark master for a local run (default: local[2] outside spark-submit)")
+        p.add_argument(
+            "--server", metavar="SOCKET",
+            help=f"run the command on the `spark-purge serve` listening at SOCKET, in its warm Spark session (default: ${SERVER_ENV})",
+        )
 
     plan = sub.add_parser("plan", help="print the purge plan as a table; changes nothing")
     common(plan)
@@ -146,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     common(apply)
     status = actions.add_parser("status", help="each topic's tiering state and since when")
     common(status)
+
+    serve = sub.add_parser(
+        "serve", help="keep a Spark session warm and run the commands given --server SOCKET, one at a time (spark_purge.server)"
+    )
+    serve.add_argument("--socket", required=True, help="the Unix socket to listen on (created owner-only)")
+    serve.add_argument("-c", "--config", help="warm up by planning this config once before serving (changes nothing)")
+    serve.add_argument("--master", help="Spark master for the server's session (default: local[2] outside spark-submit)")
     return parser
 
 
@@ -161,20 +176,36 @@ def load_config(path: str, bootstrap_servers: str | None = None) -> PurgeConfig:
     return cfg
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, forward: bool = True) -> int:
+    """Run one command line; its exit code. ``forward``: a command given ``--server`` (or
+    ``$SPARK_PURGE_SERVER``) runs on that server; the server runs what it is handed with False."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     configure_logging(verbosity_of(args))
+    if args.command == "serve":
+        return _guarded(lambda: cmd_serve(args))
+    server = (args.server or os.environ.get(SERVER_ENV)) if forward else None
+    if server:
+        return _guarded(lambda: _forward(server, args, argv))
+    return _guarded(lambda: _run_here(args))
+
+
+def _run_here(args: argparse.Namespace) -> int:
+    commands = {
+        "plan": cmd_plan, "run": cmd_run, "forget-group": cmd_forget_group, "lease": cmd_lease, "retire": cmd_retire,
+        "retirements": cmd_retirements, "why": cmd_why, "tiering": cmd_tiering, "audit": cmd_audit,
+    }
+    return commands[args.command](load_config(args.config, args.bootstrap_servers), args)
+
+
+def _guarded(command: Callable[[], int]) -> int:
+    """``command``'s exit code, or the one its error maps to (module docstring), said on stderr."""
     try:
-        cfg = load_config(args.config, args.bootstrap_servers)
-        commands = {
-            "plan": cmd_plan, "run": cmd_run, "forget-group": cmd_forget_group, "lease": cmd_lease, "retire": cmd_retire,
-            "retirements": cmd_retirements, "why": cmd_why, "tiering": cmd_tiering, "audit": cmd_audit,
-        }
-        return commands[args.command](cfg, args)
+        return command()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -193,6 +224,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _forward(server: str, args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from spark_purge.server import forward
+
+    if args.master:
+        raise ConfigError("--master: a command run on a server (--server / $SPARK_PURGE_SERVER) uses the server's session")
+    if args.command == "run" and args.follow:
+        raise ConfigError("run --follow never ends and a server runs one command at a time: run it as a job of its own, without --server")
+    return forward(server, argv)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``spark-purge serve``: bind the socket (clients wait there while Spark starts), start the
+    session, plan ``--config`` once to warm it, then serve until SIGINT / SIGTERM (exit 0) or
+    until the Spark context stops (exit 5)."""
+    import time
+
+    from spark_purge.server import Server
+
+    server = Server(args.socket, run=lambda argv: main(argv, forward=False))
+    server.bind()
+    try:
+        spark = _spark(args)
+        context = spark.sparkContext
+        server.alive = lambda: not context._jsc.sc().isStopped()
+        if args.config:
+            t0 = time.monotonic()
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = main(["-q", "plan", "-c", args.config], forward=False)
+            configure_logging(verbosity_of(args))
+            log.info("warmed up: planned %s in %.1f s (exit %d)", args.config, time.monotonic() - t0, code)
+        log.info("serving on %s (pid %d)", server.path, os.getpid())
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            log.info("stopping: %d command(s) served", server.served)
+            return EXIT_OK
+        log.error("the Spark context stopped: %d command(s) served", server.served)
+        return EXIT_OTHER
+    finally:
+        server.close()
 
 
 def verbosity_of(args: argparse.Namespace) -> Verbosity:
