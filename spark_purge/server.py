@@ -263,6 +263,7 @@ class Server:
             return
         refusal = _refusal(request)
         if refusal:
+            log.warning("refused %s: %s", " ".join(str(a) for a in request["argv"]), refusal)
             _send(conn, {"e": f"error: {refusal}\n"})
             _send(conn, {"x": EXIT_USAGE})
             return
