@@ -19,14 +19,21 @@ Prints per command and variant the wall seconds (min / median) and the ratio of 
 ``no-archive=SPARK_PURGE_CLASS_ARCHIVE=off``: without the driver JVM's class archive,
 ``spark_purge.class_archive``). Before the rounds, ``--warmup`` untimed one-shot runs (the first
 local session's JVM writes the class archive when none is there).
+
+``--server`` adds the variant ``server``: the same commands as client processes given
+``--server SOCKET``, run by one ``spark-purge serve`` (``spark_purge.server``) started before the
+rounds (its start and its warm-up plan untimed, printed) and stopped after them by its own id.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -37,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.cycle_bench import BROKER_CONFIG, PROCESSES, assign, build_topics, commit_all, run_process
 from spark_purge.testing import workload
 from spark_purge.testing.cluster import LocalKafka
+from spark_purge.testing.processes import kill_group, spawn
 
 
 def timed(args: list[str], config_file: Path, env: dict[str, str]) -> float:
@@ -44,6 +52,24 @@ def timed(args: list[str], config_file: Path, env: dict[str, str]) -> float:
     if done.returncode != 0:
         raise SystemExit(f"spark-purge {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     return took
+
+
+def start_server(sock: Path, config_file: Path, log: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], float]:
+    """``spark-purge serve`` on ``sock`` in this working directory, warmed up on ``config_file``:
+    (the process, seconds until it serves)."""
+    t0 = time.perf_counter()
+    proc = spawn([sys.executable, "-m", "spark_purge.cli", "-q", "serve", "--socket", str(sock), "-c", str(config_file)],
+                 cwd=os.getcwd(), env={**env, "PYTHONUNBUFFERED": "1"}, log=log)  # fmt: skip
+    while not sock.exists():
+        if proc.poll() is not None:
+            raise SystemExit(f"spark-purge serve exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+    # -q: the server logs nothing until served; a client's first command waits for the warm-up
+    _, done = run_process(["plan", "--server", str(sock)], config_file, env)
+    if done.returncode != 0:
+        kill_group(proc)
+        raise SystemExit(f"the first served plan exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return proc, time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=JAVA_OPTIONS")
     ap.add_argument("--env-variant", action="append", default=[], metavar="NAME=KEY=VALUE")
     ap.add_argument("--warmup", type=int, default=1, help="untimed one-shot runs before the rounds")
+    ap.add_argument("--server", action="store_true", help="also time the commands handed to a spark-purge serve")
     args = ap.parse_args(argv)
     variants: dict[str, dict[str, str]] = {"default": {}}
     for item in args.variant:
@@ -66,10 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         key, _, value = setting.partition("=")
         variants[name] = {key: value}
     run = uuid.uuid4().hex[:4]
+    if args.server:
+        variants["server"] = {}
     records = 2 * args.rounds * len(variants) + 2 + args.warmup
     with tempfile.TemporaryDirectory(prefix="process-bench-") as tmp_s, LocalKafka(
         nodes=1, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300
-    ) as cluster:
+    ) as cluster, contextlib.ExitStack() as stack:
         tmp = Path(tmp_s)
         assignments = assign(build_topics(cluster.bootstrap_servers, args.partitions, args.per_topic, run, records), args.groups, run)
         offset = 1
@@ -84,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
             offset += 1
             commit_all(cluster.bootstrap_servers, assignments, offset)
             print(f"warm-up {w}: one-shot run {timed(['run', '--once'], config_file, base_env):6.1f}s (untimed)", flush=True)
+        if args.server:
+            sock = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sp-srv-"))) / "s"
+            server, took = start_server(sock, config_file, tmp / "server.log", base_env)
+            stack.callback(kill_group, server)
+            print(f"server: started and warmed up (one plan) in {took:6.1f}s (untimed)", flush=True)
         for r in range(args.rounds):
             for name, setting in variants.items():
                 env = {**base_env, **setting}
@@ -91,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                     if cmd[0] == "run":
                         offset += 1
                         commit_all(cluster.bootstrap_servers, assignments, offset)  # something to delete (untimed)
-                    took = timed(cmd, config_file, env)
+                    took = timed([*cmd, "--server", str(sock)] if name == "server" else cmd, config_file, env)
                     seconds.setdefault((label, name), []).append(took)
                     print(f"round {r}: {label:<28} {name:<12} {took:6.1f}s", flush=True)
     print(f"\n{args.partitions} partitions x {args.groups} groups, {args.rounds} rounds (seconds, min / median; ratio of medians to default)")

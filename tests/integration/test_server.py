@@ -118,10 +118,39 @@ def test_served_commands_plan_purge_and_audit(
     assert elsewhere.returncode == 2
     assert f"the server works in {tmp_path.resolve()}, this command was run in {tmp_path.parent.resolve()}" in elsewhere.stderr
 
+    # A client killed while its run deletes: the server stops that run (or lets it end, if it
+    # was ending anyway), serves on, and the next run finishes the purge, nothing lost.
+    commit_topic(admin, f"{topic}-g", topic, [9, 10])
+    killed = subprocess.Popen(
+        [sys.executable, "-m", "spark_purge.cli", "run", "--once", "-c", str(config), "--server", str(sock)],
+        cwd=tmp_path, env=python_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert killed.stderr is not None
+        seen = []
+        for line in killed.stderr:
+            seen.append(line)
+            if "DeleteRecords for" in line:
+                killed.kill()
+                break
+        assert killed.wait(timeout=60) == -signal.SIGKILL, seen
+    finally:
+        kill_group(killed)  # type: ignore[arg-type]
+    deadline = time.monotonic() + COMMAND_TIMEOUT_S
+    while not re.search(r"served run --once .* \(client gone\)", log.read_text()):
+        assert time.monotonic() < deadline, log.read_text()[-5000:]
+        time.sleep(0.2)
+    assert re.search(r"served run --once .*: exit (0|130) in [\d.]+ s \(client gone\)", log.read_text()), log.read_text()[-5000:]
+    after = client(["run", "--once"], config, sock, tmp_path)
+    assert after.returncode == 0, after.stderr
+    assert log_starts(admin, topic, 2) == [9, 10]
+    outcomes = audit_rows(spark, str(tmp_path / "audit"))
+    assert max(r["low_watermark"] for r in outcomes if r["partition"] == 0) == 9
+
     text = log.read_text()
-    assert len(re.findall(r"spark_purge\.server: served ", text)) == 4, text[-5000:]  # not the warm-up plan
+    assert len(re.findall(r"spark_purge\.server: served ", text)) == 6, text[-5000:]  # not the warm-up plan
     assert len(re.findall(r"spark_purge\.server: refused plan ", text)) == 1, text[-5000:]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
     assert not sock.exists()
-    assert "stopping: 4 command(s) served" in log.read_text()
+    assert "stopping: 6 command(s) served" in log.read_text()
