@@ -13,6 +13,8 @@
     spark-purge tiering disable TOPIC --policy retain|delete -c conf/prod.yaml  # resumable (spark_purge.tiering)
     spark-purge tiering apply  -c conf/prod.yaml      # the config's tiering entries, and any left DISABLING
     spark-purge tiering status -c conf/prod.yaml      # each topic's tiering state and since when
+    spark-purge serve --socket PATH [-c conf/prod.yaml]  # one warm Spark session for the commands
+    spark-purge plan -c conf/prod.yaml --server PATH     # given --server PATH (spark_purge.server)
 
 stdout carries the command's output only; log lines go to stderr: ours at INFO, Spark's at WARN
 with its start-up noise silenced (``-q``: warnings and errors only; ``-v``: debug, Spark at INFO;
@@ -161,6 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--socket", required=True, help="the Unix socket to listen on (created owner-only)")
     serve.add_argument("-c", "--config", help="warm up by planning this config once before serving (changes nothing)")
     serve.add_argument("--master", help="Spark master for the server's session (default: local[2] outside spark-submit)")
+    serve.add_argument(
+        "--keep-warm", type=float, default=30.0, metavar="SECONDS",
+        help="while idle, run a tiny job this often so that Spark keeps its Python workers (default 30; 0: never)",
+    )
     return parser
 
 
@@ -244,12 +250,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from spark_purge.server import Server
 
-    server = Server(args.socket, run=lambda argv: main(argv, forward=False))
+    if args.keep_warm < 0:
+        raise ConfigError(f"--keep-warm: expected seconds >= 0, got {args.keep_warm}")
+    server = Server(args.socket, run=lambda argv: main(argv, forward=False), idle_every=args.keep_warm)
     server.bind()
     try:
         spark = _spark(args)
         context = spark.sparkContext
         server.alive = lambda: not context._jsc.sc().isStopped()
+        if args.keep_warm:
+            from spark_purge.keepwarm import touch
+
+            server.idle = lambda: touch(spark)
         if args.config:
             t0 = time.monotonic()
             with contextlib.redirect_stdout(io.StringIO()):

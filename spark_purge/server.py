@@ -179,9 +179,18 @@ class Server:
     ``main(argv, forward=False)``); ``alive`` says whether the server can go on serving (its
     Spark context still running)."""
 
-    def __init__(self, path: str, run: Runner, alive: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        path: str,
+        run: Runner,
+        alive: Callable[[], bool] = lambda: True,
+        idle: Callable[[], object] | None = None,
+        idle_every: float = 0.0,
+    ) -> None:
         self.path = check_socket_path(path)
         self._run, self.alive = run, alive
+        # ``idle`` runs after every ``idle_every`` seconds without a command (keepwarm.touch)
+        self.idle, self.idle_every = idle, idle_every
         self._sock: socket.socket | None = None
         self._state = threading.Lock()
         self._current: socket.socket | None = None  # the connection whose command runs
@@ -229,12 +238,17 @@ class Server:
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             while self.alive():
+                self._sock.settimeout(self.idle_every if self.idle is not None and self.idle_every > 0 else None)
                 try:
                     conn, _ = self._sock.accept()
                 except KeyboardInterrupt:
                     if self._take_client_interrupt():
                         continue  # a late interrupt meant for the command that just ended
                     raise
+                except TimeoutError:
+                    self._idle()
+                    continue
+                conn.settimeout(None)
                 try:
                     self.handle(conn)
                     self._take_client_interrupt()  # one the command's own Ctrl-C handling took
@@ -246,6 +260,13 @@ class Server:
         finally:
             signal.signal(signal.SIGTERM, previous)
             self.close()
+
+    def _idle(self) -> None:
+        assert self.idle is not None
+        try:
+            self.idle()
+        except Exception as exc:  # a failed keep-warm job costs the next command its warmth only
+            log.warning("the keep-warm job failed: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     def _take_client_interrupt(self) -> bool:
         with self._state:

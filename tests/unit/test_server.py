@@ -47,7 +47,13 @@ def run(argv):
         return 0
     raise SystemExit(2)
 
-server = Server(sys.argv[1], run)
+def idle():  # with an idle log: every call appends a line; the second one fails
+    with open(sys.argv[2], "a") as f:
+        f.write("idle\n")
+    if Path(sys.argv[2]).read_text().count("idle") == 2:
+        raise RuntimeError("keep-warm broke")
+
+server = Server(sys.argv[1], run, idle=idle if len(sys.argv) > 2 else None, idle_every=0.2)
 server.bind()
 print("ready", flush=True)
 try:
@@ -66,9 +72,9 @@ def sock_dir() -> Iterator[Path]:
         yield Path(d)
 
 
-def start_fake(path: Path, cwd: Path) -> subprocess.Popen[str]:
+def start_fake(path: Path, cwd: Path, *extra: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", FAKE, str(path)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", FAKE, str(path), *extra], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
     )  # fmt: skip
     assert proc.stdout is not None
@@ -197,3 +203,21 @@ def test_cli_forwards_and_refuses_what_a_server_cannot_run(sock_dir: Path, capsy
     monkeypatch.setenv("SPARK_PURGE_SERVER", str(sock_dir / "nobody"))
     assert main(["plan", "-c", "x.yaml"]) == 5  # the environment's server, which is not there
     assert f"no spark-purge server answers at {sock_dir / 'nobody'}" in capsys.readouterr().err
+
+
+def test_idle_runs_the_keep_warm_job_between_commands_and_survives_its_failure(sock_dir: Path) -> None:
+    path, idle_log = sock_dir / "s", sock_dir / "idle.log"
+    proc = start_fake(path, sock_dir, str(idle_log))
+    try:
+        deadline = time.monotonic() + 30
+        while (not idle_log.exists() or idle_log.read_text().count("idle") < 3) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert idle_log.read_text().count("idle") >= 3  # on, after the failing second call
+        assert forward(str(path), ["fail", "3"], io.StringIO(), io.StringIO(), cwd=str(sock_dir)) == 3
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert "the keep-warm job failed: keep-warm broke" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
