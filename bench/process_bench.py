@@ -23,6 +23,10 @@ local session's JVM writes the class archive when none is there).
 ``--server`` adds the variant ``server``: the same commands as client processes given
 ``--server SOCKET``, run by one ``spark-purge serve`` (``spark_purge.server``) started before the
 rounds (its start and its warm-up plan untimed, printed) and stopped after them by its own id.
+``--server-only`` times the server's clients alone (no cold processes between them, which
+write the same Delta tables and so make the server read their commits); ``--gap SECONDS``
+waits that long (untimed) before each command, as a schedule does: Spark stops idle Python
+workers after a minute, which ``serve --keep-warm`` is there to prevent.
 """
 from __future__ import annotations
 
@@ -83,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--env-variant", action="append", default=[], metavar="NAME=KEY=VALUE")
     ap.add_argument("--warmup", type=int, default=1, help="untimed one-shot runs before the rounds")
     ap.add_argument("--server", action="store_true", help="also time the commands handed to a spark-purge serve")
+    ap.add_argument("--server-only", action="store_true", help="time only the commands handed to a spark-purge serve")
+    ap.add_argument("--gap", type=float, default=0.0, help="seconds to wait (untimed) before each timed command")
     args = ap.parse_args(argv)
+    args.server = args.server or args.server_only
     variants: dict[str, dict[str, str]] = {"default": {}}
     for item in args.variant:
         name, _, options = item.partition("=")
@@ -95,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     run = uuid.uuid4().hex[:4]
     if args.server:
         variants["server"] = {}
+    if args.server_only:
+        variants = {"server": {}}
     records = 2 * args.rounds * len(variants) + 2 + args.warmup
     with tempfile.TemporaryDirectory(prefix="process-bench-") as tmp_s, LocalKafka(
         nodes=1, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300
@@ -125,12 +134,18 @@ def main(argv: list[str] | None = None) -> int:
                     if cmd[0] == "run":
                         offset += 1
                         commit_all(cluster.bootstrap_servers, assignments, offset)  # something to delete (untimed)
+                    time.sleep(args.gap)
                     took = timed([*cmd, "--server", str(sock)] if name == "server" else cmd, config_file, env)
                     seconds.setdefault((label, name), []).append(took)
                     print(f"round {r}: {label:<28} {name:<12} {took:6.1f}s", flush=True)
-    print(f"\n{args.partitions} partitions x {args.groups} groups, {args.rounds} rounds (seconds, min / median; ratio of medians to default)")
+    first = next(iter(variants))
+    print(
+        f"\n{args.partitions} partitions x {args.groups} groups, {args.rounds} rounds"
+        + (f", {args.gap:g} s before each command" if args.gap else "")
+        + f" (seconds, min / median; ratio of medians to {first})"
+    )
     for label, _ in PROCESSES:
-        ref = statistics.median(seconds[(label, "default")])
+        ref = statistics.median(seconds[(label, first)])
         for name in variants:
             got = seconds[(label, name)]
             print(f"{label:<28} {name:<12} {min(got):6.1f} / {statistics.median(got):6.1f}  x{statistics.median(got) / ref:.2f}")
