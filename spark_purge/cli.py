@@ -161,7 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="keep a Spark session warm and run the commands given --server SOCKET, one at a time (spark_purge.server)"
     )
     serve.add_argument("--socket", required=True, help="the Unix socket to listen on (created owner-only)")
-    serve.add_argument("-c", "--config", help="warm up by planning this config once before serving (changes nothing)")
+    serve.add_argument(
+        "-c", "--config",
+        help="warm up before serving: plan this config once, and run one dry-run cycle of it on scratch tables (changes nothing)",
+    )
     serve.add_argument("--master", help="Spark master for the server's session (default: local[2] outside spark-submit)")
     serve.add_argument(
         "--keep-warm", type=float, default=30.0, metavar="SECONDS",
@@ -268,6 +271,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 code = main(["-q", "plan", "-c", args.config], forward=False)
             configure_logging(verbosity_of(args))
             log.info("warmed up: planned %s in %.1f s (exit %d)", args.config, time.monotonic() - t0, code)
+            t0 = time.monotonic()
+            _warm_up_run(spark, load_config(args.config))
+            log.info("warmed up: a dry run on scratch tables in %.1f s", time.monotonic() - t0)
         log.info("serving on %s (pid %d)", server.path, os.getpid())
         try:
             server.serve_forever()
@@ -278,6 +284,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_OTHER
     finally:
         server.close()
+
+
+def _warm_up_run(spark: SparkSession, cfg: PurgeConfig) -> None:
+    """One dry-run cycle of ``cfg`` (deletes nothing) whose audit, checkpoint, lease and
+    progress tables are scratch ones in a temporary folder, removed after: it compiles the run's
+    write paths in the server's JVM before a client's first run needs them, and touches none of
+    the real tables. A failure is logged, not raised: it only leaves the first run cold."""
+    import shutil
+    import tempfile
+
+    from spark_purge.config import StreamConfig
+    from spark_purge.pipeline import start_stream
+
+    scratch = tempfile.mkdtemp(prefix="spark-purge-warm-")
+    try:
+        stream = cfg.stream or StreamConfig(checkpoint_location=os.path.join(scratch, "checkpoint"))
+        cfg = dataclasses.replace(
+            cfg,
+            audit=dataclasses.replace(cfg.audit, path=os.path.join(scratch, "audit"), table_name=None),
+            stream=dataclasses.replace(stream, checkpoint_location=os.path.join(scratch, "checkpoint")),
+            lease=dataclasses.replace(cfg.lease, path=None),
+            dry_run=True,
+        )
+        query, pipeline = start_stream(spark, cfg, available_now=True, dry_run=True)
+        try:
+            query.awaitTermination()
+        finally:
+            pipeline.close()
+    except Exception as exc:
+        log.warning("the warm-up dry run failed (the first served run starts cold): %s", _first_line(exc))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def verbosity_of(args: argparse.Namespace) -> Verbosity:

@@ -42,8 +42,8 @@ def served(
     kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str], tmp_path: Path
 ) -> Iterator[tuple[str, Path, Path, subprocess.Popen[bytes], Path]]:
     """A topic with 2 partitions (10 records each, group ``<topic>-g`` at 6 and 3), its config in
-    ``tmp_path``, and a server working there (warmed up on that config): (topic, config, socket,
-    server, server log)."""
+    ``tmp_path``, and a server working there (warmed up on that config: a plan, and a dry run on
+    scratch tables): (topic, config, socket, server, server log)."""
     topic = new_topic("served", partitions=2)
     produce(kafka_cluster.bootstrap_servers, topic, [10, 10])
     commit_topic(admin, f"{topic}-g", topic, [6, 3])
@@ -92,7 +92,10 @@ def test_served_commands_plan_purge_and_audit(
         [topic, "1", leader, "0", "10", "3", "3", "group", f"{topic}-g", "yes"],
     ]
     assert "2 partitions planned, 2 actionable, 9 records would be deleted" in planned.stdout
-    assert log_starts(admin, topic, 2) == [0, 0]  # a plan changes nothing
+    assert log_starts(admin, topic, 2) == [0, 0]  # a plan changes nothing, nor did the warm-up's dry run
+    warm = log.read_text()
+    assert "warmed up: a dry run on scratch tables" in warm and "warm-up dry run failed" not in warm, warm[-5000:]
+    assert not (tmp_path / "audit").exists()  # the dry run's tables were scratch ones
 
     ran = client(["run", "--once"], config, sock, tmp_path)
     assert ran.returncode == 0, ran.stderr
