@@ -22,7 +22,7 @@ local session's JVM writes the class archive when none is there).
 
 ``--server`` adds the variant ``server``: the same commands as client processes given
 ``--server SOCKET``, run by one ``spark-purge serve`` (``spark_purge.server``) started before the
-rounds (its start and its warm-up plan untimed, printed) and stopped after them by its own id.
+rounds (its start, its warm-up and a first served plan untimed, printed) and stopped after them by its own id.
 ``--server-only`` times the server's clients alone (no cold processes between them, which
 write the same Delta tables and so make the server read their commits); ``--gap SECONDS``
 waits that long (untimed) before each command, as a schedule does: Spark stops idle Python
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             sock = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sp-srv-"))) / "s"
             server, took = start_server(sock, config_file, tmp / "server.log", base_env)
             stack.callback(kill_group, server)
-            print(f"server: started and warmed up (one plan) in {took:6.1f}s (untimed)", flush=True)
+            print(f"server: started, warmed up (serve -c) and one plan served in {took:6.1f}s (untimed)", flush=True)
         for r in range(args.rounds):
             for name, setting in variants.items():
                 env = {**base_env, **setting}

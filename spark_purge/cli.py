@@ -255,7 +255,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.keep_warm < 0:
         raise ConfigError(f"--keep-warm: expected seconds >= 0, got {args.keep_warm}")
-    server = Server(args.socket, run=lambda argv: main(argv, forward=False), idle_every=args.keep_warm)
+    warm_cfg = load_config(args.config) if args.config else None  # a bad one fails now, before Spark starts
+    server = Server(args.socket, run=_served, idle_every=args.keep_warm)
     server.bind()
     try:
         spark = _spark(args)
@@ -265,14 +266,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             from spark_purge.keepwarm import touch
 
             server.idle = lambda: touch(spark)
-        if args.config:
+        if warm_cfg is not None:
             t0 = time.monotonic()
             with contextlib.redirect_stdout(io.StringIO()):
                 code = main(["-q", "plan", "-c", args.config], forward=False)
             configure_logging(verbosity_of(args))
             log.info("warmed up: planned %s in %.1f s (exit %d)", args.config, time.monotonic() - t0, code)
             t0 = time.monotonic()
-            _warm_up_run(spark, load_config(args.config))
+            _warm_up_run(spark, warm_cfg)
             log.info("warmed up: a dry run on scratch tables in %.1f s", time.monotonic() - t0)
         log.info("serving on %s (pid %d)", server.path, os.getpid())
         try:
@@ -284,6 +285,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_OTHER
     finally:
         server.close()
+
+
+def _served(argv: Sequence[str]) -> int:
+    """One command a server runs; after it (also when it was interrupted), no streaming query of
+    its may stay active: an interrupt that came between a query's start and the command's wait
+    for it would leave it running beside the next command (which would find its name and
+    checkpoint taken). Such a query is stopped, as Ctrl-C stops a local run's."""
+    from pyspark.sql import SparkSession
+
+    try:
+        return main(argv, forward=False)
+    finally:
+        spark = SparkSession.getActiveSession()
+        for query in spark.streams.active if spark is not None else ():
+            log.warning("stopping the query %s the command left running", query.name or query.id)
+            query.stop()
 
 
 def _warm_up_run(spark: SparkSession, cfg: PurgeConfig) -> None:

@@ -167,3 +167,15 @@ def test_the_keep_warm_job_reads_its_source_in_python_workers(spark: SparkSessio
 
     assert touch(spark) == 1  # rows 0 and 1, one from each partition's read task
     assert touch(spark) == 1  # registered again: the same
+
+
+def test_a_served_command_leaves_no_streaming_query_running(spark: SparkSession, tmp_path: Path) -> None:
+    from spark_purge.cli import _served
+
+    query = spark.readStream.format("rate").load().writeStream.format("noop").queryName("left-behind").start()
+    try:
+        assert _served(["lease", "-c", str(tmp_path / "missing.yaml")]) == 2
+        assert not query.isActive
+        assert spark.streams.active == []
+    finally:
+        query.stop()

@@ -38,8 +38,8 @@ def run(argv):
     if argv[0] == "fail":
         return int(argv[1])
     if argv[0] == "sleep":
-        print("sleeping", flush=True)
-        try:
+        try:  # before the print: the client goes away once it reads it
+            print("sleeping", flush=True)
             time.sleep(120)
         except KeyboardInterrupt:
             Path(argv[1]).write_text("interrupted")
@@ -221,3 +221,15 @@ def test_idle_runs_the_keep_warm_job_between_commands_and_survives_its_failure(s
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=30)
+
+
+def test_serve_checks_its_arguments_before_binding_or_starting_spark(sock_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = sock_dir / "bad.yaml"
+    bad.write_text("kafka: {}\n")
+    assert main(["serve", "--socket", str(sock_dir / "s"), "-c", str(bad)]) == 2
+    assert "kafka.bootstrap_servers: required key is missing" in capsys.readouterr().err
+    assert main(["serve", "--socket", str(sock_dir / "s"), "--keep-warm", "-1"]) == 2
+    assert "--keep-warm: expected seconds >= 0, got -1.0" in capsys.readouterr().err
+    assert main(["serve", "--socket", "/" + "x" * 200]) == 2
+    assert "a Unix socket's path holds at most 107" in capsys.readouterr().err
+    assert not (sock_dir / "s").exists()
