@@ -29,6 +29,9 @@ os.environ.setdefault(SPARK_KAFKA_JARS_ENV, str(REPO_ROOT / ".cache/jars/spark-k
 os.environ.setdefault(STREAMS_JARS_ENV, str(REPO_ROOT / ".cache/jars/kafka-streams"))
 # Kafka's LocalTieredStorage (the 4.3.1 storage test jar), for the tiered-storage broker.
 os.environ.setdefault(TIERED_STORAGE_JARS_ENV, str(REPO_ROOT / ".cache/jars/tiered-storage"))
+# A developer's shell may name a `spark-purge serve` for their own commands; the tests' CLI
+# processes run locally (tests/integration/test_server.py names its server with --server).
+os.environ.pop("SPARK_PURGE_SERVER", None)
 
 
 #: Heavy optional runs, out of the default command: each runs only when its marker is selected
