@@ -196,6 +196,9 @@ def main(argv: Sequence[str] | None = None, forward: bool = True) -> int:
         return EXIT_USAGE
     configure_logging(verbosity_of(args))
     if args.command == "serve":
+        if not forward:  # handed to a server
+            print("error: serve: a server runs no server of its own", file=sys.stderr)
+            return EXIT_USAGE
         return _guarded(lambda: cmd_serve(args))
     server = (args.server or os.environ.get(SERVER_ENV)) if forward else None
     if server:

@@ -233,3 +233,11 @@ def test_serve_checks_its_arguments_before_binding_or_starting_spark(sock_dir: P
     assert main(["serve", "--socket", "/" + "x" * 200]) == 2
     assert "a Unix socket's path holds at most 107" in capsys.readouterr().err
     assert not (sock_dir / "s").exists()
+
+
+def test_a_server_runs_no_server_of_its_own(sock_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from spark_purge.cli import _served
+
+    assert _served(["serve", "--socket", str(sock_dir / "inner")]) == 2
+    assert "serve: a server runs no server of its own" in capsys.readouterr().err
+    assert not (sock_dir / "inner").exists()
