@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 PROTOCOL = 1
 ENV = "SPARK_PURGE_SERVER"
 MAX_REQUEST = 1 << 20
+REQUEST_TIMEOUT_S = 30
 # sockaddr_un's sun_path is 108 bytes on Linux, with its terminating NUL.
 MAX_SOCKET_PATH = 107
 EXIT_USAGE, EXIT_OTHER, EXIT_INTERRUPTED = 2, 5, 130
@@ -197,6 +198,7 @@ class Server:
         self._client_gone = False
         self._main = threading.get_ident()
         self.served = 0
+        self.request_timeout: float = REQUEST_TIMEOUT_S
 
     def bind(self) -> None:
         """Create the socket (owner-only). A socket file nobody answers on is a stale one and is
@@ -248,7 +250,6 @@ class Server:
                 except TimeoutError:
                     self._idle()
                     continue
-                conn.settimeout(None)
                 try:
                     self.handle(conn)
                     self._take_client_interrupt()  # one the command's own Ctrl-C handling took
@@ -276,8 +277,12 @@ class Server:
     def handle(self, conn: socket.socket) -> None:
         """Read one request from ``conn``, run it, and send its output and exit code."""
         t0 = time.monotonic()
+        conn.settimeout(self.request_timeout)  # a client that connects and says nothing holds no one up
         try:
             request = _read_request(conn)
+        except TimeoutError:
+            log.warning("a client sent no request in %g s; dropped", self.request_timeout)
+            return
         except ValueError as exc:
             _send(conn, {"e": f"error: {exc}\n"})
             _send(conn, {"x": EXIT_USAGE})
@@ -288,6 +293,7 @@ class Server:
             _send(conn, {"e": f"error: {refusal}\n"})
             _send(conn, {"x": EXIT_USAGE})
             return
+        conn.settimeout(None)
         argv = [str(a) for a in request["argv"]]
         lock = threading.Lock()
         out = _FrameWriter(conn, "o", lock, sys.stdout)

@@ -54,6 +54,7 @@ def idle():  # with an idle log: every call appends a line; the second one fails
         raise RuntimeError("keep-warm broke")
 
 server = Server(sys.argv[1], run, idle=idle if len(sys.argv) > 2 else None, idle_every=0.2)
+server.request_timeout = 1.0
 server.bind()
 print("ready", flush=True)
 try:
@@ -241,3 +242,21 @@ def test_a_server_runs_no_server_of_its_own(sock_dir: Path, capsys: pytest.Captu
     assert _served(["serve", "--socket", str(sock_dir / "inner")]) == 2
     assert "serve: a server runs no server of its own" in capsys.readouterr().err
     assert not (sock_dir / "inner").exists()
+
+
+def test_a_silent_client_is_dropped_and_holds_no_one_up(fake: tuple[Path, subprocess.Popen[str]], sock_dir: Path) -> None:
+    path, proc = fake
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.connect(str(path))  # says nothing; the fake server waits 1 s for a request
+    try:
+        t0 = time.monotonic()
+        out = io.StringIO()
+        assert forward(str(path), ["echo", "after"], out, io.StringIO(), cwd=str(sock_dir)) == 0
+        assert out.getvalue() == "out:after\n"
+        assert time.monotonic() - t0 < 30
+        assert silent.recv(1) == b""  # dropped
+    finally:
+        silent.close()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert "a client sent no request in 1 s; dropped" in err
