@@ -34,9 +34,7 @@ Exit codes (like ``rpk``: non-zero when anything failed):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
-import io
 import json
 import logging
 import os
@@ -250,10 +248,8 @@ def _forward(server: str, args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``spark-purge serve``: bind the socket (clients wait there while Spark starts), start the
-    session, plan ``--config`` once to warm it, then serve until SIGINT / SIGTERM (exit 0) or
+    session, warm it up on ``--config`` (``_warm_up``), then serve until SIGINT / SIGTERM (exit 0) or
     until the Spark context stops (exit 5)."""
-    import time
-
     from spark_purge.server import Server
 
     if args.keep_warm < 0:
@@ -270,14 +266,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
             server.idle = lambda: touch(spark)
         if warm_cfg is not None:
-            t0 = time.monotonic()
-            with contextlib.redirect_stdout(io.StringIO()):
-                code = main(["-q", "plan", "-c", args.config], forward=False)
-            configure_logging(verbosity_of(args))
-            log.info("warmed up: planned %s in %.1f s (exit %d)", args.config, time.monotonic() - t0, code)
-            t0 = time.monotonic()
-            _warm_up_run(spark, warm_cfg)
-            log.info("warmed up: a dry run on scratch tables in %.1f s", time.monotonic() - t0)
+            _warm_up(spark, warm_cfg)
         log.info("serving on %s (pid %d)", server.path, os.getpid())
         try:
             server.serve_forever()
@@ -306,32 +295,41 @@ def _served(argv: Sequence[str]) -> int:
             query.stop()
 
 
-def _warm_up_run(spark: SparkSession, cfg: PurgeConfig) -> None:
-    """One dry-run cycle of ``cfg`` (deletes nothing) whose audit, checkpoint, lease and
-    progress tables are scratch ones in a temporary folder, removed after: it compiles the run's
-    write paths in the server's JVM before a client's first run needs them, and touches none of
-    the real tables. A failure is logged, not raised: it only leaves the first run cold."""
+def _warm_up(spark: SparkSession, cfg: PurgeConfig) -> None:
+    """Compile what a client's first commands need in the server's JVM: plan ``cfg`` once
+    (``_plan_rows``, what ``plan`` does), then run one dry-run cycle of it (deletes nothing)
+    whose audit, checkpoint, lease and progress tables are scratch ones in a temporary folder,
+    removed after, so that none of the real tables is touched. A step that fails is logged, not
+    raised: it only leaves the first command cold."""
     import shutil
     import tempfile
+    import time
 
     from spark_purge.config import StreamConfig
     from spark_purge.pipeline import start_stream
 
+    t0 = time.monotonic()
+    try:
+        rows, _ = _plan_rows(spark, cfg)
+        log.info("warmed up: planned %d partitions in %.1f s", len(rows), time.monotonic() - t0)
+    except Exception as exc:
+        log.warning("the warm-up plan failed (the first served plan starts cold): %s", _first_line(exc))
+    t0 = time.monotonic()
     scratch = tempfile.mkdtemp(prefix="spark-purge-warm-")
     try:
-        stream = cfg.stream or StreamConfig(checkpoint_location=os.path.join(scratch, "checkpoint"))
+        checkpoint = os.path.join(scratch, "checkpoint")
         cfg = dataclasses.replace(
             cfg,
             audit=dataclasses.replace(cfg.audit, path=os.path.join(scratch, "audit"), table_name=None),
-            stream=dataclasses.replace(stream, checkpoint_location=os.path.join(scratch, "checkpoint")),
+            stream=dataclasses.replace(cfg.stream, checkpoint_location=checkpoint) if cfg.stream else StreamConfig(checkpoint),
             lease=dataclasses.replace(cfg.lease, path=None),
-            dry_run=True,
         )
         query, pipeline = start_stream(spark, cfg, available_now=True, dry_run=True)
         try:
             query.awaitTermination()
         finally:
             pipeline.close()
+        log.info("warmed up: a dry run on scratch tables in %.1f s", time.monotonic() - t0)
     except Exception as exc:
         log.warning("the warm-up dry run failed (the first served run starts cold): %s", _first_line(exc))
     finally:

@@ -97,7 +97,7 @@ def forward(path: str, argv: Sequence[str], stdout: IO[str] | None = None, stder
                 f"`spark-purge serve --socket {target}`, or run without --server / {ENV}"
             ) from None
         request = {"v": PROTOCOL, "version": __version__, "argv": list(argv), "cwd": os.path.realpath(cwd or os.getcwd())}
-        conn.sendall(json.dumps(request).encode() + b"\n")
+        conn.sendall(_line(request))
         for frame in _frames(conn):
             if "o" in frame:
                 out.write(frame["o"])
@@ -152,7 +152,7 @@ class _FrameWriter:
     def _send(self, text: str) -> None:
         if not self.closed_client:
             try:
-                self._conn.sendall(json.dumps({self._key: text}).encode() + b"\n")
+                self._conn.sendall(_line({self._key: text}))
                 return
             except OSError:
                 self.closed_client = True
@@ -280,16 +280,15 @@ class Server:
         conn.settimeout(self.request_timeout)  # a client that connects and says nothing holds no one up
         try:
             request = _read_request(conn)
+            refusal = _refusal(request)
+            if refusal:
+                log.warning("refused %s: %s", " ".join(str(a) for a in request["argv"]), refusal)
         except TimeoutError:
             log.warning("a client sent no request in %g s; dropped", self.request_timeout)
             return
         except ValueError as exc:
-            _send(conn, {"e": f"error: {exc}\n"})
-            _send(conn, {"x": EXIT_USAGE})
-            return
-        refusal = _refusal(request)
+            refusal = str(exc)
         if refusal:
-            log.warning("refused %s: %s", " ".join(str(a) for a in request["argv"]), refusal)
             _send(conn, {"e": f"error: {refusal}\n"})
             _send(conn, {"x": EXIT_USAGE})
             return
@@ -387,9 +386,14 @@ def _refusal(request: dict[str, Any]) -> str | None:
     return None
 
 
+def _line(message: dict[str, Any]) -> bytes:
+    """``message`` as one line of the protocol (module docstring)."""
+    return json.dumps(message).encode() + b"\n"
+
+
 def _send(conn: socket.socket, frame: dict[str, Any]) -> None:
     try:
-        conn.sendall(json.dumps(frame).encode() + b"\n")
+        conn.sendall(_line(frame))
     except OSError:
         pass
 
