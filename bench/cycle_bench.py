@@ -571,6 +571,11 @@ def main(argv: list[str] | None = None) -> int:
         help="leading cycles left out of the summary, unless no cycle would be left (JIT compilation of Spark's code goes on for minutes: see the JIT line)",
     )
     ap.add_argument("--min-retention", default="0s", help="the rule's min_retention (non-zero adds the append history)")
+    ap.add_argument(
+        "--gap", type=float, default=0.0, metavar="SECONDS",
+        help="idle seconds before each cycle after the first, untimed (a long trigger_interval: Spark stops idle Python workers after a minute)",
+    )
+    ap.add_argument("--keep-warm", metavar="DURATION", help="the config's stream.keep_warm (--stream; 0s: off; default: the config's default)")
     ap.add_argument("--heap", default="3g", help="broker heap")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the purge's session (repeatable)")
     ap.add_argument("--jobs", action="store_true", help="list the last cycle's Spark jobs by call site, per phase")
@@ -597,14 +602,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         config = workload.purge_config_dict(tmp, cluster.bootstrap_servers, f"cyc-{run}-.*", None, request_timeout="120s", delete_timeout="120s")
         config["defaults"]["min_retention"] = args.min_retention
+        if args.keep_warm is not None:
+            config["stream"]["keep_warm"] = args.keep_warm
         config_file = tmp / "purge.yaml"
         config_file.write_text(yaml.safe_dump(config))
         conf = dict(item.split("=", 1) for item in args.conf)
         kafka.call("open", config_file=str(config_file))
         if args.stream:
-            figures = stream_cycles(cluster, kafka, config_file, args.cycles, tmp, conf)
+            figures = stream_cycles(cluster, kafka, config_file, args.cycles, tmp, conf, args.gap)
         else:
-            figures = cycles(cluster, kafka, config_file, args.cycles, tmp, conf, args.codegen_dump)
+            figures = cycles(cluster, kafka, config_file, args.cycles, tmp, conf, args.codegen_dump, args.gap)
         report(args, n_commits, figures)
         if args.jobs:
             print("\nSpark jobs of the last cycle, by call site:")
@@ -627,8 +634,9 @@ class Recorder:
     ``end`` it once its batch is done (the cycle's time, CPU, classes, jobs and Delta commits,
     then the floor's DeleteRecords, untimed), ``figures`` at the end."""
 
-    def __init__(self, spark: Any, cluster: LocalKafka, kafka: KafkaSide, phases: Phases, tmp: Path) -> None:
+    def __init__(self, spark: Any, cluster: LocalKafka, kafka: KafkaSide, phases: Phases, tmp: Path, gap_s: float = 0.0) -> None:
         self.spark, self.cluster, self.kafka, self.phases, self.tmp = spark, cluster, kafka, phases, tmp
+        self.gap_s = gap_s  # idle seconds before each cycle after the first (``--gap``)
         self.jvm_pid: int = spark.sparkContext._gateway.proc.pid
         self.floor: dict[str, list[float]] = defaultdict(list)
         self.cycle_s: list[float] = []
@@ -651,6 +659,8 @@ class Recorder:
         snap = self.kafka.call("snapshot")
         self.floor["snapshot"].append(snap["seconds"])
         self._commits, self._before, self._classes0 = snap["commits"], self._versions(), generated_classes(self.spark)
+        if c and self.gap_s:
+            time.sleep(self.gap_s)
         self._cpu0, self.t0 = cpu_seconds(self.jvm_pid, self.cluster.pids()), time.perf_counter()
 
     def end(self, label: str, dump: Path | None = None) -> None:
@@ -681,7 +691,8 @@ class Recorder:
 
 
 def cycles(
-    cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str], dump: Path | None = None
+    cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str], dump: Path | None = None,
+    gap_s: float = 0.0,
 ) -> dict[str, Any]:
     from spark_purge.config import load
     from spark_purge.pipeline import read_snapshot
@@ -699,7 +710,7 @@ def cycles(
     phases = Phases(spark)
     instrument(phases)
     pipeline = workload.new_pipeline(spark, cfg)
-    record = Recorder(spark, cluster, kafka, phases, tmp)
+    record = Recorder(spark, cluster, kafka, phases, tmp, gap_s)
     with record.sampler() as rss:
         try:
             for c in range(n):
@@ -715,7 +726,9 @@ def cycles(
     return record.figures(rss)
 
 
-def stream_cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str]) -> dict[str, Any]:
+def stream_cycles(
+    cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str], gap_s: float = 0.0
+) -> dict[str, Any]:
     """``cycles`` as the continuous job runs them (``--stream``): ``n`` batches of the purge's own
     streaming query (``pipeline.start_stream``, 1 s trigger), whose source takes each snapshot in
     its streaming runner with the Kafka client it keeps. The bench's work between cycles (every
@@ -734,7 +747,7 @@ def stream_cycles(cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: i
     spark = get_spark("cycle-bench", master="local[2]", conf=conf)
     phases = Phases(spark)
     instrument(phases)
-    record = Recorder(spark, cluster, kafka, phases, tmp)
+    record = Recorder(spark, cluster, kafka, phases, tmp, gap_s)
     finished = threading.Event()
     timed_batch = PurgePipeline.process_batch
 

@@ -24,7 +24,7 @@ Top-level YAML keys (see ``conf/example.yaml`` for every option)::
     group_exclude:    [regex]  (dropped from discovered groups in every rule)
     manual:           [{topic, partition, offset, force}]
     audit:            path, table_name
-    stream:           checkpoint_location, trigger_interval, query_name, max_snapshot_age
+    stream:           checkpoint_location, trigger_interval, query_name, max_snapshot_age, keep_warm
     lease:            enabled, purger_id, ttl, wait, path
     external_consumers: [{name, spark_checkpoint, topics} | {name, hold: {topic, partition, offset} | [...]}]
     retirement:       enable, delay  (partition retirement, see ``spark_purge.retirement``)
@@ -440,6 +440,10 @@ class StreamConfig:
     # A batch replayed after a crash executes its recorded intents only while they are younger
     # than this; older ones are recorded as skipped (stale_snapshot) and nothing is deleted.
     max_snapshot_age: int = 600_000
+    # While the continuous query waits for its next trigger, a tiny Spark job this often keeps
+    # the session's Python workers alive (Spark stops a kind of them after a minute without work,
+    # and the next batch would start them again: ``spark_purge.keepwarm``). 0: never.
+    keep_warm: int = 30_000
 
     def __post_init__(self) -> None:
         if not isinstance(self.checkpoint_location, str) or not self.checkpoint_location.strip():
@@ -447,6 +451,8 @@ class StreamConfig:
         for key in ("trigger_interval", "max_snapshot_age"):
             if getattr(self, key) <= 0:
                 raise _FieldError(key, f"expected a positive duration, got {getattr(self, key)}ms")
+        if self.keep_warm < 0:
+            raise _FieldError("keep_warm", f"expected a duration >= 0 (0: off), got {self.keep_warm}ms")
 
 
 _PURGER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,200}")
@@ -969,7 +975,9 @@ def _audit(value: object, path: str) -> AuditConfig:
 
 def _stream(value: object, path: str) -> StreamConfig:
     d = _section(value, path, _STREAM_KEYS)
-    checks = {"checkpoint_location": _str, "trigger_interval": _duration, "query_name": _str, "max_snapshot_age": _duration}
+    checks = {
+        "checkpoint_location": _str, "trigger_interval": _duration, "query_name": _str, "max_snapshot_age": _duration, "keep_warm": _duration,
+    }
     return _build(StreamConfig, path, **_given(d, path, StreamConfig, checks))
 
 

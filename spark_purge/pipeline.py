@@ -68,6 +68,7 @@ from spark_purge.history import AppendHistory
 from spark_purge.kafka.clock import BrokerClock, ClockReading, describe_skew
 from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.kafka.producers import OpenTransactions
+from spark_purge.keepwarm import JOB_GROUP, IdleKeeper, touch
 from spark_purge.lease import FencedAudit, PurgerLease, delete_window_ms
 from spark_purge.planner import Plan, Planner
 from spark_purge.policy import history_keep_ms, retention_floors, split_snapshot
@@ -180,6 +181,10 @@ class PurgePipeline:
         self._query_id: str | None = self.query_id_override
         self._registered = False
         self._last_batch: int | None = None
+        # When the last batch ended (monotonic seconds), None while one runs: what a continuous
+        # query's keep-warm thread waits on (``idle_since``, ``start_stream``).
+        self._idle_since: float | None = time.monotonic()
+        self._keeper: IdleKeeper | None = None
         self._clock: BrokerClock | None = broker_clock(self.config)
         # A dry run deletes nothing and never fences the real job: no lease.
         self.lease: PurgerLease | None = (
@@ -269,8 +274,27 @@ class PurgePipeline:
             self._client = self.client_factory()
         return self._client
 
+    def idle_since(self) -> float | None:
+        """When the last batch ended (or the pipeline was made), monotonic seconds; None while a
+        batch runs."""
+        return self._idle_since
+
+    def keep_warm(self, every_ms: int, alive: Callable[[], bool] = lambda: True) -> IdleKeeper | None:
+        """While no batch runs, keep the session's Python workers alive with a tiny Spark job
+        (``keepwarm.touch``, in job group ``keepwarm.JOB_GROUP``) every ``every_ms`` ms of
+        idleness (``keepwarm.IdleKeeper``; 0: not at all), until ``close`` or ``alive`` turns
+        false (the stream's query stopped). The keeper (None: none)."""
+        if every_ms > 0 and self._keeper is None:
+            spark = self.spark
+            self._keeper = IdleKeeper(every_ms / 1000, self.idle_since, lambda: touch(spark, JOB_GROUP), alive).start()
+        return self._keeper
+
     def close(self) -> None:
-        """Release the lease (a clean shutdown: the next job takes over at once), close clients."""
+        """Stop keeping the workers warm, release the lease (a clean shutdown: the next job
+        takes over at once), close clients."""
+        if self._keeper is not None:
+            self._keeper.stop()
+            self._keeper = None
         if self.lease is not None:
             self.lease.release()
         if self._client is not None:
@@ -321,6 +345,13 @@ class PurgePipeline:
         return state.generation, lease.waited_s
 
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
+        self._idle_since = None
+        try:
+            return self._process_batch(snapshot, batch_id)
+        finally:
+            self._idle_since = time.monotonic()
+
+    def _process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
         base = kept(snapshot)
         plan: Plan | None = None
         try:
@@ -682,7 +713,10 @@ def start_stream(
     if stream_cfg is not None:
         writer = writer.queryName(stream_cfg.query_name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=f"{interval_ms} milliseconds")
-    return writer.start(), pipeline
+    query = writer.start()
+    if not available_now:  # between triggers (``stream.keep_warm``; a one-shot run has none)
+        pipeline.keep_warm(stream_cfg.keep_warm if stream_cfg else field_default(StreamConfig, "keep_warm"), lambda: query.isActive)
+    return query, pipeline
 
 
 # How Spark tells a batch interrupted by ``query.stop()`` from a failed one: the Python error's

@@ -180,6 +180,57 @@ def test_stream_purges_progressively_over_three_batches(
     assert sum(r["records_deleted"] for r in deleted) == sum(steps[-1])
 
 
+def test_a_continuous_query_keeps_its_python_workers_warm_between_triggers(
+    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path
+) -> None:
+    """``stream.keep_warm``: while the query waits for its next trigger, the pipeline runs the
+    keep-warm job (a real Spark job over Python workers) in its own job group, and the purge
+    goes on as usual; it stops with the query. (Never while a batch runs:
+    ``tests/unit/test_keepwarm.py``.)"""
+    from spark_purge import keepwarm
+
+    group = f"{topic3}-a"
+    cfg = make_config(
+        tmp_path, kafka_cluster.bootstrap_servers, topic3, [group],
+        stream={"checkpoint_location": str(tmp_path / "checkpoint"), "trigger_interval": "4s", "keep_warm": "300ms"},
+    )
+    steps = [[10, 10, 10], [40, 30, 20]]
+    commit_topic(admin, group, topic3, steps[0])
+    query, pipeline = start_stream(spark, cfg)
+    keeper = pipeline._keeper
+    assert keeper is not None and keeper.every_s == 0.3
+    touched: list[object] = []  # the job's answers
+    real = keeper._touch
+
+    def touch() -> object:
+        answer = real()
+        touched.append(answer)
+        return answer
+
+    keeper._touch = touch
+    tracker = spark.sparkContext.statusTracker()
+    try:
+        for step in steps:
+            commit_topic(admin, group, topic3, step)
+            deadline = time.monotonic() + 90
+            while log_starts(admin, topic3, 3) != step or pipeline.totals.records_deleted != sum(step):
+                assert query.exception() is None, query.exception()
+                assert time.monotonic() < deadline, f"stream never purged to {step}"
+                time.sleep(0.2)
+        deadline = time.monotonic() + 30
+        while len(touched) < 2:  # the trigger is 4 s: the query idles between batches
+            assert time.monotonic() < deadline, f"no keep-warm touch in 30 s: {touched}"
+            time.sleep(0.1)
+    finally:
+        query.stop()
+        pipeline.close()
+
+    assert set(touched) == {sum(range(keepwarm.PARTITIONS))}  # the job ran and answered
+    assert len(tracker.getJobIdsForGroup(keepwarm.JOB_GROUP)) >= len(touched)
+    assert pipeline._keeper is None and not keeper._thread.is_alive()
+    assert log_starts(admin, topic3, 3) == steps[-1]
+
+
 def test_manual_timestamp_entry_resolves_through_list_offsets_by_timestamp(
     spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:

@@ -96,6 +96,8 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any]], None]], str, list[str]]] 
     ("zero trigger", [with_("stream", {"checkpoint_location": "cp", "trigger_interval": 0})], "stream.trigger_interval:", ["positive duration"]),
     ("zero snapshot age", [with_("stream", {"checkpoint_location": "cp", "max_snapshot_age": "0s"})], "stream.max_snapshot_age:", ["positive duration"]),
     ("bad snapshot age", [with_("stream", {"checkpoint_location": "cp", "max_snapshot_age": "ten"})], "stream.max_snapshot_age:", ["duration"]),
+    ("negative keep-warm", [with_("stream", {"checkpoint_location": "cp", "keep_warm": -1})], "stream.keep_warm:", ["non-negative duration"]),
+    ("bad keep-warm", [with_("stream", {"checkpoint_location": "cp", "keep_warm": "often"})], "stream.keep_warm:", ["duration"]),
     ("missing checkpoint", [with_("stream", {"trigger_interval": "5s"})], "stream.checkpoint_location:", ["required key is missing"]),
     ("short lease ttl", [with_("lease", {"ttl": "100ms"})], "lease.ttl:", ["at least 1s", "100ms"]),
     ("zero request timeout", [with_("kafka.request_timeout", 0)], "kafka.request_timeout:", ["positive duration"]),
@@ -349,6 +351,14 @@ def test_fingerprint_is_stable_and_sensitive() -> None:
 def test_shipped_configs_load(name: str) -> None:
     cfg = c.load(REPO / "conf" / name)
     assert cfg.rules and cfg.audit.path and cfg.stream is not None
+
+
+def test_keep_warm_defaults_to_30s_and_0s_turns_it_off() -> None:
+    assert c.load(REPO / "conf" / "example.yaml").stream.keep_warm == 30_000  # type: ignore[union-attr]
+    for given, expected in (({}, 30_000), ({"keep_warm": "0s"}, 0), ({"keep_warm": "2m"}, 120_000)):
+        d = base()
+        with_("stream", {"checkpoint_location": "cp", **given})(d)
+        assert c.from_dict(d).stream.keep_warm == expected  # type: ignore[union-attr]
 
 
 def test_demo_config_contents() -> None:
