@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -52,6 +53,8 @@ class KeepWarmDataSource(DataSource):
         return _Reader()
 
 
+# The sessions the keep-warm source is registered in.
+_REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
 # The Spark job group of the touches made from a thread of their own (``IdleKeeper``).
 JOB_GROUP = "spark-purge-keep-warm"
 
@@ -61,7 +64,9 @@ def touch(spark: SparkSession, job_group: str | None = None) -> int:
     that it ran. ``job_group``: set first as the calling thread's Spark job group."""
     if job_group is not None:
         spark.sparkContext.setJobGroup(job_group, "spark-purge: keep the Python workers warm")
-    spark.dataSource.register(KeepWarmDataSource)
+    if spark not in _REGISTERED:  # once a session: a touch from a keeper's thread changes no registry a batch reads
+        spark.dataSource.register(KeepWarmDataSource)
+        _REGISTERED.add(spark)
     rows = spark.read.format(NAME).load().groupBy().sum("n").collect()
     return int(rows[0][0])
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from spark_purge import txn_append
 from spark_purge.config import PurgeConfig
@@ -143,6 +144,16 @@ def test_crash_after_intents_then_restart_completes_exactly_once(
     assert log_starts(admin, topic3, 3)[0] >= 40
 
 
+def wait_purged(query: StreamingQuery, pipeline: PurgePipeline, admin: KafkaAdminClient, topic: str, step: list[int]) -> None:
+    """Until Kafka shows the cut to ``step`` (the log starts of ``topic``'s partitions) and the
+    batch that made it has written its outcomes (the stream's deleted records add up to it)."""
+    deadline = time.monotonic() + 90
+    while log_starts(admin, topic, len(step)) != step or pipeline.totals.records_deleted != sum(step):
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, f"stream never purged to {step}"
+        time.sleep(0.2)
+
+
 def test_stream_purges_progressively_over_three_batches(
     spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path
 ) -> None:
@@ -158,12 +169,7 @@ def test_stream_purges_progressively_over_three_batches(
     try:
         for step in steps:
             commit_topic(admin, group, topic3, step)
-            deadline = time.monotonic() + 90
-            # Done when Kafka shows the cut and the batch that made it has written its outcomes.
-            while log_starts(admin, topic3, 3) != step or pipeline.totals.records_deleted != sum(step):
-                assert query.exception() is None, query.exception()
-                assert time.monotonic() < deadline, f"stream never purged to {step}"
-                time.sleep(0.5)
+            wait_purged(query, pipeline, admin, topic3, step)
             seen.append(log_starts(admin, topic3, 3))
     finally:
         query.stop()
@@ -212,11 +218,7 @@ def test_a_continuous_query_keeps_its_python_workers_warm_between_triggers(
     try:
         for step in steps:
             commit_topic(admin, group, topic3, step)
-            deadline = time.monotonic() + 90
-            while log_starts(admin, topic3, 3) != step or pipeline.totals.records_deleted != sum(step):
-                assert query.exception() is None, query.exception()
-                assert time.monotonic() < deadline, f"stream never purged to {step}"
-                time.sleep(0.2)
+            wait_purged(query, pipeline, admin, topic3, step)
         deadline = time.monotonic() + 30
         while len(touched) < 2:  # the trigger is 4 s: the query idles between batches
             assert time.monotonic() < deadline, f"no keep-warm touch in 30 s: {touched}"
