@@ -1,0 +1,70 @@
+"""Python worker reuse by idle pool size (stop 78): a ``mapInArrow`` that only counts its rows,
+over a held 10k x 10k snapshot, in one task and in two.
+
+    ./dev.sh py bench/diag/worker_pool.py [--pool 1] [--partitions 10000] [--groups 10000]
+
+With ``spark.python.factory.idleWorkerMaxPoolSize`` 1 (the local session's default since stop
+51) a two-task job keeps one worker and forks the other anew each time (the pids printed change),
+about 0.5 s a job here; with 2 both are reused. The purge's own Arrow tasks are one task each,
+so its cycle does not pay it (``runs/bench78-ab10k-pool.txt``). Not a test: a diagnosis.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pool", type=int, default=1, help="spark.python.factory.idleWorkerMaxPoolSize")
+    ap.add_argument("--partitions", type=int, default=10_000)
+    ap.add_argument("--groups", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=6)
+    args = ap.parse_args(argv)
+
+    import pyarrow as pa
+    from plan_bench import synthetic
+
+    from spark_purge.pipeline import kept
+    from spark_purge.session import get_spark
+    from spark_purge.source_arrow import snapshot_batch
+
+    spark = get_spark("worker-pool", master="local[2]", conf={"spark.python.factory.idleWorkerMaxPoolSize": str(args.pool)})
+    now = datetime.now(timezone.utc)
+    snap = synthetic(args.partitions, args.groups, 50, 0, int(now.timestamp() * 1000))
+    df = kept(spark.createDataFrame(pa.Table.from_batches([snapshot_batch(snap, "snapshot")])))
+    df.count()
+
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        n = sum(b.num_rows for b in batches)
+        yield pa.RecordBatch.from_pylist([{"n": n, "pid": os.getpid()}])
+
+    def timed(name: str, query: Callable[[], list]) -> None:  # type: ignore[type-arg]
+        seconds, pids = [], []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            rows = query()
+            seconds.append(time.perf_counter() - t0)
+            pids.append(sorted(r["pid"] for r in rows))
+        rest = seconds[1:]
+        print(f"{name}: min {min(rest):.3f} / median {statistics.median(rest):.3f} s; worker pids per run {pids}", flush=True)
+
+    nested = df.select("topic", "partition", "groups")
+    timed("one task (coalesce(1))", lambda: nested.coalesce(1).mapInArrow(count, "n long, pid long").collect())
+    timed("two tasks", lambda: nested.mapInArrow(count, "n long, pid long").collect())
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
