@@ -36,6 +36,11 @@ NORMAL = Verbosity(ours=logging.INFO, spark="WARN", kafka=logging.ERROR)
 VERBOSE = Verbosity(ours=logging.DEBUG, spark="INFO", kafka=logging.WARNING)
 
 
+# The loggers whose levels ``configure_logging`` sets (a caller that must put them back, such as
+# the server around a served command, saves these).
+LEVELLED = ("spark_purge", "kafka", "py4j", "py4j.clientserver")
+
+
 def configure_logging(verbosity: Verbosity) -> None:
     """Our loggers (``spark_purge.*``) to stderr in ``LOG_FORMAT`` at the verbosity's level.
 

@@ -51,6 +51,7 @@ from typing import IO, Any, cast
 
 from spark_purge import __version__
 from spark_purge.errors import ConfigError, SparkPurgeError
+from spark_purge.logs import LEVELLED
 
 log = logging.getLogger(__name__)
 
@@ -403,7 +404,7 @@ def _redirected(out: IO[str], err: IO[str]) -> Iterator[None]:
     """sys.stdout / sys.stderr to ``out`` / ``err``, and the root logger's handlers removed so that
     the command's ``configure_logging`` writes to ``err``; all put back after."""
     root = logging.getLogger()
-    handlers, levels = root.handlers[:], {name: logging.getLogger(name).level for name in ("spark_purge", "kafka", "py4j")}
+    handlers, levels = root.handlers[:], {name: logging.getLogger(name).level for name in LEVELLED}
     saved = sys.stdout, sys.stderr
     for handler in handlers:
         root.removeHandler(handler)
