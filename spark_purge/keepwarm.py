@@ -28,6 +28,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import LongType, StructField, StructType
 
+log = logging.getLogger(__name__)
+
 NAME = "spark_purge_keep_warm"
 PARTITIONS = 2  # one per task slot of a local[2] session
 SCHEMA = StructType([StructField("n", LongType(), False)])
@@ -69,9 +71,6 @@ def touch(spark: SparkSession, job_group: str | None = None) -> int:
         _REGISTERED.add(spark)
     rows = spark.read.format(NAME).load().groupBy().sum("n").collect()
     return int(rows[0][0])
-
-
-log = logging.getLogger(__name__)
 
 
 class IdleKeeper:
