@@ -7,8 +7,8 @@ Spark kills every idle Python worker of a kind once that kind has had no work fo
 and each imports PySpark, PyArrow and this package again: at 10k partitions x 10k groups a
 ``plan`` in a warm session took 4.1-4.8 s right after another and 5.7-6.8 s after 75 s idle
 (stop 77). A served command comes every few minutes, so the server runs this tiny job more
-often than the monitor's minute: a read of a two-partition Python data source, whose creation,
-read planning and read tasks use the kinds of worker the purge's own source and Arrow tasks use.
+often than the monitor's minute: a read of a one-partition Python data source, whose creation,
+read planning and read task use the kinds of worker the purge's own source and Arrow tasks use.
 No Kafka, no Delta, nothing written.
 
 A continuous purge waits ``stream.trigger_interval`` between batches (5 minutes in
@@ -31,16 +31,23 @@ from pyspark.sql.types import LongType, StructField, StructType
 log = logging.getLogger(__name__)
 
 NAME = "spark_purge_keep_warm"
-PARTITIONS = 2  # one per task slot of a local[2] session
+# One read task: a local session keeps one idle Python worker of a kind
+# (``session.IDLE_PYTHON_WORKERS``), which the purge's own Arrow tasks (one task each) reuse. A
+# second task at once forks another worker on every touch, to be stopped right after it
+# (``bench/diag/worker_pool.py --touch``).
+PARTITIONS = 1
 SCHEMA = StructType([StructField("n", LongType(), False)])
 
 
 class _Reader(DataSourceReader):
+    def __init__(self, partitions: int) -> None:
+        self.n = partitions
+
     def partitions(self) -> Sequence[InputPartition]:
-        return [InputPartition(i) for i in range(PARTITIONS)]
+        return [InputPartition(i) for i in range(self.n)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        yield (int(partition.value),)
+        yield (int(partition.value) + 1,)
 
 
 class KeepWarmDataSource(DataSource):
@@ -52,7 +59,7 @@ class KeepWarmDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _Reader()
+        return _Reader(int(self.options.get("partitions", PARTITIONS)))
 
 
 # The sessions the keep-warm source is registered in.
@@ -61,15 +68,16 @@ _REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
 JOB_GROUP = "spark-purge-keep-warm"
 
 
-def touch(spark: SparkSession, job_group: str | None = None) -> int:
-    """Run the job once; the sum of its rows (``PARTITIONS`` rows 0..n-1), so a caller can tell
-    that it ran. ``job_group``: set first as the calling thread's Spark job group."""
+def touch(spark: SparkSession, job_group: str | None = None, partitions: int = PARTITIONS) -> int:
+    """Run the job once; the sum of its rows (one row a partition: 1..``partitions``), so a
+    caller can tell that it ran. ``job_group``: set first as the calling thread's Spark job
+    group. ``partitions``: read tasks (``PARTITIONS``; more only to measure what they cost)."""
     if job_group is not None:
         spark.sparkContext.setJobGroup(job_group, "spark-purge: keep the Python workers warm")
     if spark not in _REGISTERED:  # once a session: a touch from a keeper's thread changes no registry a batch reads
         spark.dataSource.register(KeepWarmDataSource)
         _REGISTERED.add(spark)
-    rows = spark.read.format(NAME).load().groupBy().sum("n").collect()
+    rows = spark.read.format(NAME).option("partitions", str(partitions)).load().groupBy().sum("n").collect()
     return int(rows[0][0])
 
 

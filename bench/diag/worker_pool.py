@@ -7,6 +7,13 @@ With ``spark.python.factory.idleWorkerMaxPoolSize`` 1 (the local session's defau
 51) a two-task job keeps one worker and forks the other anew each time (the pids printed change),
 about 0.5 s a job here; with 2 both are reused. The purge's own Arrow tasks are one task each,
 so its cycle does not pay it (``runs/bench78-ab10k-pool.txt``). Not a test: a diagnosis.
+
+    ./dev.sh py bench/diag/worker_pool.py --touch [--pool 1]
+
+times the keep-warm job (``keepwarm.touch``) read in one task and in two (stop 79), each followed
+by the one-task ``mapInArrow`` a purge batch would run next, and prints that task's worker pid:
+the same pid every round is the worker the touch kept warm; a new one, a worker forked for the
+touch (which has not imported what the batch's task imports).
 """
 from __future__ import annotations
 
@@ -30,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=10_000)
     ap.add_argument("--groups", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=6)
+    ap.add_argument("--touch", action="store_true", help="time the keep-warm job in one read task and in two instead")
     args = ap.parse_args(argv)
+    if args.touch:
+        return touches(args)
 
     import pyarrow as pa
     from plan_bench import synthetic
@@ -62,6 +72,36 @@ def main(argv: list[str] | None = None) -> int:
     nested = df.select("topic", "partition", "groups")
     timed("one task (coalesce(1))", lambda: nested.coalesce(1).mapInArrow(count, "n long, pid long").collect())
     timed("two tasks", lambda: nested.mapInArrow(count, "n long, pid long").collect())
+    spark.stop()
+    return 0
+
+
+def touches(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
+    from spark_purge.keepwarm import touch
+    from spark_purge.session import get_spark
+
+    spark = get_spark("worker-pool-touch", master="local[2]", conf={"spark.python.factory.idleWorkerMaxPoolSize": str(args.pool)})
+    df = spark.range(10_000).coalesce(1)
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        n = sum(b.num_rows for b in batches)
+        yield pa.RecordBatch.from_pylist([{"n": n, "pid": os.getpid()}])
+
+    touch(spark), df.mapInArrow(task, "n long, pid long").collect()  # both kinds of worker started once
+    results: dict[int, tuple[list[float], list[int]]] = {1: ([], []), 2: ([], [])}
+    for n in (1, 2):  # one block each: a two-task touch changes which worker the pool keeps
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            touch(spark, partitions=n)
+            seconds = time.perf_counter() - t0
+            after = df.mapInArrow(task, "n long, pid long").collect()
+            results[n][0].append(seconds)
+            results[n][1].append(after[0]["pid"])
+    for n, (seconds, pids) in results.items():
+        print(f"touch in {n} task(s): min {min(seconds):.3f} / median {statistics.median(seconds):.3f} s; "
+              f"the next one-task job's worker pid per round {pids}", flush=True)
     spark.stop()
     return 0
 

@@ -165,8 +165,9 @@ def test_served_commands_plan_purge_and_audit(
 def test_the_keep_warm_job_reads_its_source_in_python_workers(spark: SparkSession) -> None:
     from spark_purge.keepwarm import touch
 
-    assert touch(spark) == 1  # rows 0 and 1, one from each partition's read task
-    assert touch(spark) == 1  # registered again: the same
+    assert touch(spark) == 1  # one read task, its row 1
+    assert touch(spark) == 1  # registered once: the same
+    assert touch(spark, partitions=3) == 6  # rows 1, 2 and 3, one from each read task
 
 
 def test_a_served_command_leaves_no_streaming_query_running(spark: SparkSession, tmp_path: Path) -> None:
