@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 NAME = "spark_purge_keep_warm"
 # One read task: a local session keeps one idle Python worker of a kind
 # (``session.IDLE_PYTHON_WORKERS``), which the purge's own Arrow tasks (one task each) reuse. A
-# second task at once forks another worker on every touch, to be stopped right after it
+# second task at once forked another worker on every touch, and the pool kept the new one: the
+# next batch's task then ran in a worker that had run only the touch
 # (``bench/diag/worker_pool.py --touch``).
 PARTITIONS = 1
 SCHEMA = StructType([StructField("n", LongType(), False)])
