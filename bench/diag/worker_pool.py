@@ -25,10 +25,30 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+
+# ``count_rows``' output: the rows its task saw, and the pid of the worker that ran it.
+COUNTED = "n long, pid long"
+
+
+def count_rows(batches: Iterator[Any]) -> Iterator[Any]:
+    """The ``mapInArrow`` function of every job here: one row, its task's row count and pid."""
+    import pyarrow as pa
+
+    n = sum(b.num_rows for b in batches)
+    yield pa.RecordBatch.from_pylist([{"n": n, "pid": os.getpid()}])
+
+
+def session(name: str, pool: int) -> Any:
+    """A local[2] session keeping ``pool`` idle Python workers of a kind."""
+    from spark_purge.session import get_spark
+
+    return get_spark(name, master="local[2]", conf={"spark.python.factory.idleWorkerMaxPoolSize": str(pool)})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,18 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     from plan_bench import synthetic
 
     from spark_purge.pipeline import kept
-    from spark_purge.session import get_spark
     from spark_purge.source_arrow import snapshot_batch
 
-    spark = get_spark("worker-pool", master="local[2]", conf={"spark.python.factory.idleWorkerMaxPoolSize": str(args.pool)})
+    spark = session("worker-pool", args.pool)
     now = datetime.now(timezone.utc)
     snap = synthetic(args.partitions, args.groups, 50, 0, int(now.timestamp() * 1000))
     df = kept(spark.createDataFrame(pa.Table.from_batches([snapshot_batch(snap, "snapshot")])))
     df.count()
-
-    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        n = sum(b.num_rows for b in batches)
-        yield pa.RecordBatch.from_pylist([{"n": n, "pid": os.getpid()}])
 
     def timed(name: str, query: Callable[[], list]) -> None:  # type: ignore[type-arg]
         seconds, pids = [], []
@@ -70,34 +85,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: min {min(rest):.3f} / median {statistics.median(rest):.3f} s; worker pids per run {pids}", flush=True)
 
     nested = df.select("topic", "partition", "groups")
-    timed("one task (coalesce(1))", lambda: nested.coalesce(1).mapInArrow(count, "n long, pid long").collect())
-    timed("two tasks", lambda: nested.mapInArrow(count, "n long, pid long").collect())
+    timed("one task (coalesce(1))", lambda: nested.coalesce(1).mapInArrow(count_rows, COUNTED).collect())
+    timed("two tasks", lambda: nested.mapInArrow(count_rows, COUNTED).collect())
     spark.stop()
     return 0
 
 
 def touches(args: argparse.Namespace) -> int:
-    import pyarrow as pa
-
     from spark_purge.keepwarm import touch
-    from spark_purge.session import get_spark
 
-    spark = get_spark("worker-pool-touch", master="local[2]", conf={"spark.python.factory.idleWorkerMaxPoolSize": str(args.pool)})
+    spark = session("worker-pool-touch", args.pool)
     df = spark.range(10_000).coalesce(1)
-
-    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        n = sum(b.num_rows for b in batches)
-        yield pa.RecordBatch.from_pylist([{"n": n, "pid": os.getpid()}])
-
-    touch(spark), df.mapInArrow(task, "n long, pid long").collect()  # both kinds of worker started once
+    touch(spark), df.mapInArrow(count_rows, COUNTED).collect()  # both kinds of worker started once
     results: dict[int, tuple[list[float], list[int]]] = {1: ([], []), 2: ([], [])}
     for n in (1, 2):  # one block each: a two-task touch changes which worker the pool keeps
         for _ in range(args.repeat):
             t0 = time.perf_counter()
             touch(spark, partitions=n)
-            seconds = time.perf_counter() - t0
-            after = df.mapInArrow(task, "n long, pid long").collect()
-            results[n][0].append(seconds)
+            results[n][0].append(time.perf_counter() - t0)
+            after = df.mapInArrow(count_rows, COUNTED).collect()
             results[n][1].append(after[0]["pid"])
     for n, (seconds, pids) in results.items():
         print(f"touch in {n} task(s): min {min(seconds):.3f} / median {statistics.median(seconds):.3f} s; "
