@@ -70,7 +70,7 @@ from spark_purge.kafka.model import TopicPartitionKey
 from spark_purge.kafka.producers import OpenTransactions
 from spark_purge.keepwarm import JOB_GROUP, IdleKeeper, touch
 from spark_purge.lease import FencedAudit, PurgerLease, delete_window_ms
-from spark_purge.planner import Plan, Planner
+from spark_purge.planner import LastPairs, Plan, Planner
 from spark_purge.policy import history_keep_ms, retention_floors, split_snapshot
 from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
@@ -185,6 +185,7 @@ class PurgePipeline:
         # query's keep-warm thread waits on (``idle_since``, ``start_stream``).
         self._idle_since: float | None = time.monotonic()
         self._keeper: IdleKeeper | None = None
+        self._last_pairs = LastPairs()  # the planner's, from one batch to the next
         self._clock: BrokerClock | None = broker_clock(self.config)
         # A dry run deletes nothing and never fences the real job: no lease.
         self.lease: PurgerLease | None = (
@@ -250,6 +251,7 @@ class PurgePipeline:
             retirements=self.retirements.current,
             tiering_transitions=TieringTable.beside(self.spark, self.config.audit.path).in_transition,
             rewrite_above=self.progress.rewrite_above,
+            last_pairs=self._last_pairs,
         )
 
     @property

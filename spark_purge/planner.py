@@ -22,12 +22,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from spark_purge._time import as_utc
 from spark_purge.config import PurgeConfig
 from spark_purge.detach import drop
+from spark_purge.errors import ConfigError
 from spark_purge.external_snapshot import CHECKPOINT_UNREADABLE
 from spark_purge.kafka.clock import ClockReading
 from spark_purge.kafka.model import TopicPartitionKey
@@ -41,6 +43,8 @@ from spark_purge.policy import (
     unreadable_groups_of,
 )
 from spark_purge.policy.groups import is_external
+from spark_purge.policy.inputs import TopicRuleRow
+from spark_purge.policy.plan import rules_of_pairs
 from spark_purge.policy.positions import NestedPositions, flat_store, is_nested, nest_store
 from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS, PARTITION_STATE
 
@@ -73,6 +77,18 @@ class Plan:
             drop(rows)
 
 
+class LastPairs:
+    """The rules' discovery pairs of the last snapshot a planner matched with the store
+    (``policy.positions.NestedPositions.discovery``), kept by the pipeline from one batch to the
+    next: the next batch's store match is asked for the consumer facts with the rules those
+    pairs resolve to (``Planner.plan``). In a steady purge the pairs rarely change; the plan
+    takes the match's facts only when its own rules are the same, so a change costs only the
+    facts' own task, as before."""
+
+    def __init__(self) -> None:
+        self.pairs: pa.Table | None = None
+
+
 @dataclass(frozen=True)
 class Planner:
     """Snapshot -> plan. ``progress`` reads the group progress table (None: no group is stale,
@@ -96,6 +112,8 @@ class Planner:
     # How many changed positions a batch may append before the progress log is due a rewrite
     # (``ProgressStore.rewrite_above``; None: not known).
     rewrite_above: Callable[[], int | None] = lambda: None
+    # The last batch's discovery pairs (None: none kept; every plan then runs the facts' own task).
+    last_pairs: LastPairs | None = None
 
     def plan(self, snapshot: DataFrame, batch_id: int | None = None) -> Plan | None:
         """The plan for a snapshot, or None when the snapshot has no rows. ``batch_id``: the
@@ -118,10 +136,16 @@ class Planner:
         # Given the batch, the match's task also writes the progress log's new rows (and the
         # whole log when it is due a rewrite) as Parquet for the store to commit as they are.
         room = None if batch_id is None else self.rewrite_above()
-        positions = None if nested is None else NestedPositions.match(snapshot, nested, unreadable, at=now, log_batch=batch_id, rewrite_above=room)
+        # Asked with the rules the last batch's pairs resolve to, it also makes the consumer facts.
+        guess = None if nested is None else self.guessed_rules(now, unreadable)
+        positions = (
+            None if nested is None else NestedPositions.match(snapshot, nested, unreadable, at=now, log_batch=batch_id, rewrite_above=room, facts=guess)
+        )
         # Staleness per group, and whether any remembered position is gone from the snapshot
         # (usually none: then no vanished rows to join), in one job.
         staleness, gone = (None, False) if positions is None else positions.staleness_table()
+        if positions is not None and self.last_pairs is not None:
+            self.last_pairs.pairs = positions.discovery()
         rows = compute_plan(
             # The group rows stay nested in their partition's row; the vanished ones join them.
             snapshot.select(*PARTITION_STATE.fieldNames(), "groups"),
@@ -132,6 +156,8 @@ class Planner:
             staleness=staleness,
             # The rules' discovery pairs, from the match's job (no job of their own).
             discovery=None if positions is None else positions.discovery(),
+            # The match's facts, when its rules are the ones planned with (else the facts' own task).
+            facts=None if positions is None else positions.facts(),
             manual_offsets=self.manual_offsets(partitions),
             unreadable_groups=unreadable,
             append_history=self.history(snapshot.sparkSession),
@@ -141,6 +167,17 @@ class Planner:
         pending = partitions.where(F.col("last_stable_offset") < F.col("high_watermark"))
         lsos = {(r["topic"], r["partition"]): int(r["last_stable_offset"]) for r in pending.select("topic", "partition", "last_stable_offset").collect()}
         return Plan(rows, now, open_transactions=lsos, positions=positions)
+
+    def guessed_rules(self, now: datetime, unreadable: Mapping[str, str]) -> list[TopicRuleRow] | None:
+        """The rules the last batch's discovery pairs resolve to at ``now`` (None: no pairs kept,
+        no rule, or they do not resolve: the plan will say why from its own pairs)."""
+        pairs = None if self.last_pairs is None else self.last_pairs.pairs
+        if pairs is None:
+            return None
+        try:
+            return rules_of_pairs(pairs, self.config, now, unreadable) or None
+        except ConfigError:
+            return None
 
     def refuse_name_clashes(self, unreadable: Sequence[Row], progress: DataFrame | None) -> None:
         """``ConfigError`` when an external consumer's name is a Kafka group's that the snapshot
@@ -190,4 +227,4 @@ class Planner:
         return partitions.sparkSession.createDataFrame(rows, MANUAL_OFFSETS)
 
 
-__all__ = ["OffsetLookup", "Plan", "Planner"]
+__all__ = ["LastPairs", "OffsetLookup", "Plan", "Planner"]

@@ -23,7 +23,12 @@ three readers of one match:
   unreadable group, not seen on another incarnation of the topic;
 - ``after`` at the snapshot's time: every key the store holds or the snapshot adds (Kafka
   positions only), with its values once the batch is recorded, and whether it ``changed``
-  (new, moved, on another incarnation, or newly typed), nested by partition.
+  (new, moved, on another incarnation, or newly typed), nested by partition;
+- asked (``FactsAsk``: each topic's rule as the planner resolved it), the consumer facts of each
+  snapshot partition whose topic has a rule, its partition columns carried beside them: what
+  ``policy.groups.with_group_status`` gives (``group_facts.carried_batch`` with the staleness
+  above), in this task instead of a task of its own (issue 12). Only when no remembered
+  position vanished (vanished groups' rows join the facts' own task then).
 
 A key with a null part (none in practice: Kafka names every group and topic) is grouped with
 nulls as a value and matches nothing, as Spark's aggregation and join do. The store holds a key
@@ -41,13 +46,24 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from spark_purge.group_facts import _EXTERNAL, _VANISHED, _as_list, _column, _filled, _micros, _plain
+from spark_purge.group_facts import (
+    _EXTERNAL,
+    _VANISHED,
+    PARTITIONS_PER_STEP,
+    _as_list,
+    _column,
+    _filled,
+    _micros,
+    _plain,
+    carried_batch,
+)
 
 # A remembered position, as the nested store holds it (``PROGRESS_STORE`` without the
 # partition's keys), and whether the batch ``changed`` it (it records the key: new, moved, or
@@ -91,7 +107,9 @@ NESTED_INPUT = (
 # (``packed``, and ``changed``, their changed count). Last, the rules' discovery pairs (``pair``
 # rows: ``discovery``): a row per distinct (``topic``, ``group_id``, ``external``) of the
 # snapshot's group rows and the vanished positions, and one per topic with no ``group_id``. A
-# row's other columns are null.
+# row's other columns are null. Asked for them (``FactsAsk``), after those, one ``fact`` row per
+# snapshot partition whose topic has a rule: its keys here, its other carried columns and its
+# facts in columns of their own (``FactsAsk.fields``) after these.
 ROW_KIND = "row_kind"  # the ``NESTED_OUTPUT`` column that says what a row is (``ROW_KINDS``)
 NESTED_OUTPUT = (
     ("topic", pa.string()),
@@ -114,7 +132,8 @@ NESTED_OUTPUT = (
 )
 # The kinds of ``NESTED_OUTPUT`` rows (its ``row_kind``; what each sets: the comment above it).
 ROW_PARTITION, ROW_GROUP, ROW_VANISHED, ROW_PAIR, ROW_FILE, ROW_PACKED = "partition", "group", "vanished", "pair", "file", "packed"
-ROW_KINDS = (ROW_PARTITION, ROW_GROUP, ROW_VANISHED, ROW_PAIR, ROW_FILE, ROW_PACKED)
+ROW_FACT = "fact"
+ROW_KINDS = (ROW_PARTITION, ROW_GROUP, ROW_VANISHED, ROW_PAIR, ROW_FILE, ROW_PACKED, ROW_FACT)
 _UTC_US = pa.timestamp("us", tz="UTC")
 # The progress log's rows (``audit.PROGRESS_LOG``, in its order), and whether each column may
 # hold a null: a batch's changed positions as the worker writes them (``nested_batches`` given a
@@ -169,12 +188,63 @@ def _blobs(values: pa.Array) -> list[pa.Buffer | None]:
     return [v.as_buffer() if v.is_valid else None for v in values]
 
 
+@dataclass(frozen=True)
+class FactsAsk:
+    """What the match's task needs to give the consumer facts too (``policy.positions.NestedPositions.match``).
+
+    ``rules``: a row per topic with a rule (``topic``, ``required``, ``ignore_stale``,
+    ``stale_before``: the ``TOPIC_RULES`` columns the facts read); ``carry``: the snapshot columns
+    each fact row carries (the input's snapshot rows have them); ``fields``: the columns the
+    output has after ``NESTED_OUTPUT``'s (the carried ones it lacks, then ``STATUS_FIELDS``), null
+    in every row but the fact rows."""
+
+    rules: pa.Table
+    carry: tuple[str, ...]
+    fields: tuple[tuple[str, pa.DataType], ...]
+
+    def widened(self, rows: pa.Table) -> pa.Table:
+        """``NESTED_OUTPUT`` rows with ``fields`` after them, null."""
+        n = rows.num_rows
+        return pa.table({**{name: rows.column(name) for name, _ in NESTED_OUTPUT}, **{name: pa.nulls(n, kind) for name, kind in self.fields}})
+
+    def rows(self, snap: pa.RecordBatch, verdicts: pa.Table) -> pa.Table:
+        """The fact rows of the snapshot's partitions whose topic has a rule (in the snapshot's
+        order), ``verdicts`` the groups' staleness (``ROW_GROUP`` rows)."""
+        topics = self.rules.column("topic").combine_chunks()
+        at = pc.index_in(_plain(_column(snap, "topic")), value_set=topics)
+        has = pa.array(_valid(at))
+        take = pa.array(np.flatnonzero(has.to_numpy(zero_copy_only=False)), pa.int64())
+        rule = at.filter(has)
+        columns = {name: _column(snap, name).take(take) for name in self.carry}
+        for name in ("required", "ignore_stale", "stale_before"):
+            columns[name] = self.rules.column(name).combine_chunks().take(rule)
+        columns["rows"] = _column(snap, "groups").take(take)
+        batch = pa.RecordBatch.from_pydict(columns)
+        staleness = verdicts.select(["group_id", "stale_candidate", "last_progress"])
+        pieces = [carried_batch(batch.slice(start, PARTITIONS_PER_STEP), staleness, self.carry) for start in range(0, batch.num_rows, PARTITIONS_PER_STEP)]
+        facts = pa.Table.from_batches(pieces) if pieces else None
+        n = batch.num_rows
+        kind = pa.array([ROW_FACT] * n, pa.string())
+        out: dict[str, pa.Array | pa.ChunkedArray] = {}
+        for name, type_ in NESTED_OUTPUT:
+            if name == ROW_KIND:
+                out[name] = kind
+            elif name in self.carry:
+                out[name] = columns[name].cast(type_)
+            else:
+                out[name] = pa.nulls(n, type_)
+        for name, type_ in self.fields:
+            out[name] = pa.nulls(n, type_) if facts is None else facts.column(name).cast(type_)
+        return pa.table(out)
+
+
 def nested_batches(
     unreadable: tuple[str, ...],
     chunk: int | None = None,
     log_batch: int | None = None,
     rewrite_above: int | None = None,
     packed: bool = False,
+    facts: FactsAsk | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: every input batch read (the match needs both sides whole),
     ``nested_match`` of them ``chunk`` partitions at a time (default ``PARTITIONS_PER_CHUNK``),
@@ -183,23 +253,31 @@ def nested_batches(
     ``log_batch``: also the changed positions as batch ``log_batch``'s progress log rows, in
     Parquet made chunk by chunk (``LogWriter``; ``rewrite_above``: with the unchanged ones when
     the changed ones are more), given last as one row of its own (``LogWriter.row``).
-    ``packed``: the store's partitions after the batch are given packed, a row a chunk (``pack``)."""
+    ``packed``: the store's partitions after the batch are given packed, a row a chunk (``pack``).
+    ``facts``: the consumer facts too, as ``fact`` rows (``FactsAsk``), when no remembered
+    position vanished; every row then has ``facts.fields`` after ``NESTED_OUTPUT``'s."""
     size = PARTITIONS_PER_CHUNK if chunk is None else chunk
+
+    def out(rows: pa.Table) -> Iterator[pa.RecordBatch]:
+        yield from (rows if facts is None else facts.widened(rows)).to_batches(max_chunksize=PARTITIONS_PER_BATCH)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sides = _sides(batches)
         log = None if log_batch is None else LogWriter(log_batch, rewrite_above)
         if sides is None:
             if log is not None:
-                yield from log.row().to_batches()
+                yield from out(log.row())
             return
         if log is not None:
             log.expect(_positions_in(sides[0]))
-        for piece in _match(*sides, unreadable, size, log, packed):
-            yield from piece.to_batches(max_chunksize=PARTITIONS_PER_BATCH)
+        verdicts: list[pa.Table] = []
+        for piece in _match(*sides, unreadable, size, log, packed, verdicts):
+            yield from out(piece)
+        if facts is not None and not pc.any(verdicts[0].column("gone")).as_py():
+            yield from facts.rows(sides[0], verdicts[0]).to_batches(max_chunksize=PARTITIONS_PER_BATCH)
         del sides
         if log is not None:
-            yield from log.row().to_batches()
+            yield from out(log.row())
         pa.default_memory_pool().release_unused()
 
     return run
@@ -395,6 +473,7 @@ __all__ = [
     "NESTED_OUTPUT",
     "PACKED_SCHEMA",
     "POSITION",
+    "ROW_FACT",
     "ROW_FILE",
     "ROW_GROUP",
     "ROW_KIND",
@@ -404,6 +483,7 @@ __all__ = [
     "ROW_PARTITION",
     "ROW_VANISHED",
     "STORED_FIELDS",
+    "FactsAsk",
     "LogWriter",
     "discovery",
     "nested_batches",
@@ -426,7 +506,13 @@ def nested_match(rows: pa.Table, unreadable: tuple[str, ...] = (), chunk: int | 
 
 
 def _match(
-    snap: pa.RecordBatch, store: pa.RecordBatch, unreadable: tuple[str, ...], chunk: int, log: LogWriter | None = None, packed: bool = False
+    snap: pa.RecordBatch,
+    store: pa.RecordBatch,
+    unreadable: tuple[str, ...],
+    chunk: int,
+    log: LogWriter | None = None,
+    packed: bool = False,
+    verdicts_out: list[pa.Table] | None = None,
 ) -> Iterator[pa.Table]:
     """``nested_match`` of the snapshot's rows and the store's rows (``_sides``), ``chunk``
     partitions at a time (a partition's keys are matched within it: only the worker's memory of
@@ -434,7 +520,8 @@ def _match(
     chunk's partitions after the batch and vanished positions, then the groups' staleness over
     all chunks (a group's verdict is an AND, a max and an OR: of its chunks' verdicts too).
     ``log``: each chunk's changed positions are added to it; ``packed``: each chunk's partitions
-    are given as one packed row (``pack``)."""
+    are given as one packed row (``pack``); ``verdicts_out``: the groups' staleness rows are
+    also appended to it."""
     if chunk < 1:
         raise ValueError(f"position match: chunk must be at least 1 partition, not {chunk}")
     n_snap = snap.num_rows
@@ -470,7 +557,10 @@ def _match(
             partitions = _output(ROW_PACKED, 1, packed=pa.array([pack(partitions)], pa.binary()), changed=pa.array([changed], pa.int64()))
         yield pa.concat_tables([partitions, vanished])
         verdicts.append(groups)
-    yield _verdicts(verdicts)
+    combined = _verdicts(verdicts)
+    if verdicts_out is not None:
+        verdicts_out.append(combined)
+    yield combined
     yield discovery(snap, pa.concat_tables(gone) if gone else _output(ROW_VANISHED, 0))
 
 

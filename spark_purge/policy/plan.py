@@ -17,7 +17,7 @@ from spark_purge.config import END, PurgeConfig
 from spark_purge.policy.groups import KEYS, group_status, is_external, with_group_status
 from spark_purge.policy.incarnation import same_incarnation
 from spark_purge.policy.inputs import TopicRuleRow, group_rows, refuse_name_clashes, resolve_topics
-from spark_purge.policy.positions import Positions
+from spark_purge.policy.positions import MatchedFacts, Positions
 from spark_purge.policy.retirement import with_retirement, with_retirement_facts
 from spark_purge.policy.reuse import reused
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, MANUAL_RULES, PLAN, TOPIC_RULES
@@ -112,6 +112,7 @@ def compute_plan(
     tiering_transitions: Collection[str] = (),
     staleness: DataFrame | pa.Table | None = None,
     discovery: pa.Table | None = None,
+    facts: MatchedFacts | None = None,
 ) -> DataFrame:
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
@@ -138,7 +139,10 @@ def compute_plan(
     rules with Python regexes, unless given them (``discovery``: the distinct ``topic``,
     ``group_id``, ``external`` of every group row in ``partitions`` and ``groups`` and a row of
     each topic with no group, as ``positions.NestedPositions.discovery`` gives them); raises
-    ``ConfigError`` when a topic matches two rules.
+    ``ConfigError`` when a topic matches two rules. ``facts``: the consumer facts a store
+    match's task made (``positions.NestedPositions.facts``), taken in place of the facts' own
+    task when the rules they were made with are exactly the rules resolved here and no
+    ``groups`` join them; otherwise ignored.
 
     Three steps, each a ``DataFrame -> DataFrame`` function: ``with_bounds`` (the cutoff each
     bound allows and which bound sets it), ``with_binding_constraint`` (what blocks or binds the
@@ -147,15 +151,21 @@ def compute_plan(
     every_group = _every_group_row(partitions, groups)
     topic_rules = _selected_topic_rules(partitions, every_group, config, as_utc(now), unreadable_groups, discovery)
     in_transition = sorted(set(tiering_transitions))
-    base = with_topic_rules(partitions, topic_rules).withColumn(
+    made = facts is not None and groups is None and list(facts.rules) == topic_rules
+    # The store match's task made the facts with these very rules (``facts``): its rows carry
+    # the partitions' columns, so the facts' own task (and its read of the group rows) is not run.
+    base = with_topic_rules(facts.rows if made and facts is not None else partitions, topic_rules).withColumn(
         "tiering_transition", F.col("topic").isin(in_transition) if in_transition else F.lit(False)
     )
-    if staleness is None and progress is not None:
-        staleness = Positions.match(partitions, every_group, progress, keep=False).staleness(unreadable_groups or ())
-    if groups is None and "groups" in base.columns:  # the usual case: the facts come in their own task
-        df = with_group_status(base, staleness)
-    else:  # vanished groups' rows (few) join the snapshot's own (or a snapshot without nested rows)
-        df = base.drop("groups", "unreadable_groups").join(group_status(base, groups, staleness), KEYS, "left")
+    if made:
+        df = base
+    else:
+        if staleness is None and progress is not None:
+            staleness = Positions.match(partitions, every_group, progress, keep=False).staleness(unreadable_groups or ())
+        if groups is None and "groups" in base.columns:  # the usual case: the facts come in their own task
+            df = with_group_status(base, staleness)
+        else:  # vanished groups' rows (few) join the snapshot's own (or a snapshot without nested rows)
+            df = base.drop("groups", "unreadable_groups").join(group_status(base, groups, staleness), KEYS, "left")
     df = _with_manual(df, config, manual_offsets)
     # The history matters only where a rule has a time floor (``min_retention``): without one,
     # its join would change no row, and its keys would run the facts' task a second time.
@@ -248,6 +258,13 @@ def _selected_topic_rules(
     planner's store match gives them in its own job: ``positions.NestedPositions.discovery``)."""
     if pairs is None:
         pairs = _discovery_pairs(partitions, groups)
+    return rules_of_pairs(pairs, config, now, unreadable_groups)
+
+
+def rules_of_pairs(pairs: pa.Table, config: PurgeConfig, now: datetime, unreadable_groups: Mapping[str, str] | None) -> list[TopicRuleRow]:
+    """``resolve_topics`` over discovery pairs (``_discovery_pairs``'s columns): the rules
+    ``compute_plan`` plans with, given those pairs. ``ConfigError`` as ``resolve_topics`` (and a
+    Kafka group named as an external consumer)."""
     rows = zip(*(pairs.column(name).to_pylist() for name in ("topic", "group_id", "external")))
     topics: set[str] = set()
     discovered: dict[str, list[str]] = {}

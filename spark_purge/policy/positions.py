@@ -21,7 +21,7 @@ staleness, and the oracle the nested match is tested against (``tests/unit/test_
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,14 +30,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import ArrayType, StructType
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import ArrayType, StructField, StructType
 
+from spark_purge._time import as_utc
 from spark_purge.detach import drop, held
-from spark_purge.policy.groups import is_external, no_members
+from spark_purge.group_facts import STATUS_FIELDS
+from spark_purge.policy.groups import STATUS, is_external, no_members
+from spark_purge.policy.inputs import TopicRuleRow
 from spark_purge.policy.reuse import reused
-from spark_purge.position_match import ROW_FILE, ROW_GROUP, ROW_KIND, ROW_PACKED, ROW_PAIR, ROW_PARTITION, ROW_VANISHED
-from spark_purge.schemas import GROUP_OFFSETS, PROGRESS_STORE, VANISHED_STATE
+from spark_purge.position_match import (
+    ROW_FACT,
+    ROW_FILE,
+    ROW_GROUP,
+    ROW_KIND,
+    ROW_PACKED,
+    ROW_PAIR,
+    ROW_PARTITION,
+    ROW_VANISHED,
+    FactsAsk,
+)
+from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE, PROGRESS_STORE, VANISHED_STATE
 
 KEY = ["group_id", "topic", "partition"]
 CHANGED = "changed"  # ``Positions.after``: the key is one the batch records
@@ -301,6 +314,8 @@ class NestedPositions:
         self.packed = packed
         self._log_rows: list[dict[str, Any]] | None = None  # the task's file row, once a job read it
         self._pairs: pa.Table | None = None  # the rules' discovery pairs, once a job read them
+        self._gone: bool | None = None  # a remembered position vanished, once a job read it
+        self._asked: list[TopicRuleRow] | None = None  # the rules the task made facts with (``match``'s ``facts``)
         self._released = False
 
     @classmethod
@@ -314,31 +329,37 @@ class NestedPositions:
         log_batch: int | None = None,
         rewrite_above: int | None = None,
         packed: bool = True,
+        facts: Sequence[TopicRuleRow] | None = None,
     ) -> NestedPositions:
         """``log_batch``: the task also writes the changed positions as batch ``log_batch``'s
         progress log rows, in Parquet (``log_file``); ``rewrite_above``: with the unchanged ones
-        when the changed ones are more (``position_match.LogWriter``)."""
+        when the changed ones are more (``position_match.LogWriter``). ``facts``: the task also
+        gives the consumer facts of the snapshot's partitions whose topic has one of these rules
+        (``facts``), unless a remembered position vanished (none or empty: not asked)."""
         from spark_purge.position_match import nested_batches
 
         none = {f.name: F.lit(None).cast(f.dataType) for f in NESTED_INPUT_TYPE.fields}
         none["groups"] = F.lit(None).cast(snapshot.schema["groups"].dataType)
+        ask, carried, out_type = _facts_ask(snapshot.schema, facts)
+        for name in carried:
+            none[name] = F.lit(None).cast(snapshot.schema[name].dataType)
+        names = [*NESTED_INPUT_TYPE.fieldNames(), *carried]
         snap = snapshot.select(
-            *[
-                F.lit(False).alias(n) if n == "stored" else (none[n].alias(n) if n in (NESTED_KEY, PACKED_KEY) else F.col(n))
-                for n in NESTED_INPUT_TYPE.fieldNames()
-            ]
+            *[F.lit(False).alias(n) if n == "stored" else (none[n].alias(n) if n in (NESTED_KEY, PACKED_KEY) else F.col(n)) for n in names]
         )
         kept = store.select(
             *[
                 F.lit(True).alias(n) if n == "stored" else (F.col(n) if n in store.columns and n in ("topic", "partition", NESTED_KEY, PACKED_KEY) else none[n].alias(n))
-                for n in NESTED_INPUT_TYPE.fieldNames()
+                for n in names
             ]
         )
         # One task, both sides whole: its Python worker is the one a local session keeps idle
         # (``session.IDLE_PYTHON_WORKERS``), and no side is shuffled.
-        task = nested_batches(tuple(sorted(set(unreadable))), chunk, log_batch, rewrite_above, packed)
-        out = snap.unionByName(kept).coalesce(1).mapInArrow(task, NESTED_OUTPUT_TYPE)
-        return cls(held(out), at, log_batch, packed)
+        task = nested_batches(tuple(sorted(set(unreadable))), chunk, log_batch, rewrite_above, packed, ask)
+        out = snap.unionByName(kept).coalesce(1).mapInArrow(task, out_type)
+        made = cls(held(out), at, log_batch, packed)
+        made._asked = None if ask is None else list(facts or ())
+        return made
 
     def release(self) -> None:
         """Free the held match (nothing when already freed)."""
@@ -362,7 +383,17 @@ class NestedPositions:
             self._log_rows = table.filter(pc.equal(kind, ROW_FILE)).select(list(_LOG_COLUMNS)).to_pylist()
         table = table.filter(pc.equal(kind, ROW_GROUP)).select(columns)
         gone = bool(pc.any(table.column("gone")).as_py()) if table.num_rows else False
+        self._gone = gone
         return table.drop_columns(["gone"]), gone
+
+    def facts(self) -> MatchedFacts | None:
+        """The consumer facts the task gave (``match``'s ``facts``) and the rules it made them
+        with, once ``staleness_table`` ran; None when not asked, or when a remembered position
+        vanished (the task then made none: the vanished groups' rows join the facts' own task)."""
+        if self._asked is None or self._gone is None or self._gone:
+            return None
+        rows = self.out.where(_kind() == ROW_FACT).select(*PARTITION_STATE.fieldNames(), *STATUS.fieldNames())
+        return MatchedFacts(rows, tuple(self._asked))
 
     def discovery(self) -> pa.Table | None:
         """The rules' discovery pairs of the matched snapshot and its vanished positions (``topic``,
@@ -433,6 +464,39 @@ class NestedPositions:
         rows = self._after(now)
         self._released = True
         return rows, self.out
+
+
+@dataclass(frozen=True)
+class MatchedFacts:
+    """The consumer facts a store match's task gave (``NestedPositions.facts``): ``rows``, a row
+    per snapshot partition whose topic has one of ``rules``, its ``PARTITION_STATE`` columns and
+    ``policy.groups.STATUS``'s facts, as ``policy.groups.with_group_status`` gives them for
+    those rules; ``compute_plan`` takes them when its own rules are these."""
+
+    rows: DataFrame
+    rules: tuple[TopicRuleRow, ...]
+
+
+def _facts_ask(snapshot: StructType, rules: Sequence[TopicRuleRow] | None) -> tuple[FactsAsk | None, list[str], StructType]:
+    """What ``NestedPositions.match`` asks its task for the facts (None: ``rules`` none or empty),
+    the snapshot columns its input then carries beyond ``NESTED_INPUT_TYPE``'s, and the output type."""
+    if not rules:
+        return None, [], NESTED_OUTPUT_TYPE
+    carry = PARTITION_STATE.fieldNames()
+    carried = [c for c in carry if c not in NESTED_INPUT_TYPE.fieldNames()]
+    added = [StructField(c, snapshot[c].dataType, True) for c in carry if c not in NESTED_OUTPUT_TYPE.fieldNames()]
+    arrow = to_arrow_schema(StructType(added), timezone="UTC")
+    fields = tuple((f.name, f.type) for f in arrow) + tuple(STATUS_FIELDS)
+    out_type = StructType([*NESTED_OUTPUT_TYPE.fields, *added, *STATUS.fields])
+    table = pa.table(
+        {
+            "topic": pa.array([r.topic for r in rules], pa.string()),
+            "required": pa.array([list(r.required) for r in rules], pa.list_(pa.string())),
+            "ignore_stale": pa.array([r.ignore_stale for r in rules], pa.bool_()),
+            "stale_before": pa.array([as_utc(r.stale_before) for r in rules], pa.timestamp("us", tz="UTC")),
+        }
+    )
+    return FactsAsk(table, tuple(carry), fields), carried, out_type
 
 
 # The match's file row (``position_match.LogWriter.row``): the files and their row counts.

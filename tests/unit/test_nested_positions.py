@@ -15,16 +15,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_purge import schemas
 from spark_purge.audit import PROGRESS_LOG
+from spark_purge.config import from_dict
 from spark_purge.detach import drop
 from spark_purge.policy import split_snapshot
-from spark_purge.policy.plan import _discovery_pairs, _every_group_row
+from spark_purge.policy.groups import STATUS, with_group_status
+from spark_purge.policy.plan import _discovery_pairs, _every_group_row, rules_of_pairs, with_topic_rules
 from spark_purge.policy.positions import (
     CHANGED,
     NESTED_STORE,
@@ -34,7 +36,7 @@ from spark_purge.policy.positions import (
     flat_store,
     nest_store,
 )
-from spark_purge.position_match import NESTED_INPUT, ROW_KINDS, LogWriter, _RowsFile, nested_match
+from spark_purge.position_match import NESTED_INPUT, NESTED_OUTPUT, ROW_KINDS, LogWriter, _RowsFile, nested_match
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 NAMES = ("g0", "g1", "G2", "gé", "z")
@@ -76,15 +78,51 @@ def frames(spark: SparkSession, snapshot: list[Any], store: list[Any]) -> tuple[
 
 
 def _rows(df: DataFrame | pa.Table) -> Counter[tuple[Any, ...]]:
-    rows = df.to_pylist() if isinstance(df, pa.Table) else [r.asDict() for r in df.collect()]
-    return Counter(tuple(sorted((k, _plain(v)) for k, v in r.items())) for r in rows)
+    rows = df.to_pylist() if isinstance(df, pa.Table) else [r.asDict(recursive=True) for r in df.collect()]
+    return Counter(_plain(r) for r in rows)
 
 
 def _plain(value: Any) -> Any:
-    """Timestamps as UTC instants (Spark's rows carry naive local times, Arrow's aware ones)."""
+    """Timestamps as UTC instants (Spark's rows carry naive local times, Arrow's aware ones);
+    lists and structs as tuples, a struct's fields by name (hashable, to count rows)."""
     if isinstance(value, datetime):
         return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _plain(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_plain(v) for v in value)
     return value
+
+
+# Rules for the consumer facts the match's task is asked for: groups discovered on every topic,
+# stale groups ignored on the "a" topics and blocking on the others, with two stale_after.
+FACTS_CONFIG = from_dict(
+    {
+        "kafka": {"bootstrap_servers": ["k:9092"]},
+        "audit": {"path": "a"},
+        "defaults": {"min_retention": "0s", "min_step": 1, "stale_after": "1h"},
+        "rules": [
+            {"name": "a", "topics": r"(.*\.)?a", "on_stale_group": "ignore", "stale_after": "90m"},
+            {"name": "rest", "topics": r"(.*\.)?[bc]"},
+        ],
+    }
+)
+
+
+def check_facts(nested: NestedPositions, snap: DataFrame, staleness: pa.Table, gone: bool, rules: list[Any]) -> None:
+    """The facts the match's task made (asked with ``rules``) are the rows the facts' own task
+    (``with_group_status``) gives for those rules and the match's staleness; none when a
+    remembered position vanished."""
+    made = nested.facts()
+    if gone:
+        assert made is None
+        assert nested.out.where(F.col("row_kind") == "fact").count() == 0
+        return
+    assert made is not None and list(made.rules) == rules
+    base = with_topic_rules(snap.select(*schemas.PARTITION_STATE.fieldNames(), "groups"), rules)
+    expected = with_group_status(base, staleness).select(*made.rows.columns)
+    assert made.rows.columns == [*schemas.PARTITION_STATE.fieldNames(), *STATUS.fieldNames()]
+    assert _rows(made.rows) == _rows(expected)
 
 
 def check(
@@ -92,13 +130,20 @@ def check(
 ) -> NestedPositions:
     """The nested match against the flat one; ``chunk``: partitions the task matches at a time
     (a group's verdict then combines several chunks'); ``rewrite_above``: the log's room before
-    a rewrite (-1: always due, so the task also writes the unchanged positions)."""
+    a rewrite (-1: always due, so the task also writes the unchanged positions). The match is
+    asked for the consumer facts too, with the rules of the snapshot's own discovery pairs."""
     snap, kept = frames(spark, snapshot, store)
     partitions, groups = split_snapshot(snap)
     flat = Positions.match(partitions, groups, kept, keep=False)
-    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW, chunk=chunk, log_batch=7, rewrite_above=rewrite_above)
+    own_pairs = _discovery_pairs(snap.select(*schemas.PARTITION_STATE.fieldNames(), "groups"), _every_group_row(snap, None))
+    rules = rules_of_pairs(own_pairs, FACTS_CONFIG, NOW, {g: "unreadable" for g in unreadable})
+    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW, chunk=chunk, log_batch=7, rewrite_above=rewrite_above, facts=rules)
     try:
         staleness, gone = nested.staleness_table()
+        if rules:
+            check_facts(nested, snap, staleness, gone, rules)
+        else:
+            assert nested.facts() is None
         expected_staleness = flat._staleness(unreadable).collect()
         assert _rows(staleness) == Counter(tuple(sorted((k, _plain(v)) for k, v in r.asDict().items() if k != "gone")) for r in expected_staleness)
         assert gone == any(r["gone"] for r in expected_staleness)
@@ -156,6 +201,10 @@ KIND_COLUMNS = {
     "pair": {"topic", "group_id", "external"},
     "file": {"log_file", "changed", "log_rest", "offset"},
     "packed": {"packed", "changed"},
+    # The snapshot partition's columns, then its consumer facts (``position_match.FactsAsk``).
+    "fact": {"topic", "partition", "snapshot_id", "snapshot_time"}
+    | ({*schemas.PARTITION_STATE.fieldNames()} - {n for n, _ in NESTED_OUTPUT})
+    | set(STATUS.fieldNames()),
 }
 
 
@@ -219,6 +268,36 @@ def test_the_nested_match_gives_what_the_flat_one_gives(
     spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]], chunk: int | None, rewrite_above: int | None
 ) -> None:
     check(spark, *merged(drawn), chunk=chunk, rewrite_above=rewrite_above)
+
+
+def without_vanished(snapshot: list[Any], store: list[Any]) -> list[Any]:
+    """``store`` less every position the snapshot lacks on a partition it has: a store whose
+    match has nothing vanished (a steady purge's usual case), so the task makes the facts."""
+    parts = {tp for tp, _, _ in snapshot}
+    seen = {(g[0], tp) for tp, _, groups in snapshot for g in groups if g[4] >= 0}
+    return [row for row in store if row[1] not in parts or (row[0], row[1]) in seen]
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(cases(), min_size=20, max_size=40), st.sampled_from((1, 3, None)))
+def test_the_match_makes_the_facts_the_facts_task_makes(
+    spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]], chunk: int | None
+) -> None:
+    """Asked with the rules (``NestedPositions.match``'s ``facts``), the match's task gives each
+    ruled partition's consumer facts: the rows ``with_group_status`` gives from the same rules and
+    the match's staleness (``check_facts``). With nothing vanished, as in a steady purge."""
+    snapshot, store, unreadable = merged(drawn)
+    snap, kept = frames(spark, snapshot, without_vanished(snapshot, store))
+    pairs = _discovery_pairs(snap.select(*schemas.PARTITION_STATE.fieldNames(), "groups"), _every_group_row(snap, None))
+    rules = rules_of_pairs(pairs, FACTS_CONFIG, NOW, {g: "unreadable" for g in unreadable})
+    assume(rules)  # a snapshot with a partition (every topic has a rule)
+    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW, chunk=chunk, facts=rules)
+    try:
+        staleness, gone = nested.staleness_table()
+        assert not gone
+        check_facts(nested, snap, staleness, gone, rules)
+    finally:
+        nested.release()
 
 
 def test_the_nested_match_spelt_out(spark: SparkSession) -> None:

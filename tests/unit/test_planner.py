@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from spark_purge import schemas
 from spark_purge.config import from_dict
 from spark_purge.detach import drop
-from spark_purge.planner import Planner
+from spark_purge.planner import LastPairs, Planner
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 FLOOR = NOW - timedelta(hours=1)  # orders' min_retention: 1h
@@ -246,13 +246,53 @@ PROGRESS_EXPECTED = [
 
 def test_one_snapshot_with_progress_gives_exactly_these_plan_rows(spark: SparkSession) -> None:
     progress = spark.createDataFrame(PROGRESS_ROWS, schemas.PROGRESS_STORE)
-    plan = Planner(PROGRESS_CONFIG, lambda _: {}, lambda: progress).plan(spark.createDataFrame(PROGRESS_SNAPSHOT, schemas.SNAPSHOT))
-
-    assert plan is not None and plan.planned_at == NOW
     expected = spark.createDataFrame(
         [(SNAP, row[0], row[1], f"id-{row[0]}", *row[2:]) for row in PROGRESS_EXPECTED], schemas.PLAN
     )
-    assert_df_equality(plan.rows.orderBy("topic", "partition"), expected)
+    # Planned twice with the pairs kept between: the second match is asked for the facts too,
+    # but a position vanished (gone's), so the plan takes the facts' own task: the same rows.
+    pairs = LastPairs()
+    for _ in range(2):
+        plan = Planner(PROGRESS_CONFIG, lambda _: {}, lambda: progress, last_pairs=pairs).plan(spark.createDataFrame(PROGRESS_SNAPSHOT, schemas.SNAPSHOT))
+        assert plan is not None and plan.planned_at == NOW
+        assert_df_equality(plan.rows.orderBy("topic", "partition"), expected)
+        assert plan.positions is not None and plan.positions.facts() is None
+        plan.release()
+    assert pairs.pairs is not None
+
+
+def test_the_facts_from_the_match_give_the_plan_the_facts_task_gives(spark: SparkSession) -> None:
+    """Issue 12: with the last batch's pairs kept (``LastPairs``) and nothing vanished, the store
+    match's task makes the consumer facts and the plan runs no facts' task of its own
+    (``mapInArrow``): the same plan rows as the first batch's, planned with the facts' own task."""
+    progress = spark.createDataFrame([r for r in PROGRESS_ROWS if r[0] != "gone"], schemas.PROGRESS_STORE)
+    pairs = LastPairs()
+    planned = []
+    for batch in range(3):
+        plan = Planner(PROGRESS_CONFIG, lambda _: {}, lambda: progress, last_pairs=pairs).plan(spark.createDataFrame(PROGRESS_SNAPSHOT, schemas.SNAPSHOT))
+        assert plan is not None and plan.positions is not None
+        made = plan.positions.facts()
+        assert (made is not None) == (batch > 0)  # the first batch has no pairs kept
+        maps = _arrow_maps(plan.rows._jdf.queryExecution().executedPlan())
+        assert len(maps) == (0 if batch else 1)
+        planned.append(sorted(tuple(r) for r in plan.rows.collect()))
+        plan.release()
+    assert planned[0] == planned[1] == planned[2]
+    # What binds, as the exact test above says, but on jobs 0 and 1, where gone no longer vanished:
+    # the open transaction binds 0, and the stale group idle holds 1 (the rule blocks on stale groups).
+    why = {(r[1], r[2]): r[9] for r in planned[0]}
+    changed = {("jobs", 0): "last_stable_offset", ("jobs", 1): "stale_group"}
+    assert why == {(t, p): row[5] for t, p, *row in PROGRESS_EXPECTED} | changed
+    # A change of the pairs (a new group on logs) makes the guess wrong: the plan takes the
+    # facts' own task, and its rules require the new group.
+    grown = [*PROGRESS_SNAPSHOT[:2], snapshot_row("logs", 2, 0, 100, 100, [group("idle", "Empty", 0, 30), group("new", "Stable", 1, 5)]), *PROGRESS_SNAPSHOT[3:]]
+    plan = Planner(PROGRESS_CONFIG, lambda _: {}, lambda: progress, last_pairs=pairs).plan(spark.createDataFrame(grown, schemas.SNAPSHOT))
+    assert plan is not None and plan.positions is not None and plan.positions.facts() is not None
+    assert len(_arrow_maps(plan.rows._jdf.queryExecution().executedPlan())) == 1
+    rows = {(r["topic"], r["partition"]): r for r in plan.rows.collect()}
+    assert rows[("logs", 1)]["binding_constraint"] == "missing_commit"
+    assert rows[("logs", 1)]["blocking_group"] in ("live", "new")
+    plan.release()
 
 
 def _node_names(node: Any) -> list[str]:
