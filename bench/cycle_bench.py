@@ -584,6 +584,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run the cycles as the continuous job runs them: batches of the real streaming query (1 s trigger), whose source keeps "
         "its Kafka client between snapshots (default: process_batch called on a batch read of the source, a new client each cycle)",
     )
+    ap.add_argument(
+        "--facts-task", action="store_true",
+        help="with --stream: plan every batch's consumer facts in a task of their own, as before stop 80 (the pipeline keeps no "
+        "discovery pairs, so the store match is never asked for them): the baseline for the facts made in the match's task",
+    )
     ap.add_argument("--processes", action="store_true", help="also time `spark-purge plan` and a one-shot `spark-purge run`")
     ap.add_argument("--codegen-dump", type=Path, metavar="DIR", help="write the Java source of each class Spark generates to DIR, by cycle")
     args = ap.parse_args(argv)
@@ -609,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         conf = dict(item.split("=", 1) for item in args.conf)
         kafka.call("open", config_file=str(config_file))
         if args.stream:
-            figures = stream_cycles(cluster, kafka, config_file, args.cycles, tmp, conf, args.gap)
+            figures = stream_cycles(cluster, kafka, config_file, args.cycles, tmp, conf, args.gap, args.facts_task)
         else:
             figures = cycles(cluster, kafka, config_file, args.cycles, tmp, conf, args.codegen_dump, args.gap)
         report(args, n_commits, figures)
@@ -727,7 +732,14 @@ def cycles(
 
 
 def stream_cycles(
-    cluster: LocalKafka, kafka: KafkaSide, config_file: Path, n: int, tmp: Path, conf: dict[str, str], gap_s: float = 0.0
+    cluster: LocalKafka,
+    kafka: KafkaSide,
+    config_file: Path,
+    n: int,
+    tmp: Path,
+    conf: dict[str, str],
+    gap_s: float = 0.0,
+    facts_task: bool = False,
 ) -> dict[str, Any]:
     """``cycles`` as the continuous job runs them (``--stream``): ``n`` batches of the purge's own
     streaming query (``pipeline.start_stream``, 1 s trigger), whose source takes each snapshot in
@@ -736,7 +748,8 @@ def stream_cycles(
     batch, so the next trigger waits for it; a cycle is timed from the end of that work to the
     end of the next batch: the end of the last trigger (offsets committed), the snapshot, the
     batch's planning and its ``process_batch``. ``snapshot+source`` is the part before
-    ``process_batch`` starts."""
+    ``process_batch`` starts. ``facts_task``: the pipeline keeps no discovery pairs between
+    batches, so every plan computes the consumer facts in their own task (``--facts-task``)."""
     import threading
 
     from spark_purge.config import load
@@ -756,6 +769,8 @@ def stream_cycles(
         if len(record.cycle_s) > c:  # a batch after the last cycle, while the query stops: not timed
             return timed_batch(self, snapshot, batch_id)
         phases._record("snapshot+source", time.perf_counter() - record.t0)
+        if facts_task:
+            self._last_pairs = None
         result = timed_batch(self, snapshot, batch_id)
         record.end(f"{c} (batch {batch_id})")
         if c + 1 < n:

@@ -212,13 +212,14 @@ class FactsAsk:
         order), ``verdicts`` the groups' staleness (``ROW_GROUP`` rows)."""
         topics = self.rules.column("topic").combine_chunks()
         at = pc.index_in(_plain(_column(snap, "topic")), value_set=topics)
-        has = pa.array(_valid(at))
-        take = pa.array(np.flatnonzero(has.to_numpy(zero_copy_only=False)), pa.int64())
-        rule = at.filter(has)
-        columns = {name: _column(snap, name).take(take) for name in self.carry}
+        valid = _valid(at)
+        rows = np.flatnonzero(valid)
+        rule = at.filter(pa.array(valid))
+        # Usually every partition's topic has a rule: its columns are then taken as they are.
+        columns = {name: _pick(_column(snap, name), rows) for name in self.carry}
         for name in ("required", "ignore_stale", "stale_before"):
             columns[name] = self.rules.column(name).combine_chunks().take(rule)
-        columns["rows"] = _column(snap, "groups").take(take)
+        columns["rows"] = _pick(_column(snap, "groups"), rows)
         batch = pa.RecordBatch.from_pydict(columns)
         staleness = verdicts.select(["group_id", "stale_candidate", "last_progress"])
         pieces = [carried_batch(batch.slice(start, PARTITIONS_PER_STEP), staleness, self.carry) for start in range(0, batch.num_rows, PARTITIONS_PER_STEP)]

@@ -3,6 +3,7 @@ step over the selected partitions joined with their rule, group facts and manual
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -21,6 +22,8 @@ from spark_purge.policy.positions import MatchedFacts, Positions
 from spark_purge.policy.retirement import with_retirement, with_retirement_facts
 from spark_purge.policy.reuse import reused
 from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, MANUAL_RULES, PLAN, TOPIC_RULES
+
+log = logging.getLogger(__name__)
 
 
 def _manual_table(spark: SparkSession, config: PurgeConfig) -> DataFrame:
@@ -157,6 +160,8 @@ def compute_plan(
     base = with_topic_rules(facts.rows if made and facts is not None else partitions, topic_rules).withColumn(
         "tiering_transition", F.col("topic").isin(in_transition) if in_transition else F.lit(False)
     )
+    if facts is not None:  # (which way, for a run that wants to know: DEBUG)
+        log.debug("consumer facts: %s", "the store match's task made them" if made else "their own task (the rules changed)")
     if made:
         df = base
     else:

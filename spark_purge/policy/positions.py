@@ -471,7 +471,9 @@ class MatchedFacts:
     """The consumer facts a store match's task gave (``NestedPositions.facts``): ``rows``, a row
     per snapshot partition whose topic has one of ``rules``, its ``PARTITION_STATE`` columns and
     ``policy.groups.STATUS``'s facts, as ``policy.groups.with_group_status`` gives them for
-    those rules; ``compute_plan`` takes them when its own rules are these."""
+    those rules; ``compute_plan`` takes them when its own rules are these. Every column of
+    ``rows`` may hold a null as Spark sees it (the match's rows of every kind share its output
+    columns), so a plan made from them has ``PLAN``'s columns and types, all nullable."""
 
     rows: DataFrame
     rules: tuple[TopicRuleRow, ...]

@@ -275,6 +275,8 @@ def test_the_facts_from_the_match_give_the_plan_the_facts_task_gives(spark: Spar
         assert (made is not None) == (batch > 0)  # the first batch has no pairs kept
         maps = _arrow_maps(plan.rows._jdf.queryExecution().executedPlan())
         assert len(maps) == (0 if batch else 1)
+        # ``PLAN``'s columns and types; from the match's rows every column may be null.
+        assert [(f.name, f.dataType) for f in plan.rows.schema] == [(f.name, f.dataType) for f in schemas.PLAN]
         planned.append(sorted(tuple(r) for r in plan.rows.collect()))
         plan.release()
     assert planned[0] == planned[1] == planned[2]
