@@ -15,7 +15,8 @@ what its own join gave.
 The planner runs the same match nested (``NestedPositions``, stop 65): the snapshot's group rows
 stay in their partition's row, the store is held nested by partition between batches
 (``NESTED_STORE``), and one Arrow task (``spark_purge.position_match``) gives the three at once,
-with no row per commit in Spark. ``Positions`` stays the flat query: the store's first batch
+with no row per commit in Spark; asked with the rules (stop 80), also each partition's consumer
+facts (``NestedPositions.facts``), so the plan needs no task of its own for them. ``Positions`` stays the flat query: the store's first batch
 (``ProgressStore.update``), ``vanished.vanished_rows``, ``compute_plan`` called without
 staleness, and the oracle the nested match is tested against (``tests/unit/test_nested_positions.py``).
 """
