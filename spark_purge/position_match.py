@@ -213,13 +213,13 @@ class FactsAsk:
         topics = self.rules.column("topic").combine_chunks()
         at = pc.index_in(_plain(_column(snap, "topic")), value_set=topics)
         valid = _valid(at)
-        rows = np.flatnonzero(valid)
+        ruled = np.flatnonzero(valid)
         rule = at.filter(pa.array(valid))
         # Usually every partition's topic has a rule: its columns are then taken as they are.
-        columns = {name: _pick(_column(snap, name), rows) for name in self.carry}
+        columns = {name: _pick(_column(snap, name), ruled) for name in self.carry}
         for name in ("required", "ignore_stale", "stale_before"):
             columns[name] = self.rules.column(name).combine_chunks().take(rule)
-        columns["rows"] = _pick(_column(snap, "groups"), rows)
+        columns["rows"] = _pick(_column(snap, "groups"), ruled)
         batch = pa.RecordBatch.from_pydict(columns)
         staleness = verdicts.select(["group_id", "stale_candidate", "last_progress"])
         pieces = [carried_batch(batch.slice(start, PARTITIONS_PER_STEP), staleness, self.carry) for start in range(0, batch.num_rows, PARTITIONS_PER_STEP)]
