@@ -225,18 +225,10 @@ class FactsAsk:
         pieces = [carried_batch(batch.slice(start, PARTITIONS_PER_STEP), staleness, self.carry) for start in range(0, batch.num_rows, PARTITIONS_PER_STEP)]
         facts = pa.Table.from_batches(pieces) if pieces else None
         n = batch.num_rows
-        kind = pa.array([ROW_FACT] * n, pa.string())
-        out: dict[str, pa.Array | pa.ChunkedArray] = {}
-        for name, type_ in NESTED_OUTPUT:
-            if name == ROW_KIND:
-                out[name] = kind
-            elif name in self.carry:
-                out[name] = columns[name].cast(type_)
-            else:
-                out[name] = pa.nulls(n, type_)
+        rows = _output(ROW_FACT, n, **{name: columns[name] for name, _ in NESTED_OUTPUT if name in self.carry})
         for name, type_ in self.fields:
-            out[name] = pa.nulls(n, type_) if facts is None else facts.column(name).cast(type_)
-        return pa.table(out)
+            rows = rows.append_column(name, pa.nulls(n, type_) if facts is None else facts.column(name).cast(type_))
+        return rows
 
 
 def nested_batches(

@@ -307,8 +307,9 @@ class NestedPositions:
     packed, so the next batch's match reads it with no conversion of its rows (issue 12).
     """
 
-    def __init__(self, out: DataFrame, at: datetime, log_batch: int | None, packed: bool) -> None:
-        """``match`` makes one; ``packed``: the task gave the store after the batch packed (``match``'s)."""
+    def __init__(self, out: DataFrame, at: datetime, log_batch: int | None, packed: bool, asked: Sequence[TopicRuleRow] | None = None) -> None:
+        """``match`` makes one; ``packed``: the task gave the store after the batch packed (``match``'s);
+        ``asked``: the rules the task made the consumer facts with (None: not asked)."""
         self.out = out  # held (``detach.held``) until ``release``
         self.at = at
         self.log_batch = log_batch
@@ -316,7 +317,7 @@ class NestedPositions:
         self._log_rows: list[dict[str, Any]] | None = None  # the task's file row, once a job read it
         self._pairs: pa.Table | None = None  # the rules' discovery pairs, once a job read them
         self._gone: bool | None = None  # a remembered position vanished, once a job read it
-        self._asked: list[TopicRuleRow] | None = None  # the rules the task made facts with (``match``'s ``facts``)
+        self._asked = None if asked is None else tuple(asked)  # the rules the task made facts with (``match``'s ``facts``)
         self._released = False
 
     @classmethod
@@ -358,9 +359,7 @@ class NestedPositions:
         # (``session.IDLE_PYTHON_WORKERS``), and no side is shuffled.
         task = nested_batches(tuple(sorted(set(unreadable))), chunk, log_batch, rewrite_above, packed, ask)
         out = snap.unionByName(kept).coalesce(1).mapInArrow(task, out_type)
-        made = cls(held(out), at, log_batch, packed)
-        made._asked = None if ask is None else list(facts or ())
-        return made
+        return cls(held(out), at, log_batch, packed, None if ask is None else facts)
 
     def release(self) -> None:
         """Free the held match (nothing when already freed)."""
@@ -394,7 +393,7 @@ class NestedPositions:
         if self._asked is None or self._gone is None or self._gone:
             return None
         rows = self.out.where(_kind() == ROW_FACT).select(*PARTITION_STATE.fieldNames(), *STATUS.fieldNames())
-        return MatchedFacts(rows, tuple(self._asked))
+        return MatchedFacts(rows, self._asked)
 
     def discovery(self) -> pa.Table | None:
         """The rules' discovery pairs of the matched snapshot and its vanished positions (``topic``,
