@@ -38,7 +38,8 @@ batch's audit lookups; nested in it: ``plan: match``, the job that matches the c
 the progress store (``NestedPositions.staleness_table``; it also gives the rules' discovery
 pairs), ``plan: rules``, resolving the topics' rules (a job of its own only when no store was
 matched), and ``plan: rows``, the plan's query), ``intents``/``outcomes`` (audit writes), ``delete`` (DeleteRecords),
-``progress`` (``ProgressStore.update``), ``history`` (``AppendHistory.update``, only with a
+``progress`` (``ProgressStore.record``; in a thread of its own, beside ``intents``, ``delete``
+and ``outcomes``: the phases' seconds then add up to more than the cycle's), ``history`` (``AppendHistory.update``, only with a
 ``min_retention``). Not a test: figures depend on the machine and its load.
 """
 from __future__ import annotations
@@ -415,6 +416,19 @@ def kafka_side_main(bootstrap: str) -> int:
 # ---- phase timing -----------------------------------------------------------------------------
 
 
+def record_after() -> None:
+    """``--record-after``: the pipeline records a batch's positions after its runner, in the
+    batch's thread (``pipeline.beside`` replaced by a block that runs the work when it ends)."""
+    from spark_purge import pipeline
+
+    @contextlib.contextmanager
+    def after(work: Callable[[], object], name: str) -> Iterator[None]:
+        yield
+        work()
+
+    pipeline.beside = after  # type: ignore[assignment]
+
+
 class Phases:
     """Times named phases and counts the Spark jobs each ran (a job group per phase; a nested
     phase's jobs are its own, not its parent's)."""
@@ -422,10 +436,18 @@ class Phases:
     def __init__(self, spark: Any) -> None:
         self.spark = spark
         self.cycle = 0
-        self.stack: list[str] = []
+        self._threads = threading.local()  # a thread's own phase stack (the store's record runs beside the runner)
         self.seconds: dict[str, list[float]] = defaultdict(list)
         self.jobs: dict[str, list[int]] = defaultdict(list)
         self._inner: dict[str, float] = defaultdict(float)
+
+    @property
+    def stack(self) -> list[str]:
+        """This thread's open phases, innermost last."""
+        stack = getattr(self._threads, "stack", None)
+        if stack is None:
+            stack = self._threads.stack = []
+        return stack
 
     def _group(self, name: str) -> str:
         return f"bench-{self.cycle}-{name}"
@@ -589,6 +611,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --stream: plan every batch's consumer facts in a task of their own, as before stop 80 (the pipeline keeps no "
         "discovery pairs, so the store match is never asked for them): the baseline for the facts made in the match's task",
     )
+    ap.add_argument(
+        "--record-after", action="store_true",
+        help="record the batch's positions in the progress store after the intents, the deletes and the outcomes, as before "
+        "stop 81 (not in a thread beside them): the baseline for the record beside the runner",
+    )
     ap.add_argument("--processes", action="store_true", help="also time `spark-purge plan` and a one-shot `spark-purge run`")
     ap.add_argument("--codegen-dump", type=Path, metavar="DIR", help="write the Java source of each class Spark generates to DIR, by cycle")
     args = ap.parse_args(argv)
@@ -596,6 +623,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--warmup must be at least 0")
     if args.records < args.cycles + 2:
         ap.error("--records must exceed --cycles + 1 (each cycle purges one record)")
+    if args.record_after:
+        record_after()
     run = uuid.uuid4().hex[:4]
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp_s, LocalKafka(
         nodes=args.nodes, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300
