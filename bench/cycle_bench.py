@@ -38,8 +38,7 @@ batch's audit lookups; nested in it: ``plan: match``, the job that matches the c
 the progress store (``NestedPositions.staleness_table``; it also gives the rules' discovery
 pairs), ``plan: rules``, resolving the topics' rules (a job of its own only when no store was
 matched), and ``plan: rows``, the plan's query), ``intents``/``outcomes`` (audit writes), ``delete`` (DeleteRecords),
-``progress`` (``ProgressStore.record``; in a thread of its own, beside ``intents``, ``delete``
-and ``outcomes``: the phases' seconds then add up to more than the cycle's), ``history`` (``AppendHistory.update``, only with a
+``progress`` (``ProgressStore.update``), ``history`` (``AppendHistory.update``, only with a
 ``min_retention``). Not a test: figures depend on the machine and its load.
 """
 from __future__ import annotations
@@ -416,17 +415,12 @@ def kafka_side_main(bootstrap: str) -> int:
 # ---- phase timing -----------------------------------------------------------------------------
 
 
-def record_after() -> None:
-    """``--record-after``: the pipeline records a batch's positions after its runner, in the
-    batch's thread (``pipeline.beside`` replaced by a block that runs the work when it ends)."""
+def kept_noshuffle() -> None:
+    """``--kept-noshuffle``: the pipeline holds each batch's snapshot as the source gives it."""
     from spark_purge import pipeline
+    from spark_purge.detach import held
 
-    @contextlib.contextmanager
-    def after(work: Callable[[], object], name: str) -> Iterator[None]:
-        yield
-        work()
-
-    pipeline.beside = after  # type: ignore[assignment]
+    pipeline.kept = held
 
 
 class Phases:
@@ -436,18 +430,10 @@ class Phases:
     def __init__(self, spark: Any) -> None:
         self.spark = spark
         self.cycle = 0
-        self._threads = threading.local()  # a thread's own phase stack (the store's record runs beside the runner)
+        self.stack: list[str] = []
         self.seconds: dict[str, list[float]] = defaultdict(list)
         self.jobs: dict[str, list[int]] = defaultdict(list)
         self._inner: dict[str, float] = defaultdict(float)
-
-    @property
-    def stack(self) -> list[str]:
-        """This thread's open phases, innermost last."""
-        stack = getattr(self._threads, "stack", None)
-        if stack is None:
-            stack = self._threads.stack = []
-        return stack
 
     def _group(self, name: str) -> str:
         return f"bench-{self.cycle}-{name}"
@@ -612,9 +598,9 @@ def main(argv: list[str] | None = None) -> int:
         "discovery pairs, so the store match is never asked for them): the baseline for the facts made in the match's task",
     )
     ap.add_argument(
-        "--record-after", action="store_true",
-        help="record the batch's positions in the progress store after the intents, the deletes and the outcomes, as before "
-        "stop 81 (not in a thread beside them): the baseline for the record beside the runner",
+        "--kept-noshuffle", action="store_true",
+        help="an experiment: hold each batch's snapshot as the source gives it (one piece), not shuffled into a piece per "
+        "task slot first (pipeline.kept)",
     )
     ap.add_argument("--processes", action="store_true", help="also time `spark-purge plan` and a one-shot `spark-purge run`")
     ap.add_argument("--codegen-dump", type=Path, metavar="DIR", help="write the Java source of each class Spark generates to DIR, by cycle")
@@ -623,8 +609,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--warmup must be at least 0")
     if args.records < args.cycles + 2:
         ap.error("--records must exceed --cycles + 1 (each cycle purges one record)")
-    if args.record_after:
-        record_after()
+    if args.kept_noshuffle:
+        kept_noshuffle()
     run = uuid.uuid4().hex[:4]
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp_s, LocalKafka(
         nodes=args.nodes, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300

@@ -21,12 +21,9 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
    A batch Spark replays after a crash never plans anew: it executes the intents it recorded,
    each bounded by the fresh snapshot's plan, none older than ``stream.max_snapshot_age``
    (``spark_purge.replay``); a batch whose outcomes are recorded is not redone;
-3. remembers every group position it saw and when it last moved (``audit.ProgressStore``:
-   stale-group detection, and vanished groups — a position Kafka forgot keeps holding, see
-   ``spark_purge.vanished``). It needs only the plan's match, and nothing in step 2 reads the
-   store, so it runs in a thread beside step 2 (``beside``), with step 4; the batch ends when
-   both have; when step 2 fails, its error is the batch's. A replayed batch records after its
-   step 2;
+3. remembers every group position it saw and when it last moved (``audit.ProgressStore``,
+   a MERGE: stale-group detection, and vanished groups — a position Kafka forgot keeps holding,
+   see ``spark_purge.vanished``);
 4. when some rule has a ``min_retention`` or ``retirement.enable`` is set, records the
    partitions' high watermarks (``history.AppendHistory``), so later time floors hold records by
    append time and a retiring partition's quiet time is known; with
@@ -43,16 +40,14 @@ location the audit knows under another query id (removed or reset) is refused
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import json
 import logging
 import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -380,8 +375,6 @@ class PurgePipeline:
                 return self._done(BatchResult(batch_id))
             if recorded is not None and recorded.intents:
                 result, plan = self._replay(snapshot, recorded.intents, generation)
-                if plan is not None:
-                    self._remember(snapshot, plan, batch_id)
             else:
                 plan = self.planner.plan(snapshot, batch_id)
                 if plan is None:
@@ -391,10 +384,9 @@ class PurgePipeline:
                 ctx = BatchContext(
                     self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint, lease_generation=generation
                 )
-                # The store's record needs only the plan's match, and the intents, the deletes
-                # and the outcomes read nothing it writes: it runs beside them (issue 12).
-                with beside(functools.partial(self._remember, snapshot, plan, batch_id), "spark-purge-progress-record"):
-                    result = self.runner.run(plan_rows, ctx)
+                result = self.runner.run(plan_rows, ctx)
+            if plan is not None:
+                self._remember(snapshot, plan, batch_id)
         finally:
             if plan is not None:
                 plan.release()
@@ -406,9 +398,9 @@ class PurgePipeline:
         """Add the snapshot's high watermarks to the append history, when a time floor or
         partition retirement (how long a high watermark has been still) needs it.
 
-        Stamped with the clock now, after the batch's plan, not the snapshot's time (taken
-        before the high watermarks were read): a row then claims only "every offset at or above
-        it was appended after this time", which is true; the snapshot's earlier time would not be."""
+        Stamped with the clock now, after the batch, not the snapshot's time (taken before the
+        high watermarks were read): a row then claims only "every offset at or above it was
+        appended after this time", which is true; the snapshot's earlier time would not be."""
         keep_ms = history_keep_ms(self.config)
         if keep_ms:
             self.history.update(partitions, datetime.now(timezone.utc), keep_ms, batch_id)
@@ -430,15 +422,10 @@ class PurgePipeline:
         return self.runner.execute(bounded_rows(intents, fresh), ctx), plan
 
     def _remember(self, snapshot: DataFrame, plan: Plan, batch_id: int) -> None:
-        """``_remember_positions``, then the append history (``_record_history``)."""
-        self._remember_positions(snapshot, plan, batch_id)
-        self._record_history(split_snapshot(snapshot)[0], batch_id)
-
-    def _remember_positions(self, snapshot: DataFrame, plan: Plan, batch_id: int) -> None:
         """Every position seen, for stale and vanished groups in later batches (an append of the
         new or moved positions, from the plan's match of the snapshot with the store when it
         has one: nothing per commit reaches the driver; ``ProgressStore.record``). External consumers are configured,
-        not remembered: left out. It releases the plan (its rows cannot be read after it)."""
+        not remembered: left out."""
         partitions, groups = split_snapshot(snapshot)
         if plan.positions is not None:
             # The match's held rows, cut from the store before it is written: nothing that reads
@@ -456,6 +443,7 @@ class PurgePipeline:
             self.progress.record(after, batch_id, holder=holder, log_file=log_file)
         else:  # the store's first batch (Positions keeps external consumers' rows out of it)
             self.progress.update(groups, plan.planned_at, batch_id, partitions)
+        self._record_history(partitions, batch_id)
 
     def _done(self, result: BatchResult) -> BatchResult:
         self.results.append(result)
@@ -485,37 +473,6 @@ def kept(snapshot: DataFrame) -> DataFrame:
     # stage reading the snapshot runs one task a piece, and the snapshot is O(partitions) rows.
     ways = max(1, min(int(spark.conf.get("spark.sql.shuffle.partitions") or 2), spark.sparkContext.defaultParallelism))
     return held(snapshot.repartition(ways, "topic", "partition"))
-
-
-@contextlib.contextmanager
-def beside(work: Callable[[], object], name: str) -> Iterator[None]:
-    """Run ``work`` in a thread of its own while the ``with`` block runs; the block's end waits
-    for it. The thread is a ``pyspark.InheritableThread``: its Spark jobs carry the caller's
-    local properties (a streaming batch's job group, which stopping the query cancels). An error
-    of ``work`` is raised when the block ends, unless the block raised one of its own: that one
-    is raised, and ``work``'s logged."""
-    from pyspark import InheritableThread
-
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # handed to the caller's thread
-            failed.append(exc)
-
-    thread = InheritableThread(run, name=name, daemon=True)
-    thread.start()
-    try:
-        yield
-    except BaseException:
-        thread.join()
-        if failed:
-            log.warning("%s failed beside an error of its own: %s", name, failed[0], exc_info=failed[0])
-        raise
-    thread.join()
-    if failed:
-        raise failed[0]
 
 
 def collect_rows(df: DataFrame) -> list[Row]:
