@@ -415,14 +415,6 @@ def kafka_side_main(bootstrap: str) -> int:
 # ---- phase timing -----------------------------------------------------------------------------
 
 
-def kept_noshuffle() -> None:
-    """``--kept-noshuffle``: the pipeline holds each batch's snapshot as the source gives it."""
-    from spark_purge import pipeline
-    from spark_purge.detach import held
-
-    pipeline.kept = held
-
-
 class Phases:
     """Times named phases and counts the Spark jobs each ran (a job group per phase; a nested
     phase's jobs are its own, not its parent's)."""
@@ -597,11 +589,6 @@ def main(argv: list[str] | None = None) -> int:
         help="with --stream: plan every batch's consumer facts in a task of their own, as before stop 80 (the pipeline keeps no "
         "discovery pairs, so the store match is never asked for them): the baseline for the facts made in the match's task",
     )
-    ap.add_argument(
-        "--kept-noshuffle", action="store_true",
-        help="an experiment: hold each batch's snapshot as the source gives it (one piece), not shuffled into a piece per "
-        "task slot first (pipeline.kept)",
-    )
     ap.add_argument("--processes", action="store_true", help="also time `spark-purge plan` and a one-shot `spark-purge run`")
     ap.add_argument("--codegen-dump", type=Path, metavar="DIR", help="write the Java source of each class Spark generates to DIR, by cycle")
     args = ap.parse_args(argv)
@@ -609,8 +596,6 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--warmup must be at least 0")
     if args.records < args.cycles + 2:
         ap.error("--records must exceed --cycles + 1 (each cycle purges one record)")
-    if args.kept_noshuffle:
-        kept_noshuffle()
     run = uuid.uuid4().hex[:4]
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp_s, LocalKafka(
         nodes=args.nodes, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300
