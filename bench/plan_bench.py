@@ -15,7 +15,8 @@ against a real Delta progress store, the plan rows to the driver (``pipeline.col
 and the store's update from the plan (``ProgressStore.apply``). The first cycle creates the
 store and is left out of the summary.
 
-Prints per step min / median seconds and Spark jobs, and the plan rows per second. ``--parts``
+Prints per step min / median seconds and Spark jobs (``--py4j``: and the Py4J commands the
+driver's thread sent), and the plan rows per second. ``--parts``
 also times the planner's parts inside ``plan``, each forced on its own: the store match (counted
 as soon as it is made), the rules' collect and ``compute_plan``. Not a test.
 """
@@ -25,6 +26,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     ap.add_argument(
+        "--py4j", action="store_true",
+        help="also count the Py4J commands each step sends from the driver's thread (each a round trip to the JVM)",
+    )
+    ap.add_argument(
         "--parts", action="store_true",
         help="also time the planner's parts, each forced on its own inside `plan`: the store match, the rules' collect, compute_plan",
     )
@@ -101,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.packed == "off":
         _unpacked()
     seconds: dict[str, list[float]] = {"snapshot": [], "plan": [], "rows": [], "progress": []}
+    calls: dict[str, list[int]] = {k: [] for k in seconds}  # --py4j
+    from spark_purge.py4j_calls import sent_commands
     jobs: dict[str, list[int]] = {k: [] for k in seconds}
     tracker = spark.sparkContext.statusTracker()
     with tempfile.TemporaryDirectory(prefix="plan-bench-") as tmp_s:
@@ -122,10 +130,16 @@ def main(argv: list[str] | None = None) -> int:
             class Step:
                 def __enter__(self) -> None:
                     spark.sparkContext.setJobGroup(f"plan-bench-{cycle}-{name}", name)
+                    if args.py4j:
+                        self.counting = sent_commands(spark.sparkContext, threading.current_thread())
+                        self.sent = self.counting.__enter__()
                     self.t0 = time.perf_counter()
 
                 def __exit__(self, *exc: object) -> None:
                     seconds[name].append(time.perf_counter() - self.t0)
+                    if args.py4j:
+                        calls[name].append(len(self.sent))
+                        self.counting.__exit__(None, None, None)
                     jobs[name].append(len(tracker.getJobIdsForGroup(f"plan-bench-{cycle}-{name}")))
 
             return Step()
@@ -181,10 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     spark.stop()
     keep = slice(1, None) if args.cycles > 1 else slice(None)
     print(f"\n{args.partitions} partitions x {args.groups} groups ({n_commits} commits), steady-state cycles {len(seconds['plan'][keep])}")
-    print(f"{'step':<10} {'min / median s':>16}  jobs")
+    print(f"{'step':<10} {'min / median s':>16}  jobs" + ("  Py4J commands (median)" if args.py4j else ""))
     for name, values in seconds.items():
         v = values[keep]
-        print(f"{name:<10} {min(v):7.2f} / {statistics.median(v):6.2f}  {statistics.median(jobs[name][keep]):4}")
+        count = f"  {statistics.median(calls[name][keep]):8}" if args.py4j else ""
+        print(f"{name:<10} {min(v):7.2f} / {statistics.median(v):6.2f}  {statistics.median(jobs[name][keep]):4}{count}")
     total = [sum(seconds[k][i] for k in seconds) for i in range(len(seconds["plan"]))][keep]
     print(f"{'total':<10} {min(total):7.2f} / {statistics.median(total):6.2f}")
     if args.log_file == "alternate" and len(set(way[keep])) == 2:

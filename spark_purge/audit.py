@@ -615,7 +615,7 @@ class _KnownState:
 
     table: tuple[str, int]
     held: DataFrame  # ``Positions.after`` rows (flat or nested), cut and held (``detach.cut``): drop to free them
-    rows: DataFrame  # their ``PROGRESS_STORE`` columns
+    rows: Callable[[], DataFrame]  # makes their ``PROGRESS_STORE`` columns (only ``read`` needs them)
     nested: DataFrame | None = None  # them nested by partition (``positions.NESTED_STORE``, or packed), when recorded so
 
 
@@ -715,7 +715,7 @@ class ProgressStore(CheckpointTable):
         """``read()`` with the table at ``state`` (``_read_state``)."""
         known = _PROGRESS_STATE.get(self.path)
         if known is not None and known.table == state:
-            return known.rows
+            return known.rows()
         self._forget_known()  # the table moved past them (or they were never kept)
         df = self._stored()
         if df is None:
@@ -827,11 +827,15 @@ class ProgressStore(CheckpointTable):
             self.ensure_table()
             before = table_state(self.spark, self.path)
             nested = after if is_nested(after) else None
+            changed: DataFrame | Callable[[], DataFrame]
+            everything: Callable[[], DataFrame]
             if nested is not None:
                 # Nested by partition, each with its count of changed positions: the count is a
                 # sum over O(partitions) rows, and only the changed positions are made flat.
-                changed = flat_store(nested, changed_only=True)
-                everything = flat_store(nested)
+                # Made flat only when read: the match's files need neither (a DataFrame's
+                # Py4J calls, about 0.03 s each, issue 12).
+                changed = functools.partial(flat_store, nested, changed_only=True)
+                everything = functools.partial(flat_store, nested)
                 if log_file is not None:
                     rows = log_file.rows
                 else:
@@ -840,7 +844,8 @@ class ProgressStore(CheckpointTable):
             else:
                 log_file = None  # a file is of a nested match's rows only
                 changed = after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames())
-                everything = after.select(*PROGRESS_STORE.fieldNames())
+                flat = after.select(*PROGRESS_STORE.fieldNames())
+                everything = lambda: flat  # noqa: E731
                 rows = changed.count()
             # The table's state when ``after`` was made from it, if it has not moved since (None: it has).
             unmoved = before if before is not None and before == read_at else None
@@ -876,12 +881,15 @@ class ProgressStore(CheckpointTable):
         self.ensure_table()
         self._tidy(batch_id, self._append(changed, batch_id))
 
-    def _append(self, changed: DataFrame, batch_id: int, rows: int | None = None, log_file: LogFile | None = None) -> int:
-        """Append ``changed`` (``rows`` of them, counted here when not given) as batch
-        ``batch_id``'s rows (no commit when it is empty); how many. ``log_file``: the same rows
-        as a file made already (``NestedPositions.log_file``), committed as it is where the
-        table allows (``txn_append.append_file``), else written by Spark's writer."""
-        rows = changed.count() if rows is None else rows
+    def _append(self, changed: DataFrame | Callable[[], DataFrame], batch_id: int, rows: int | None = None, log_file: LogFile | None = None) -> int:
+        """Append ``changed`` (``rows`` of them, counted here when not given; or what makes
+        them, called only when Spark's writer writes them) as batch ``batch_id``'s rows (no
+        commit when it is empty); how many. ``log_file``: the same rows as a file made already
+        (``NestedPositions.log_file``), committed as it is where the table allows
+        (``txn_append.append_file``), else written by Spark's writer."""
+        if rows is None:
+            assert isinstance(changed, DataFrame), "a count is given with what makes the rows"
+            rows = changed.count()
         body = None if log_file is None else log_file.body
         if rows and body is not None:
             done = self._retry(
@@ -893,9 +901,10 @@ class ProgressStore(CheckpointTable):
                 return rows
         if rows:
             PROGRESS_APPENDS["writer"] += 1
+            frame = changed if isinstance(changed, DataFrame) else changed()
             self._retry(
                 f"progress append for batch {batch_id}",
-                lambda: stamped(changed.select(*PROGRESS_STORE.fieldNames()), batch_id)
+                lambda: stamped(frame.select(*PROGRESS_STORE.fieldNames()), batch_id)
                 .write.format("delta").mode("append").save(self.path),
             )
         return rows
@@ -934,9 +943,10 @@ class ProgressStore(CheckpointTable):
         size = _PROGRESS_LOG_SIZE.get(self.path)
         return bool(appended) and size is not None and size.over(appended)
 
-    def _rewrite(self, after: DataFrame, batch_id: int, version: int, log_file: LogFile | None = None) -> bool:
-        """Replace the log with ``after`` (every key's values once this batch is recorded, the
-        store at ``version`` plus its changes), one row a key, as batch ``batch_id``'s rows: the
+    def _rewrite(self, after: Callable[[], DataFrame], batch_id: int, version: int, log_file: LogFile | None = None) -> bool:
+        """Replace the log with ``after()`` (every key's values once this batch is recorded, the
+        store at ``version`` plus its changes; made only when Spark's writer writes them), one
+        row a key, as batch ``batch_id``'s rows: the
         append and the prune it makes due in one commit, with no read of the log (a prune's
         MERGE reads it all and joins it with its newest rows). Only while the table is at
         ``version``; False when not done (another commit since, or Delta's direct path not
@@ -947,7 +957,7 @@ class ProgressStore(CheckpointTable):
         try:
             way, written = "rewrite file", None if files is None else txn_append.rewrite_files(self.spark, self.path, files, PROGRESS_LOG, version)
             if written is None:
-                way, written = "rewrite writer", txn_append.rewrite(self.spark, self.path, stamped(after.select(*PROGRESS_STORE.fieldNames()), batch_id), version)
+                way, written = "rewrite writer", txn_append.rewrite(self.spark, self.path, stamped(after().select(*PROGRESS_STORE.fieldNames()), batch_id), version)
         except DELTA_CONFLICTS as exc:
             log.info("progress log at %s moved under its rewrite at batch %d (%s); appending instead", self.path, batch_id, type(exc).__name__)
             return False

@@ -76,6 +76,7 @@ from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from spark_purge.retirement import RegistryTracker, RetirementRegistry
 from spark_purge.runner import AuditWriter, BatchResult, BatchRunner, PurgeClient
+from spark_purge.schemas import PARTITION_STATE
 from spark_purge.session import activate
 from spark_purge.tiering import TieringTable
 from spark_purge.vanished import retention_warning
@@ -394,16 +395,17 @@ class PurgePipeline:
             activate(self.spark)  # not the streaming batch's cloned session (``session.activate``)
         return self._done(result)
 
-    def _record_history(self, partitions: DataFrame, batch_id: int) -> None:
-        """Add the snapshot's high watermarks to the append history, when a time floor or
-        partition retirement (how long a high watermark has been still) needs it.
+    def _record_history(self, snapshot: DataFrame, batch_id: int) -> None:
+        """Add the snapshot's high watermarks (its ``PARTITION_STATE`` rows) to the append
+        history, when a time floor or partition retirement (how long a high watermark has been
+        still) needs it.
 
         Stamped with the clock now, after the batch, not the snapshot's time (taken before the
         high watermarks were read): a row then claims only "every offset at or above it was
         appended after this time", which is true; the snapshot's earlier time would not be."""
         keep_ms = history_keep_ms(self.config)
         if keep_ms:
-            self.history.update(partitions, datetime.now(timezone.utc), keep_ms, batch_id)
+            self.history.update(snapshot.select(*PARTITION_STATE.fieldNames()), datetime.now(timezone.utc), keep_ms, batch_id)
 
     def _replay(self, snapshot: DataFrame, intents: Sequence[Row], generation: int | None) -> tuple[BatchResult, Plan | None]:
         """Execute a replayed batch's recorded intents, bounded by a fresh plan of ``snapshot``
@@ -426,7 +428,6 @@ class PurgePipeline:
         new or moved positions, from the plan's match of the snapshot with the store when it
         has one: nothing per commit reaches the driver; ``ProgressStore.record``). External consumers are configured,
         not remembered: left out."""
-        partitions, groups = split_snapshot(snapshot)
         if plan.positions is not None:
             # The match's held rows, cut from the store before it is written: nothing that reads
             # the store may be re-planned at the store's commit (``spark_purge.detach``). The
@@ -442,8 +443,9 @@ class PurgePipeline:
                 raise
             self.progress.record(after, batch_id, holder=holder, log_file=log_file)
         else:  # the store's first batch (Positions keeps external consumers' rows out of it)
+            partitions, groups = split_snapshot(snapshot)
             self.progress.update(groups, plan.planned_at, batch_id, partitions)
-        self._record_history(partitions, batch_id)
+        self._record_history(snapshot, batch_id)
 
     def _done(self, result: BatchResult) -> BatchResult:
         self.results.append(result)

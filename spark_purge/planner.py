@@ -18,6 +18,7 @@ replayed batch plans exactly what it planned the first time.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,7 +39,6 @@ from spark_purge.policy import (
     compute_plan,
     history_keep_ms,
     refuse_name_clashes,
-    split_snapshot,
     timestamp_lookups,
     unreadable_groups_of,
 )
@@ -123,14 +123,13 @@ class Planner:
         if not first:
             return None
         now = as_utc(first[0]["snapshot_time"])
-        partitions, _ = split_snapshot(snapshot)
+        partitions = snapshot.select(*PARTITION_STATE.fieldNames())
         stored = self.progress()
         # The store nested by partition, as the snapshot's group rows are (a store this process
         # recorded last is held so; one read from its table is nested here, once).
         nested = None if stored is None else (stored if is_nested(stored) else nest_store(stored))
-        progress = None if nested is None else flat_store(nested)
         unreadable = unreadable_groups_of(first[0])  # unknown commits block, never vanish
-        self.refuse_name_clashes(first[0]["unreadable_groups"], progress)
+        self.refuse_name_clashes(first[0]["unreadable_groups"], None if nested is None else functools.partial(flat_store, nested))
         # The commits matched with the store once, both nested, in one Arrow task (vanished
         # groups, staleness, the store's update: ``NestedPositions``).
         # Given the batch, the match's task also writes the progress log's new rows (and the
@@ -152,7 +151,8 @@ class Planner:
             positions.vanished() if positions is not None and gone else None,
             self.config,
             now=now,
-            progress=progress,
+            # The store's flat rows are read only without a match's staleness: never here (the
+            # match runs whenever there is a store), so they are not built (issue 12).
             staleness=staleness,
             # The rules' discovery pairs, from the match's job (no job of their own).
             discovery=None if positions is None else positions.discovery(),
@@ -179,13 +179,16 @@ class Planner:
         except ConfigError:
             return None
 
-    def refuse_name_clashes(self, unreadable: Sequence[Row], progress: DataFrame | None) -> None:
+    def refuse_name_clashes(self, unreadable: Sequence[Row], store: Callable[[], DataFrame] | None) -> None:
         """``ConfigError`` when an external consumer's name is a Kafka group's that the snapshot
         could not read, or one the progress store remembers (it keeps Kafka positions only).
-        (A Kafka group with rows in the snapshot is refused in ``compute_plan``.)"""
+        (A Kafka group with rows in the snapshot is refused in ``compute_plan``.) ``store``
+        makes the store's flat rows (``PROGRESS_STORE``; None: no store), only when some
+        external consumer is configured."""
         names = [c.name for c in self.config.external_consumers]
         if not names:
             return
+        progress = None if store is None else store()
         refuse_name_clashes(
             self.config,
             (g["group_id"] for g in unreadable if not str(g["error"]).startswith(CHECKPOINT_UNREADABLE)),

@@ -4,6 +4,7 @@ held rows freed afterwards."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -34,6 +35,18 @@ def _held(spark: SparkSession) -> set[int]:
     return {int(info.id()) for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
 
 
+def _comes_to_be_held(spark: SparkSession, df: DataFrame, timeout_s: float = 60.0) -> bool:
+    """Whether Spark comes to hold ``df``'s blocks: ``_held`` reads Spark's status store, which
+    hears of stored blocks through its listener bus, after the job that stored them (under load,
+    a moment later: a check right after the job failed in a loaded run, stop 81)."""
+    deadline = time.monotonic() + timeout_s
+    while _rdd_id(df) not in _held(spark):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _rdd_id(df: DataFrame) -> int:
     """The id of the RDD a held (or detached) DataFrame reads."""
     return int(df._jdf.queryExecution().analyzed().rdd().id())
@@ -61,7 +74,7 @@ def test_rows_written_back_from_a_detached_copy_re_plan_nothing_and_are_freed(sp
         cached.unpersist(True)
         assert sorted((r["k"], r["count"]) for r in rows.collect()) == [("0", 3), ("1", 3), ("2", 3)]  # 2 each, then the 3 rows appended above
         assert _planning_jobs_during(spark, append(rows)) == 0
-        assert _rdd_id(rows) in _held(spark)
+        assert _comes_to_be_held(spark, rows)
     assert _rdd_id(rows) not in _held(spark)
 
 
@@ -69,7 +82,7 @@ def test_held_rows_are_computed_once_keep_their_partitioning_bypass_sparks_cache
     rows = held(spark.range(1000).selectExpr("id", "id % 7 k").repartition(2, "k"))
     assert _rdd_id(rows) not in _held(spark)  # nothing computed yet: the first job that reads them does
     assert rows.count() == 1000
-    assert _rdd_id(rows) in _held(spark)
+    assert _comes_to_be_held(spark, rows)
     # Not Spark's cache (CachedRDDBuilder, InMemoryRelation): see detach's docstring.
     assert "InMemoryRelation" not in rows.groupBy("k").count()._jdf.queryExecution().optimizedPlan().toString()
     jobs = spark.sparkContext._jsc.sc().statusStore()
@@ -94,7 +107,7 @@ def test_rows_cut_serialized_are_held_as_bytes_and_read_back_the_same(spark: Spa
         for rows, deserialized in ((as_bytes, False), (as_rows, True)):
             level = rows._jdf.queryExecution().analyzed().rdd().getStorageLevel()
             assert (level.useMemory(), level.useDisk(), level.deserialized()) == (True, True, deserialized)
-            assert _rdd_id(rows) in _held(spark)  # computed now (eager)
+            assert _comes_to_be_held(spark, rows)  # computed now (eager)
         assert sorted(map(tuple, as_bytes.collect())) == sorted(map(tuple, as_rows.collect())) == [(i, str(i * 7)) for i in range(1000)]
     finally:
         drop(as_bytes)
