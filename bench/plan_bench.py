@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     from spark_purge.config import load
     from spark_purge.pipeline import collect_rows, progress_store
     from spark_purge.planner import Planner
+    from spark_purge.py4j_calls import sent_commands
     from spark_purge.session import get_spark
     from spark_purge.source_arrow import snapshot_batch
     from spark_purge.testing import workload
@@ -108,7 +109,6 @@ def main(argv: list[str] | None = None) -> int:
         _unpacked()
     seconds: dict[str, list[float]] = {"snapshot": [], "plan": [], "rows": [], "progress": []}
     calls: dict[str, list[int]] = {k: [] for k in seconds}  # --py4j
-    from spark_purge.py4j_calls import sent_commands
     jobs: dict[str, list[int]] = {k: [] for k in seconds}
     tracker = spark.sparkContext.statusTracker()
     with tempfile.TemporaryDirectory(prefix="plan-bench-") as tmp_s:

@@ -827,7 +827,7 @@ class ProgressStore(CheckpointTable):
             self.ensure_table()
             before = table_state(self.spark, self.path)
             nested = after if is_nested(after) else None
-            changed: DataFrame | Callable[[], DataFrame]
+            changed: Callable[[], DataFrame]
             everything: Callable[[], DataFrame]
             if nested is not None:
                 # Nested by partition, each with its count of changed positions: the count is a
@@ -843,10 +843,10 @@ class ProgressStore(CheckpointTable):
                     rows = int(total[0] or 0) if total is not None else 0
             else:
                 log_file = None  # a file is of a nested match's rows only
-                changed = after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames())
+                changed_rows = after.where(F.col(CHANGED)).select(*PROGRESS_STORE.fieldNames())
                 flat = after.select(*PROGRESS_STORE.fieldNames())
-                everything = lambda: flat  # noqa: E731
-                rows = changed.count()
+                changed, everything = (lambda: changed_rows), (lambda: flat)
+                rows = changed_rows.count()
             # The table's state when ``after`` was made from it, if it has not moved since (None: it has).
             unmoved = before if before is not None and before == read_at else None
             commits: int | None
@@ -879,17 +879,14 @@ class ProgressStore(CheckpointTable):
         Delta commit per batch). Then prune superseded rows when the log has grown past
         ``LOG_FACTOR`` rows per key, and compact small files every ``COMPACT_EVERY`` batches."""
         self.ensure_table()
-        self._tidy(batch_id, self._append(changed, batch_id))
+        self._tidy(batch_id, self._append(lambda: changed, batch_id, changed.count()))
 
-    def _append(self, changed: DataFrame | Callable[[], DataFrame], batch_id: int, rows: int | None = None, log_file: LogFile | None = None) -> int:
-        """Append ``changed`` (``rows`` of them, counted here when not given; or what makes
-        them, called only when Spark's writer writes them) as batch ``batch_id``'s rows (no
-        commit when it is empty); how many. ``log_file``: the same rows as a file made already
-        (``NestedPositions.log_file``), committed as it is where the table allows
-        (``txn_append.append_file``), else written by Spark's writer."""
-        if rows is None:
-            assert isinstance(changed, DataFrame), "a count is given with what makes the rows"
-            rows = changed.count()
+    def _append(self, changed: Callable[[], DataFrame], batch_id: int, rows: int, log_file: LogFile | None = None) -> int:
+        """Append the ``rows`` rows ``changed()`` makes (called only when Spark's writer writes
+        them) as batch ``batch_id``'s rows (no commit when there are none); how many.
+        ``log_file``: the same rows as a file made already (``NestedPositions.log_file``),
+        committed as it is where the table allows (``txn_append.append_file``), else written by
+        Spark's writer."""
         body = None if log_file is None else log_file.body
         if rows and body is not None:
             done = self._retry(
@@ -901,7 +898,7 @@ class ProgressStore(CheckpointTable):
                 return rows
         if rows:
             PROGRESS_APPENDS["writer"] += 1
-            frame = changed if isinstance(changed, DataFrame) else changed()
+            frame = changed()
             self._retry(
                 f"progress append for batch {batch_id}",
                 lambda: stamped(frame.select(*PROGRESS_STORE.fieldNames()), batch_id)

@@ -71,12 +71,11 @@ from spark_purge.kafka.producers import OpenTransactions
 from spark_purge.keepwarm import JOB_GROUP, IdleKeeper, touch
 from spark_purge.lease import FencedAudit, PurgerLease, delete_window_ms
 from spark_purge.planner import LastPairs, Plan, Planner
-from spark_purge.policy import history_keep_ms, retention_floors, split_snapshot
+from spark_purge.policy import history_keep_ms, partition_rows, retention_floors, split_snapshot
 from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from spark_purge.retirement import RegistryTracker, RetirementRegistry
 from spark_purge.runner import AuditWriter, BatchResult, BatchRunner, PurgeClient
-from spark_purge.schemas import PARTITION_STATE
 from spark_purge.session import activate
 from spark_purge.tiering import TieringTable
 from spark_purge.vanished import retention_warning
@@ -405,7 +404,7 @@ class PurgePipeline:
         appended after this time", which is true; the snapshot's earlier time would not be."""
         keep_ms = history_keep_ms(self.config)
         if keep_ms:
-            self.history.update(snapshot.select(*PARTITION_STATE.fieldNames()), datetime.now(timezone.utc), keep_ms, batch_id)
+            self.history.update(partition_rows(snapshot), datetime.now(timezone.utc), keep_ms, batch_id)
 
     def _replay(self, snapshot: DataFrame, intents: Sequence[Row], generation: int | None) -> tuple[BatchResult, Plan | None]:
         """Execute a replayed batch's recorded intents, bounded by a fresh plan of ``snapshot``

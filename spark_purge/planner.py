@@ -38,6 +38,7 @@ from spark_purge.policy import (
     RetirementInput,
     compute_plan,
     history_keep_ms,
+    partition_rows,
     refuse_name_clashes,
     timestamp_lookups,
     unreadable_groups_of,
@@ -123,7 +124,7 @@ class Planner:
         if not first:
             return None
         now = as_utc(first[0]["snapshot_time"])
-        partitions = snapshot.select(*PARTITION_STATE.fieldNames())
+        partitions = partition_rows(snapshot)
         stored = self.progress()
         # The store nested by partition, as the snapshot's group rows are (a store this process
         # recorded last is held so; one read from its table is nested here, once).

@@ -107,9 +107,14 @@ def unreadable_groups_of(snapshot_row: Row) -> dict[str, str]:
     return {g["group_id"]: g["error"] for g in snapshot_row["unreadable_groups"]}
 
 
+def partition_rows(snapshot: DataFrame) -> DataFrame:
+    """``SNAPSHOT`` rows -> their ``PARTITION_STATE`` columns (no group rows made)."""
+    return snapshot.select(*PARTITION_STATE.fieldNames())
+
+
 def split_snapshot(snapshot: DataFrame) -> tuple[DataFrame, DataFrame]:
     """``SNAPSHOT`` rows -> (``PARTITION_STATE``, ``GROUP_OFFSETS``) DataFrames."""
-    return snapshot.select(*PARTITION_STATE.fieldNames()), group_rows(snapshot)
+    return partition_rows(snapshot), group_rows(snapshot)
 
 
 def nest_snapshot(partitions: DataFrame, groups: DataFrame) -> DataFrame:
