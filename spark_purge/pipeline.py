@@ -71,7 +71,7 @@ from spark_purge.kafka.producers import OpenTransactions
 from spark_purge.keepwarm import JOB_GROUP, IdleKeeper, touch
 from spark_purge.lease import FencedAudit, PurgerLease, delete_window_ms
 from spark_purge.planner import LastPairs, Plan, Planner
-from spark_purge.policy import history_keep_ms, partition_rows, retention_floors, split_snapshot
+from spark_purge.policy import history_keep_ms, partition_rows, retention_floors, split_snapshot, with_groups
 from spark_purge.policy.producers import annotate
 from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_rows
 from spark_purge.retirement import RegistryTracker, RetirementRegistry
@@ -108,9 +108,10 @@ def source_options(config: PurgeConfig, poll_interval_ms: int | None = None) -> 
     return opts
 
 
-def read_snapshot(spark: SparkSession, config: PurgeConfig, topics: Sequence[str] | None = None) -> DataFrame:
+def read_snapshot(spark: SparkSession, config: PurgeConfig, topics: Sequence[str] | None = None, packed: bool = False) -> DataFrame:
     """One batch snapshot (SNAPSHOT schema) of the cluster: the topics the config can select, or
-    exactly ``topics`` (internal ones included, so they can be named as such)."""
+    exactly ``topics`` (internal ones included, so they can be named as such). ``packed``: its
+    group rows packed (``PACKED_SNAPSHOT``, the pipeline's own: ``spark_purge.snapshot_pack``)."""
     from spark_purge.source import register
 
     register(spark)
@@ -118,7 +119,7 @@ def read_snapshot(spark: SparkSession, config: PurgeConfig, topics: Sequence[str
     if topics is not None:
         options["topic.include"] = "|".join(re.escape(t) for t in topics)
         options["include.internal"] = "true"
-    return spark.read.format(SOURCE_FORMAT).options(**options).option("view", "snapshot").load()
+    return spark.read.format(SOURCE_FORMAT).options(**options).option("view", "packed" if packed else "snapshot").load()
 
 
 def with_external(spark: SparkSession, config: PurgeConfig, snapshot: DataFrame, files: Files | None = None) -> DataFrame:
@@ -126,7 +127,7 @@ def with_external(spark: SparkSession, config: PurgeConfig, snapshot: DataFrame,
     through Hadoop's FileSystem of ``spark`` unless ``files`` is given."""
     if not config.external_consumers:
         return snapshot
-    return with_external_consumers(snapshot, config.external_consumers, files or HadoopFiles(spark))
+    return with_external_consumers(with_groups(snapshot), config.external_consumers, files or HadoopFiles(spark))
 
 
 # ---- the batch ------------------------------------------------------------------------------
@@ -355,6 +356,7 @@ class PurgePipeline:
 
     def _process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
         base = kept(snapshot)
+        joined: DataFrame | None = None  # the snapshot with external consumers' rows, when held
         plan: Plan | None = None
         try:
             self._register()
@@ -364,8 +366,10 @@ class PurgePipeline:
                 # it): consumers may have moved back meanwhile. Plan from a fresh one.
                 log.warning("batch %d: waited %.1fs for the lease; planning from a fresh snapshot", batch_id, waited_s)
                 drop(base)
-                base = kept(read_snapshot(self.spark, self.config))
+                base = kept(read_snapshot(self.spark, self.config, packed=True))
             snapshot = with_external(self.spark, self.config, base)
+            if snapshot is not base:  # external consumers' rows joined the unpacked groups: held once
+                snapshot = joined = held(snapshot)
             # Only the first batch a process sees (or one it saw already) can be a replay.
             maybe_replay = self._last_batch is None or batch_id <= self._last_batch
             recorded = self.audit.recorded(batch_id) if maybe_replay else None
@@ -391,6 +395,8 @@ class PurgePipeline:
             if plan is not None:
                 plan.release()
             drop(base)
+            if joined is not None:
+                drop(joined)
             activate(self.spark)  # not the streaming batch's cloned session (``session.activate``)
         return self._done(result)
 
@@ -622,12 +628,15 @@ def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Call
     try:
         tiering = TieringTable.beside(spark, config.audit.path).in_transition
         planner = Planner(config, lookup, progress, history, retirements=retirements, tiering_transitions=tiering)
-        snapshot = kept(read_snapshot(spark, config))
-        plan = planner.plan(with_external(spark, config, snapshot))
+        snapshot = kept(read_snapshot(spark, config, packed=True))
+        joined = with_external(spark, config, snapshot)
+        kept_rows = (snapshot,) if joined is snapshot else (snapshot, held(joined))
+        plan = planner.plan(kept_rows[-1])
         if plan is None:
-            drop(snapshot)
+            for rows in kept_rows:
+                drop(rows)
             return None
-        return dataclasses.replace(plan, clock=read_clock(clock), held=(snapshot,))
+        return dataclasses.replace(plan, clock=read_clock(clock), held=kept_rows)
     finally:
         for client in opened:
             client.close()
@@ -700,7 +709,10 @@ def start_stream(
     checkpoint = pipeline.checkpoint_location
     pipeline.check_checkpoint()  # a reset checkpoint is refused before the query starts
     register(spark)
-    snapshots = spark.readStream.format(SOURCE_FORMAT).options(**source_options(config, poll_interval_ms=interval_ms)).load()
+    # The snapshot's group rows packed (``spark_purge.snapshot_pack``): the batch holds a few
+    # binary values where it held a nested row per commit (issue 12).
+    options = {**source_options(config, poll_interval_ms=interval_ms), "view": "packed"}
+    snapshots = spark.readStream.format(SOURCE_FORMAT).options(**options).load()
     run_batch = pipeline.process_batch
 
     def each_batch(snapshot: DataFrame, batch_id: int) -> None:

@@ -42,6 +42,7 @@ from spark_purge.policy import (
     refuse_name_clashes,
     timestamp_lookups,
     unreadable_groups_of,
+    with_groups,
 )
 from spark_purge.policy.groups import is_external
 from spark_purge.policy.inputs import TopicRuleRow
@@ -148,7 +149,8 @@ class Planner:
             self.last_pairs.pairs = positions.discovery()
         rows = compute_plan(
             # The group rows stay nested in their partition's row; the vanished ones join them.
-            snapshot.select(*PARTITION_STATE.fieldNames(), "groups"),
+            # A packed snapshot's are unpacked only if read: not when the match made the facts.
+            with_groups(snapshot).select(*PARTITION_STATE.fieldNames(), "groups"),
             positions.vanished() if positions is not None and gone else None,
             self.config,
             now=now,

@@ -64,6 +64,7 @@ from spark_purge.group_facts import (
     _plain,
     carried_batch,
 )
+from spark_purge.snapshot_pack import PACKED_COLUMN, with_groups
 
 # A remembered position, as the nested store holds it (``PROGRESS_STORE`` without the
 # partition's keys), and whether the batch ``changed`` it (it records the key: new, moved, or
@@ -81,7 +82,7 @@ COMMIT = pa.struct(
     [("group_id", pa.string()), ("group_state", pa.string()), ("group_type", pa.string()), ("member_count", pa.int32()), ("committed_offset", pa.int64())]
 )
 # The input: a snapshot partition's row (``stored`` false: its keys, snapshot id and time, topic
-# id and group rows) or a store's partition row (``stored`` true: its keys and ``positions``),
+# id and group rows, nested in ``groups`` or packed: ``snapshot_pack``) or a store's partition row (``stored`` true: its keys and ``positions``),
 # or a store's packed rows (``stored`` true, ``packed`` set: ``pack``).
 NESTED_INPUT = (
     ("stored", pa.bool_()),
@@ -93,6 +94,7 @@ NESTED_INPUT = (
     ("groups", pa.list_(COMMIT)),
     ("positions", pa.list_(POSITION)),
     ("packed", pa.binary()),
+    (PACKED_COLUMN, pa.binary()),
 )
 # The output, each row saying what it is in ``row_kind`` (``ROW_KINDS``; the driver selects rows
 # by it, never by which columns are null): one ``partition`` row per partition the store holds
@@ -379,7 +381,15 @@ def _sides(batches: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, pa.Record
     if schema is None:
         return None
     snap, store = (_one_batch(pa.Table.from_batches(side, schema=schema), NESTED_INPUT) for side in parts)
-    return snap, _unpacked_store(store)
+    return _unpacked_snapshot(snap), _unpacked_store(store)
+
+
+def _unpacked_snapshot(snap: pa.RecordBatch) -> pa.RecordBatch:
+    """The snapshot's input rows with their ``groups`` read from the packed blobs on them
+    (``snapshot_pack``), when they came packed; else as they are."""
+    if snap.num_rows == 0 or snap.schema.get_field_index(PACKED_COLUMN) < 0 or not _valid(_column(snap, PACKED_COLUMN)).any():
+        return snap
+    return with_groups(snap.remove_column(snap.schema.get_field_index("groups")))
 
 
 def _unpacked_store(store: pa.RecordBatch) -> pa.RecordBatch:

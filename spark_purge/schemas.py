@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     BooleanType,
     IntegerType,
     LongType,
@@ -121,6 +122,15 @@ SNAPSHOT = StructType(
         # hold commits on any topic, so the policy blocks partitions they could be required for.
         StructField("unreadable_groups", ArrayType(UNREADABLE_GROUP, False), False),
     ]
+)
+
+# The pipeline's view of a snapshot (the source's ``packed`` view, ``spark_purge.snapshot_pack``):
+# ``SNAPSHOT`` with its nested group rows packed as Arrow IPC into ``packed_groups``, a blob on the
+# first row of each run of rows holding those rows' groups (null on the others). Only a reader
+# with the whole snapshot in one task reads them (``policy.inputs.with_groups`` gives ``SNAPSHOT``).
+PACKED_SNAPSHOT = StructType(
+    list(PARTITION_STATE.fields)
+    + [StructField("packed_groups", BinaryType(), True), SNAPSHOT["unreadable_groups"]]
 )
 
 GROUP_PROGRESS = StructType(

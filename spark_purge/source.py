@@ -4,11 +4,12 @@ Batch::
 
     register(spark)
     spark.read.format("kafka_state").option("bootstrap.servers", "host:9092")
-        .option("view", "partitions" | "groups" | "snapshot").load()
+        .option("view", "partitions" | "groups" | "snapshot" | "packed").load()
 
-gives ``schemas.PARTITION_STATE`` / ``GROUP_OFFSETS`` / ``SNAPSHOT``.
+gives ``schemas.PARTITION_STATE`` / ``GROUP_OFFSETS`` / ``SNAPSHOT`` / ``PACKED_SNAPSHOT`` (the
+snapshot with its group rows packed as Arrow IPC: the pipeline's, ``spark_purge.snapshot_pack``).
 
-Streaming (always ``SNAPSHOT``): one micro-batch per ``poll.interval``; with
+Streaming (``SNAPSHOT``, or ``PACKED_SNAPSHOT`` with the ``packed`` view): one micro-batch per ``poll.interval``; with
 ``Trigger.AvailableNow`` exactly one snapshot, then the query stops. Offsets are ``{"seq": n}``;
 snapshot ``n`` is taken by ``latestOffset`` and kept in memory until ``commit``. Nothing is
 persisted: a batch replayed after a restart gets a **fresh** snapshot, and the pipeline executes
@@ -18,7 +19,7 @@ see ``pipeline``). So the source needs no storage, and no checkpoint I/O happens
 Options (keys are case-insensitive):
 
 - ``bootstrap.servers`` (required) host:port list
-- ``view``: partitions | groups | snapshot (default snapshot)
+- ``view``: partitions | groups | snapshot | packed (default snapshot)
 - ``topics``: comma list of explicit topics (missing ones are logged and left out), and/or
   ``topic.include`` / ``topic.exclude`` full-match regexes; ``include.internal`` (false)
 - ``group.include`` / ``group.exclude`` full-match regexes
@@ -74,7 +75,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "kafka_state"
-VIEWS = {"partitions": schemas.PARTITION_STATE, "groups": schemas.GROUP_OFFSETS, "snapshot": schemas.SNAPSHOT}
+VIEWS = {
+    "partitions": schemas.PARTITION_STATE,
+    "groups": schemas.GROUP_OFFSETS,
+    "snapshot": schemas.SNAPSHOT,
+    # The pipeline's: the snapshot with its group rows packed (``spark_purge.snapshot_pack``).
+    "packed": schemas.PACKED_SNAPSHOT,
+}
+# The views readStream emits: a whole snapshot a batch.
+STREAM_VIEWS = ("snapshot", "packed")
 _KNOWN = {
     "bootstrap.servers",
     "view",
@@ -266,8 +275,8 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     clock: Callable[[], float] = staticmethod(time.monotonic)
 
     def __init__(self, options: SourceOptions) -> None:
-        if options.view != "snapshot":
-            raise ConfigError(f"view: readStream always emits the snapshot view, got {options.view!r}")
+        if options.view not in STREAM_VIEWS:
+            raise ConfigError(f"view: readStream emits a whole snapshot a batch: one of {list(STREAM_VIEWS)}, got {options.view!r}")
         self.options = options
         # Snapshots taken and not yet committed, by seq (one or two at a time).
         self._taken: dict[int, ClusterSnapshot] = {}
@@ -326,7 +335,7 @@ class KafkaStateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         from spark_purge.source_arrow import give_back_arrow_memory, plan_chunks
 
         snapshot = self._taken.get(stop) or self._snapshot_to(stop)
-        chunks = plan_chunks(snapshot, "snapshot", self.options.rows_per_partition)
+        chunks = plan_chunks(snapshot, self.options.view, self.options.rows_per_partition)
         give_back_arrow_memory()
         return chunks
 

@@ -24,6 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from spark_purge import schemas
 from spark_purge._gc import gc_paused
 from spark_purge.kafka.model import ClusterSnapshot, CommitColumns, GroupCommit
+from spark_purge.snapshot_pack import pack
 from spark_purge.source import VIEWS
 
 _ARROW_SCHEMAS: dict[str, pa.Schema] = {}
@@ -130,6 +131,8 @@ def snapshot_batch(snapshot: ClusterSnapshot, view: str) -> pa.RecordBatch:
         columns["snapshot_time"] = [snapshot.snapshot_time_ms * 1000] * len(snapshot.commits)
     else:
         columns = _partition_columns(snapshot)
+        if view == "packed":  # the snapshot view's rows, their groups packed (``snapshot_pack``)
+            return pack(snapshot_batch(snapshot, "snapshot"), schema)
         if view == "snapshot":
             columns["groups"] = _nested_groups(snapshot, schema.field("groups"))
             columns["unreadable_groups"] = _unreadable(snapshot, schema.field("unreadable_groups"))

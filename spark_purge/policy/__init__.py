@@ -115,6 +115,7 @@ from spark_purge.policy.inputs import (
     timestamp_lookups,
     unreadable_groups_of,
     unreadable_required,
+    with_groups,
 )
 from spark_purge.policy.plan import (
     RetirementInput,
@@ -151,4 +152,5 @@ __all__ = [
     "with_binding_constraint",
     "with_bounds",
     "with_explanation",
+    "with_groups",
 ]

@@ -17,7 +17,7 @@ from spark_purge.config import MANUAL_RULE_NAME, PurgeConfig, TopicRule
 from spark_purge.errors import ConfigError
 from spark_purge.policy.groups import KEYS, NESTED_ROWS, nested_groups
 from spark_purge.policy.reuse import reused
-from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE
+from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE, SNAPSHOT
 
 
 @dataclass(frozen=True)
@@ -113,8 +113,20 @@ def partition_rows(snapshot: DataFrame) -> DataFrame:
 
 
 def split_snapshot(snapshot: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """``SNAPSHOT`` rows -> (``PARTITION_STATE``, ``GROUP_OFFSETS``) DataFrames."""
-    return partition_rows(snapshot), group_rows(snapshot)
+    """``SNAPSHOT`` (or ``PACKED_SNAPSHOT``) rows -> (``PARTITION_STATE``, ``GROUP_OFFSETS``) DataFrames."""
+    return partition_rows(snapshot), group_rows(with_groups(snapshot))
+
+
+def with_groups(snapshot: DataFrame) -> DataFrame:
+    """A snapshot's rows with their group rows nested in ``groups`` (``SNAPSHOT``): packed rows
+    (``PACKED_SNAPSHOT``, the pipeline's) unpacked in one Python task of the whole snapshot when
+    read (``snapshot_pack.unpacked_batches``); others as they are. Lazy: a plan that never reads
+    the group rows runs no task for them."""
+    from spark_purge.snapshot_pack import PACKED_COLUMN, unpacked_batches
+
+    if PACKED_COLUMN not in snapshot.columns:
+        return snapshot
+    return snapshot.coalesce(1).mapInArrow(unpacked_batches, SNAPSHOT)
 
 
 def nest_snapshot(partitions: DataFrame, groups: DataFrame) -> DataFrame:

@@ -51,7 +51,8 @@ from spark_purge.position_match import (
     ROW_VANISHED,
     FactsAsk,
 )
-from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE, PROGRESS_STORE, VANISHED_STATE
+from spark_purge.schemas import GROUP_OFFSETS, PARTITION_STATE, PROGRESS_STORE, SNAPSHOT, VANISHED_STATE
+from spark_purge.snapshot_pack import PACKED_COLUMN
 
 KEY = ["group_id", "topic", "partition"]
 CHANGED = "changed"  # ``Positions.after``: the key is one the batch records
@@ -341,14 +342,15 @@ class NestedPositions:
         from spark_purge.position_match import nested_batches
 
         none = {f.name: F.lit(None).cast(f.dataType) for f in NESTED_INPUT_TYPE.fields}
-        none["groups"] = F.lit(None).cast(snapshot.schema["groups"].dataType)
+        none["groups"] = F.lit(None).cast(SNAPSHOT["groups"].dataType)
         ask, carried, out_type = _facts_ask(snapshot.schema, facts)
         for name in carried:
             none[name] = F.lit(None).cast(snapshot.schema[name].dataType)
         names = [*NESTED_INPUT_TYPE.fieldNames(), *carried]
-        snap = snapshot.select(
-            *[F.lit(False).alias(n) if n == "stored" else (none[n].alias(n) if n in (NESTED_KEY, PACKED_KEY) else F.col(n)) for n in names]
-        )
+        # The snapshot's group rows nested (``groups``) or packed (``PACKED_SNAPSHOT``: the task
+        # reads them from the blobs, ``snapshot_pack``); the other column null.
+        absent = {NESTED_KEY, PACKED_KEY} | {n for n in ("groups", PACKED_COLUMN) if n not in snapshot.columns}
+        snap = snapshot.select(*[F.lit(False).alias(n) if n == "stored" else (none[n].alias(n) if n in absent else F.col(n)) for n in names])
         kept = store.select(
             *[
                 F.lit(True).alias(n) if n == "stored" else (F.col(n) if n in store.columns and n in ("topic", "partition", NESTED_KEY, PACKED_KEY) else none[n].alias(n))

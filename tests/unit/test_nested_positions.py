@@ -37,6 +37,7 @@ from spark_purge.policy.positions import (
     nest_store,
 )
 from spark_purge.position_match import NESTED_INPUT, NESTED_OUTPUT, ROW_KINDS, LogWriter, _RowsFile, nested_match
+from tests.unit.packing import packed_frame
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 NAMES = ("g0", "g1", "G2", "gé", "z")
@@ -126,18 +127,27 @@ def check_facts(nested: NestedPositions, snap: DataFrame, staleness: pa.Table, g
 
 
 def check(
-    spark: SparkSession, snapshot: list[Any], store: list[Any], unreadable: tuple[str, ...], chunk: int | None = None, rewrite_above: int | None = -1
+    spark: SparkSession,
+    snapshot: list[Any],
+    store: list[Any],
+    unreadable: tuple[str, ...],
+    chunk: int | None = None,
+    rewrite_above: int | None = -1,
+    packed: bool = False,
 ) -> NestedPositions:
     """The nested match against the flat one; ``chunk``: partitions the task matches at a time
     (a group's verdict then combines several chunks'); ``rewrite_above``: the log's room before
-    a rewrite (-1: always due, so the task also writes the unchanged positions). The match is
-    asked for the consumer facts too, with the rules of the snapshot's own discovery pairs."""
+    a rewrite (-1: always due, so the task also writes the unchanged positions); ``packed``: the
+    match reads the snapshot's group rows packed (``snapshot_pack``, as the pipeline reads them).
+    The match is asked for the consumer facts too, with the rules of the snapshot's own discovery
+    pairs."""
     snap, kept = frames(spark, snapshot, store)
     partitions, groups = split_snapshot(snap)
     flat = Positions.match(partitions, groups, kept, keep=False)
     own_pairs = _discovery_pairs(snap.select(*schemas.PARTITION_STATE.fieldNames(), "groups"), _every_group_row(snap, None))
     rules = rules_of_pairs(own_pairs, FACTS_CONFIG, NOW, {g: "unreadable" for g in unreadable})
-    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW, chunk=chunk, log_batch=7, rewrite_above=rewrite_above, facts=rules)
+    given = packed_frame(snap) if packed else snap
+    nested = NestedPositions.match(given, nest_store(kept), unreadable, at=NOW, chunk=chunk, log_batch=7, rewrite_above=rewrite_above, facts=rules)
     try:
         staleness, gone = nested.staleness_table()
         if rules:
@@ -263,11 +273,11 @@ def merged(drawn: list[tuple[list[Any], list[Any], set[str]]]) -> tuple[list[Any
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(st.lists(cases(), min_size=20, max_size=40), st.sampled_from((1, 3, None)), st.sampled_from((-1, 0, 10, None)))
+@given(st.lists(cases(), min_size=20, max_size=40), st.sampled_from((1, 3, None)), st.sampled_from((-1, 0, 10, None)), st.booleans())
 def test_the_nested_match_gives_what_the_flat_one_gives(
-    spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]], chunk: int | None, rewrite_above: int | None
+    spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]], chunk: int | None, rewrite_above: int | None, packed: bool
 ) -> None:
-    check(spark, *merged(drawn), chunk=chunk, rewrite_above=rewrite_above)
+    check(spark, *merged(drawn), chunk=chunk, rewrite_above=rewrite_above, packed=packed)
 
 
 def without_vanished(snapshot: list[Any], store: list[Any]) -> list[Any]:
@@ -279,9 +289,9 @@ def without_vanished(snapshot: list[Any], store: list[Any]) -> list[Any]:
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(st.lists(cases(), min_size=20, max_size=40), st.sampled_from((1, 3, None)))
+@given(st.lists(cases(), min_size=20, max_size=40), st.sampled_from((1, 3, None)), st.booleans())
 def test_the_match_makes_the_facts_the_facts_task_makes(
-    spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]], chunk: int | None
+    spark: SparkSession, drawn: list[tuple[list[Any], list[Any], set[str]]], chunk: int | None, packed: bool
 ) -> None:
     """Asked with the rules (``NestedPositions.match``'s ``facts``), the match's task gives each
     ruled partition's consumer facts: the rows ``with_group_status`` gives from the same rules and
@@ -291,7 +301,7 @@ def test_the_match_makes_the_facts_the_facts_task_makes(
     pairs = _discovery_pairs(snap.select(*schemas.PARTITION_STATE.fieldNames(), "groups"), _every_group_row(snap, None))
     rules = rules_of_pairs(pairs, FACTS_CONFIG, NOW, {g: "unreadable" for g in unreadable})
     assume(rules)  # a snapshot with a partition (every topic has a rule)
-    nested = NestedPositions.match(snap, nest_store(kept), unreadable, at=NOW, chunk=chunk, facts=rules)
+    nested = NestedPositions.match(packed_frame(snap) if packed else snap, nest_store(kept), unreadable, at=NOW, chunk=chunk, facts=rules)
     try:
         staleness, gone = nested.staleness_table()
         assert not gone
