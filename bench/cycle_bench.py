@@ -721,7 +721,7 @@ def cycles(
             for c in range(n):
                 record.begin(c)
                 with phases.phase("snapshot+source"):
-                    snapshot = hold(read_snapshot(spark, cfg))
+                    snapshot = hold(read_snapshot(spark, cfg, packed=True))  # as the stream reads it
                     snapshot.count()
                 pipeline.process_batch(snapshot, c)
                 record.end(str(c), dump)

@@ -9,8 +9,10 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
    then adds the configured external consumers (a Spark query's checkpoint position, static holds)
    to the snapshot as group rows (``external_snapshot``), read on the driver through Hadoop's
    FileSystem, fresh for every batch (a replayed batch sees the current positions);
-1. plans the snapshot (``schemas.SNAPSHOT``) with a ``planner.Planner``, as of the snapshot's
-   own time;
+1. plans the snapshot with a ``planner.Planner``, as of the snapshot's own time. The stream
+   reads the source's ``packed`` view (``schemas.PACKED_SNAPSHOT``: the group rows packed as
+   Arrow IPC, ``spark_purge.snapshot_pack``); the store match's task reads them from the blobs,
+   and what needs them nested (``schemas.SNAPSHOT``) unpacks them (``policy.with_groups``);
    With ``retirement.enable``, the planner also reads the retirement registry
    (``spark_purge.retirement``) and the runner records each reclaim in it (intent first);
 2. runs the plan with a ``runner.BatchRunner``: intents to the Delta audit before any delete,

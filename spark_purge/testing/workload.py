@@ -424,8 +424,9 @@ def run_available_now(spark: SparkSession, cfg: PurgeConfig, *, dry_run: bool = 
 
 
 def run_cycle(pipeline: PurgePipeline, batch_id: int) -> BatchResult:
-    """One purge cycle on a fresh snapshot (what one foreachBatch call does)."""
-    snapshot = held(read_snapshot(pipeline.spark, pipeline.config))
+    """One purge cycle on a fresh snapshot, read as the stream reads it (its group rows packed:
+    what one foreachBatch call does)."""
+    snapshot = held(read_snapshot(pipeline.spark, pipeline.config, packed=True))
     try:
         snapshot.count()
         return pipeline.process_batch(snapshot, batch_id)
