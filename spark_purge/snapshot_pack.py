@@ -65,9 +65,10 @@ def pack(batch: pa.RecordBatch, packed_schema: pa.Schema, rows: int = PACKED_ROW
 
 def _key(rows: pa.RecordBatch | pa.Table) -> pa.Array:
     """One string a row: its topic and partition (a topic name holds no NUL)."""
-    topic = rows.column("topic")
-    partition = pc.cast(rows.column("partition"), pa.string())
-    key = pc.binary_join_element_wise(topic, partition, "\x00")
+    # One string type on both sides, whichever Spark gave (``useLargeVarTypes``) or the blob holds.
+    topic = pc.cast(rows.column("topic"), pa.large_string())
+    partition = pc.cast(rows.column("partition"), pa.large_string())
+    key = pc.binary_join_element_wise(topic, partition, pa.scalar("\x00", pa.large_string()))
     return key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
 
 

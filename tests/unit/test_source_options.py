@@ -167,11 +167,14 @@ def test_data_source_validates_on_creation_and_picks_the_view_schema() -> None:
     assert KafkaStateDataSource.name() == "kafka_state"
     assert KafkaStateDataSource({**BASE, "view": "groups"}).schema() == schemas.GROUP_OFFSETS
     assert KafkaStateDataSource(dict(BASE)).schema() == schemas.SNAPSHOT
+    assert KafkaStateDataSource({**BASE, "view": "packed"}).schema() == schemas.PACKED_SNAPSHOT
 
 
 def test_stream_reader_requires_the_snapshot_view_and_persists_nothing() -> None:
     with pytest.raises(ConfigError, match=r"^view"):
         KafkaStateDataSource({**BASE, "view": "partitions"}).streamReader(schemas.PARTITION_STATE)
+    # The pipeline's view: a whole snapshot a batch, its group rows packed.
+    assert KafkaStateDataSource({**BASE, "view": "packed"}).streamReader(schemas.PACKED_SNAPSHOT).options.view == "packed"
     # Snapshots are no longer persisted (a replay executes its recorded intents): the old
     # option is an unknown key, named.
     with pytest.raises(ConfigError, match=r"^snapshot\.dir: unknown kafka_state option"):
@@ -231,7 +234,8 @@ def test_columnar_commits_make_the_same_batches() -> None:
 
 def test_batches_follow_the_schemas_exactly() -> None:
     snap = _snapshot()
-    for view, schema in (("partitions", schemas.PARTITION_STATE), ("groups", schemas.GROUP_OFFSETS), ("snapshot", schemas.SNAPSHOT)):
+    views = (("partitions", schemas.PARTITION_STATE), ("groups", schemas.GROUP_OFFSETS), ("snapshot", schemas.SNAPSHOT), ("packed", schemas.PACKED_SNAPSHOT))
+    for view, schema in views:
         rows = _rows(snap, view)
         assert rows and all(list(r) == schema.fieldNames() for r in rows)
     named = _rows(snap, "partitions")[1]
