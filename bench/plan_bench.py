@@ -8,7 +8,7 @@ side so it can go further than a local broker holds (30k x 30k) and be run in a 
 plan changes. A synthetic ``ClusterSnapshot`` of the cycle bench's shape (topics of
 ``--per-topic`` partitions; group *i* commits on every partition of topic *i* mod #topics, all
 classic groups with members) is built with the ``kafka_state`` source's own Arrow builder
-(``source_arrow.snapshot_batch``) and cached in Spark as the pipeline caches a batch's snapshot
+(``source_arrow.snapshot_batch``, its group rows packed as the pipeline reads them) and cached in Spark as the pipeline caches a batch's snapshot
 (``pipeline.kept``); each cycle every commit advances by one (as
 the cycle bench's consumers do), then it runs what a batch runs of the plan: ``Planner.plan``
 against a real Delta progress store, the plan rows to the driver (``pipeline.collect_rows``),
@@ -23,6 +23,7 @@ as soon as it is made), the rules' collect and ``compute_plan``. Not a test.
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
 import sys
 import tempfile
@@ -122,8 +123,16 @@ def main(argv: list[str] | None = None) -> int:
         # The store's rows nested by partition where the code has it (as the pipeline reads them).
         has_files = hasattr(store, "rewrite_above")  # stop 67: the match's task writes the log's files
         extra = {"rewrite_above": store.rewrite_above} if has_files else {}
+        try:  # the pipeline keeps the last batch's discovery pairs (stop 80: the match makes the facts)
+            from spark_purge.planner import LastPairs
+
+            extra["last_pairs"] = LastPairs()
+        except ImportError:
+            pass
         planner = Planner(cfg, lambda _: {}, getattr(store, "read_nested_if_exists", store.read_if_exists), **extra)
         way: list[str] = []  # per cycle: "files" or "spark"
+        # As the pipeline reads a snapshot: its group rows packed (stop 82), where the code has it.
+        view = "packed" if "packed" in getattr(importlib.import_module("spark_purge.source"), "VIEWS", {}) else "snapshot"
         n_commits = 0
 
         def step(name: str, cycle: int):  # type: ignore[no-untyped-def]
@@ -149,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             snap = synthetic(args.partitions, args.groups, args.per_topic, c, int(now.timestamp() * 1000))
             n_commits = len(snap.commits)
             with step("snapshot", c):
-                batch = snapshot_batch(snap, "snapshot")
+                batch = snapshot_batch(snap, view)
                 df = spark.createDataFrame(pa.Table.from_batches([batch]))
                 df = keep(df) if keep is not None else df.persist()  # as the pipeline holds a batch's snapshot
                 df.count()

@@ -5,9 +5,8 @@ view with the nested ``groups`` column replaced by ``packed_groups``: null on mo
 first row of each run of ``PACKED_ROWS`` rows, those rows' ``topic``, ``partition`` and ``groups``
 as one LZ4-compressed Arrow IPC stream. Spark then carries a few binary values where it carried a
 nested row per commit: the pipeline's held snapshot is converted from Arrow, shuffled and held
-without 500,000 commit rows at 10k x 10k (the held snapshot's first use took 0.6 s with them,
-0.2 s without, ``bench/diag/match_parts.py``'s neighbour in docs/performance.md, stop 82), and the
-store match's task (``position_match``) reads them straight from the bytes.
+without 500,000 commit rows at 10k x 10k, and the store match's task (``position_match``) reads
+them straight from the bytes (docs/performance.md, "Stop 82").
 
 Every row's groups are in exactly one blob, on some row of the same snapshot: a reader needs the
 whole snapshot in one task (the store match's is; ``unpacked_batches`` is such a task for any

@@ -3,15 +3,17 @@ carried to a Python task that only reads them, and the task's own Python on the 
 
     ./dev.sh py bench/diag/match_parts.py --partitions 10000 --groups 10000 [--repeat 6]
 
-A synthetic snapshot of the cycle bench's shape (``plan_bench.synthetic``), held as the pipeline
-holds it (``pipeline.kept``), and a packed store one offset behind it (the match's own
+A synthetic snapshot of the cycle bench's shape (``plan_bench.synthetic``), its group rows
+packed as the pipeline reads them (``--nested``: nested, as before stop 82), held as the
+pipeline holds it (``pipeline.kept``), and a packed store one offset behind it (the match's own
 ``hand_over`` of a first batch). Each round times, interleaved:
 
 - ``match``: ``NestedPositions.match`` and its first read (``staleness_table``), as the planner's
   job runs it (no consumer facts asked);
 - ``carry``: the same input (the snapshot's rows and the store's, one task) handed to a Python
   task that reads every batch and gives nothing back;
-- ``carry, no groups``: the same without the snapshot's group rows (``groups`` null);
+- ``carry, no groups``: the same without the snapshot's group rows (``packed_groups`` or
+  ``groups`` null);
 - ``carry, no store`` / ``carry, nothing``: without the store's rows / without any row (the
   job's own cost);
 - ``python``: the match's own function (``position_match.nested_batches``) over the input's
@@ -46,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=10000)
     ap.add_argument("--per-topic", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=6)
+    ap.add_argument("--nested", action="store_true", help="the snapshot's group rows nested, as before stop 82 (default: packed)")
     args = ap.parse_args(argv)
 
     import pyarrow as pa
@@ -63,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     now = datetime.now(timezone.utc)
     ms = int(now.timestamp() * 1000)
     at = datetime.fromtimestamp(ms / 1000, timezone.utc)
-    behind = kept(spark.createDataFrame(pa.Table.from_batches([snapshot_batch(synthetic(args.partitions, args.groups, args.per_topic, 0, ms), "snapshot")])))
-    snapshot = kept(spark.createDataFrame(pa.Table.from_batches([snapshot_batch(synthetic(args.partitions, args.groups, args.per_topic, 1, ms), "snapshot")])))
+    view = "snapshot" if args.nested else "packed"  # as the pipeline reads it (stop 82), or as before
+    behind = kept(spark.createDataFrame(pa.Table.from_batches([snapshot_batch(synthetic(args.partitions, args.groups, args.per_topic, 0, ms), view)])))
+    snapshot = kept(spark.createDataFrame(pa.Table.from_batches([snapshot_batch(synthetic(args.partitions, args.groups, args.per_topic, 1, ms), view)])))
     print(f"{args.partitions} x {args.groups}: {snapshot.count()} snapshot rows, {behind.count()} behind", flush=True)
     first = NestedPositions.match(behind, spark.createDataFrame([], NESTED_STORE), (), at)
     first.staleness_table()
@@ -81,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             position_match.nested_batches = real  # type: ignore[assignment]
         return m
 
-    no_groups = snapshot.withColumn("groups", F.lit(None).cast(snapshot.schema["groups"].dataType))
+    grouped = "groups" if args.nested else "packed_groups"
+    no_groups = snapshot.withColumn(grouped, F.lit(None).cast(snapshot.schema[grouped].dataType))
     # The task's input as Arrow batches on the driver (for ``python``): the same select and union.
     union = _union(snapshot, store)
     table = union.toArrow()
@@ -122,11 +127,14 @@ def _union(snapshot, store):  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
 
     from spark_purge.policy.positions import NESTED_INPUT_TYPE, NESTED_KEY, PACKED_KEY
+    from spark_purge.schemas import SNAPSHOT
+    from spark_purge.snapshot_pack import PACKED_COLUMN
 
     none = {f.name: F.lit(None).cast(f.dataType) for f in NESTED_INPUT_TYPE.fields}
-    none["groups"] = F.lit(None).cast(snapshot.schema["groups"].dataType)
+    none["groups"] = F.lit(None).cast(SNAPSHOT["groups"].dataType)
     names = NESTED_INPUT_TYPE.fieldNames()
-    snap = snapshot.select(*[F.lit(False).alias(n) if n == "stored" else (none[n].alias(n) if n in (NESTED_KEY, PACKED_KEY) else F.col(n)) for n in names])
+    absent = {NESTED_KEY, PACKED_KEY} | {n for n in ("groups", PACKED_COLUMN) if n not in snapshot.columns}
+    snap = snapshot.select(*[F.lit(False).alias(n) if n == "stored" else (none[n].alias(n) if n in absent else F.col(n)) for n in names])
     kept = store.select(
         *[F.lit(True).alias(n) if n == "stored" else (F.col(n) if n in store.columns and n in ("topic", "partition", NESTED_KEY, PACKED_KEY) else none[n].alias(n)) for n in names]
     )
