@@ -476,7 +476,9 @@ def kept(snapshot: DataFrame) -> DataFrame:
     joined to it when vanished groups' rows join them: ``group_status``) then needs no
     further shuffle of the group rows where Spark may co-partition on those two keys
     (``spark.sql.requireAllClusterKeysForCoPartition=false``, which ``session.get_spark`` sets
-    for a local session)."""
+    for a local session). A packed snapshot (``PACKED_SNAPSHOT``, the stream's) holds its group
+    rows in a few blobs instead: its facts come from the store match's task, and what unpacks
+    them (``policy.with_groups``) reads the whole snapshot in one task."""
     spark = snapshot.sparkSession
     # As many pieces as the cluster runs tasks at once (and no more than a shuffle makes): every
     # stage reading the snapshot runs one task a piece, and the snapshot is O(partitions) rows.

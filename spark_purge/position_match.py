@@ -64,7 +64,7 @@ from spark_purge.group_facts import (
     _plain,
     carried_batch,
 )
-from spark_purge.snapshot_pack import PACKED_COLUMN, with_groups
+from spark_purge.snapshot_pack import PACKED_COLUMN, rows_with_groups
 
 # A remembered position, as the nested store holds it (``PROGRESS_STORE`` without the
 # partition's keys), and whether the batch ``changed`` it (it records the key: new, moved, or
@@ -389,7 +389,7 @@ def _unpacked_snapshot(snap: pa.RecordBatch) -> pa.RecordBatch:
     (``snapshot_pack``), when they came packed; else as they are."""
     if snap.num_rows == 0 or snap.schema.get_field_index(PACKED_COLUMN) < 0 or not _valid(_column(snap, PACKED_COLUMN)).any():
         return snap
-    return with_groups(snap.remove_column(snap.schema.get_field_index("groups")))
+    return rows_with_groups(snap.remove_column(snap.schema.get_field_index("groups")))
 
 
 def _unpacked_store(store: pa.RecordBatch) -> pa.RecordBatch:

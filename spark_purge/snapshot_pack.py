@@ -71,7 +71,7 @@ def _key(rows: pa.RecordBatch | pa.Table) -> pa.Array:
     return key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
 
 
-def with_groups(batch: pa.RecordBatch) -> pa.RecordBatch:
+def rows_with_groups(batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch``'s rows (``PACKED_SNAPSHOT``'s columns: a whole snapshot, any order) in the order
     of its blobs' rows, its ``packed_groups`` column made ``groups`` (``SNAPSHOT``'s type, in
     place): the blobs' lists as they are, with no copy; the rows' scalar columns are what is
@@ -99,9 +99,9 @@ def with_groups(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 def unpacked(batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch``'s rows (``PACKED_SNAPSHOT``: a whole snapshot) as the ``snapshot`` view's
-    (``SNAPSHOT``), their groups read from the blobs (``with_groups``)."""
+    (``SNAPSHOT``), their groups read from the blobs (``rows_with_groups``)."""
     schema = _snapshot_schema()
-    rows = with_groups(batch)
+    rows = rows_with_groups(batch)
     return pa.RecordBatch.from_arrays([rows.column(f.name).cast(f.type) for f in schema], schema=schema)
 
 
@@ -117,4 +117,4 @@ def unpacked_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
     yield from pa.Table.from_batches([unpacked(table.to_batches()[0])]).to_batches(max_chunksize=PACKED_ROWS)
 
 
-__all__ = ["PACKED_COLUMN", "PACKED_ROWS", "pack", "unpacked", "unpacked_batches", "with_groups"]
+__all__ = ["PACKED_COLUMN", "PACKED_ROWS", "pack", "rows_with_groups", "unpacked", "unpacked_batches"]

@@ -14,8 +14,7 @@ from spark_purge import schemas
 from spark_purge.kafka.model import ClusterSnapshot, GroupCommit, PartitionState
 from spark_purge.planner import LastPairs, Planner
 from spark_purge.policy import split_snapshot, with_groups
-from spark_purge.snapshot_pack import PACKED_COLUMN, pack, unpacked, unpacked_batches
-from spark_purge.snapshot_pack import with_groups as arrow_with_groups
+from spark_purge.snapshot_pack import PACKED_COLUMN, pack, rows_with_groups, unpacked, unpacked_batches
 from spark_purge.source_arrow import SnapshotChunk, arrow_schema, plan_chunks, snapshot_batch
 from tests.unit.packing import packed_frame
 from tests.unit.test_planner import PROGRESS_CONFIG, PROGRESS_ROWS, PROGRESS_SNAPSHOT, _arrow_maps
@@ -70,9 +69,9 @@ def test_the_source_packed_view_carries_the_snapshot_views_rows() -> None:
 def test_part_of_a_snapshot_is_refused_naming_the_column() -> None:
     packed = pack(snapshot_batch(cluster(6, 2), "snapshot"), arrow_schema("packed"), rows=3)
     with pytest.raises(ValueError, match=f"not the 6 its {PACKED_COLUMN} hold"):
-        arrow_with_groups(packed.slice(0, 4))  # a blob's rows without the rest of them
+        rows_with_groups(packed.slice(0, 4))  # a blob's rows without the rest of them
     with pytest.raises(ValueError, match=f"without their {PACKED_COLUMN}"):
-        arrow_with_groups(packed.slice(1, 2))  # rows whose blob is elsewhere
+        rows_with_groups(packed.slice(1, 2))  # rows whose blob is elsewhere
 
 
 def test_with_groups_gives_the_snapshot_rows(spark: SparkSession) -> None:
