@@ -26,10 +26,11 @@ import pyarrow.compute as pc
 PACKED_COLUMN = "packed_groups"
 # Snapshot rows whose group rows one blob holds: a blob is read whole, so it stays a few MB.
 PACKED_ROWS = 2_000
-# Not compressed: the source's input partitions are compressed whole, and Spark's shuffle
-# compresses its blocks; a blob read uncompressed is its lists with no copy (0.03 s at 10k x
-# 10k against 0.11 s for LZ4's).
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression=None)
+# LZ4-compressed: a blob crosses from the read-planning worker to the reading task, into Spark's
+# rows, through the shuffle into the held snapshot and on to the store match's task as 6 MB
+# instead of 30 MB at 10k x 10k. The held snapshot's first use took 0.12 s instead of 0.40-0.48 s
+# (docs/performance.md, "Stop 82"), for 0.08 s more to decode in the match's task.
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 _KEYS = ("topic", "partition")
 
 
@@ -74,7 +75,7 @@ def _key(rows: pa.RecordBatch | pa.Table) -> pa.Array:
 def rows_with_groups(batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch``'s rows (``PACKED_SNAPSHOT``'s columns: a whole snapshot, any order) in the order
     of its blobs' rows, its ``packed_groups`` column made ``groups`` (``SNAPSHOT``'s type, in
-    place): the blobs' lists as they are, with no copy; the rows' scalar columns are what is
+    place): the blobs' lists as decoded, not copied again; the rows' scalar columns are what is
     reordered. ``ValueError`` when the rows and the blobs' rows are not the same partitions (the
     snapshot's rows were split between tasks, or a row came from elsewhere)."""
     at_column = batch.schema.get_field_index(PACKED_COLUMN)
