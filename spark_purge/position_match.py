@@ -64,7 +64,7 @@ from spark_purge.group_facts import (
     _plain,
     carried_batch,
 )
-from spark_purge.snapshot_pack import PACKED_COLUMN, rows_with_groups
+from spark_purge.snapshot_pack import PACKED_COLUMN, read_streams, rows_with_groups
 
 # A remembered position, as the nested store holds it (``PROGRESS_STORE`` without the
 # partition's keys), and whether the batch ``changed`` it (it records the key: new, moved, or
@@ -174,7 +174,7 @@ def pack(partitions: pa.Table) -> bytes:
 def unpack(blobs: Iterable[bytes | pa.Buffer | None]) -> pa.Table:
     """The partition rows ``pack`` made of each of ``blobs`` (None: none), one table
     (``PACKED_SCHEMA``)."""
-    tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs if blob is not None]
+    tables = read_streams(blobs)
     return pa.concat_tables(tables) if tables else PACKED_SCHEMA.empty_table()
 
 

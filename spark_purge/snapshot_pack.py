@@ -44,11 +44,19 @@ def _snapshot_schema() -> pa.Schema:
     return to_arrow_schema(SNAPSHOT, timezone="UTC")
 
 
-def _blob(rows: pa.RecordBatch) -> bytes:
+def ipc_bytes(rows: pa.RecordBatch) -> bytes:
+    """``rows`` as one LZ4-compressed Arrow IPC stream (a blob here; the source's input partitions
+    too, ``source_arrow.plan_chunks``)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, rows.schema, options=_IPC_OPTIONS) as writer:
         writer.write_batch(rows)
     return bytes(sink.getvalue().to_pybytes())
+
+
+def read_streams(blobs: Iterable[bytes | pa.Buffer | None]) -> list[pa.Table]:
+    """Each Arrow IPC stream of ``blobs`` read whole (None: none); the store's packed rows are
+    read so too (``position_match.unpack``)."""
+    return [pa.ipc.open_stream(blob).read_all() for blob in blobs if blob is not None]
 
 
 def pack(batch: pa.RecordBatch, packed_schema: pa.Schema, rows: int = PACKED_ROWS) -> pa.RecordBatch:
@@ -57,7 +65,7 @@ def pack(batch: pa.RecordBatch, packed_schema: pa.Schema, rows: int = PACKED_ROW
     keyed = batch.select([*_KEYS, "groups"])
     blobs: list[bytes | None] = [None] * batch.num_rows
     for start in range(0, batch.num_rows, rows):
-        blobs[start] = _blob(keyed.slice(start, rows))
+        blobs[start] = ipc_bytes(keyed.slice(start, rows))
     columns = {name: batch.column(name) for name in batch.schema.names if name != "groups"}
     columns[PACKED_COLUMN] = pa.array(blobs, pa.binary())
     return pa.RecordBatch.from_arrays([columns[f.name] for f in packed_schema], schema=packed_schema)
@@ -80,7 +88,7 @@ def rows_with_groups(batch: pa.RecordBatch) -> pa.RecordBatch:
     snapshot's rows were split between tasks, or a row came from elsewhere)."""
     at_column = batch.schema.get_field_index(PACKED_COLUMN)
     values = batch.column(at_column)
-    tables = [pa.ipc.open_stream(v.as_buffer()).read_all() for v in values if v.is_valid]
+    tables = read_streams(v.as_buffer() if v.is_valid else None for v in values)
     groups_type = _snapshot_schema().field("groups").type
     rest = batch.remove_column(at_column)
     if not tables:
@@ -118,4 +126,4 @@ def unpacked_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
     yield from pa.Table.from_batches([unpacked(table.to_batches()[0])]).to_batches(max_chunksize=PACKED_ROWS)
 
 
-__all__ = ["PACKED_COLUMN", "PACKED_ROWS", "pack", "rows_with_groups", "unpacked", "unpacked_batches"]
+__all__ = ["PACKED_COLUMN", "PACKED_ROWS", "ipc_bytes", "pack", "read_streams", "rows_with_groups", "unpacked", "unpacked_batches"]

@@ -24,7 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from spark_purge import schemas
 from spark_purge._gc import gc_paused
 from spark_purge.kafka.model import ClusterSnapshot, CommitColumns, GroupCommit
-from spark_purge.snapshot_pack import pack
+from spark_purge.snapshot_pack import ipc_bytes, pack
 from spark_purge.source import VIEWS
 
 _ARROW_SCHEMAS: dict[str, pa.Schema] = {}
@@ -140,19 +140,12 @@ def snapshot_batch(snapshot: ClusterSnapshot, view: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-# A commit's group fields repeat in every commit of the group: compressed, the 10k x 10k
-# benchmark's input partitions are 6.5 MB instead of 36 MB, in the read-planning worker, in
-# the driver's JVM (which keeps them with the plan) and on their way to the reading task.
-# Writing them LZ4-compressed took less time there than writing them plain (0.2-0.5 s against
-# 0.35-1.3 s for ``plan_chunks``); ``read()`` decompresses as it reads.
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
-
-
-def _ipc(batch: pa.RecordBatch) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as writer:
-        writer.write_batch(batch)
-    return bytes(sink.getvalue().to_pybytes())
+# The input partitions' bytes are LZ4-compressed (``snapshot_pack.ipc_bytes``). A commit's group
+# fields repeat in every commit of the group: compressed, the 10k x 10k benchmark's input
+# partitions are 6.5 MB instead of 36 MB, in the read-planning worker, in the driver's JVM
+# (which keeps them with the plan) and on their way to the reading task. Writing them
+# LZ4-compressed took less time there than writing them plain (0.2-0.5 s against 0.35-1.3 s for
+# ``plan_chunks``); ``read()`` decompresses as it reads.
 
 
 @dataclass(frozen=True)
@@ -186,7 +179,7 @@ def plan_chunks(snapshot: ClusterSnapshot, view: str, rows_per_partition: int) -
     if batch.num_rows == 0:
         return [SnapshotChunk(snapshot.snapshot_id, 0, 0, b"")]
     return [
-        SnapshotChunk(snapshot.snapshot_id, i, part.num_rows, _ipc(part))
+        SnapshotChunk(snapshot.snapshot_id, i, part.num_rows, ipc_bytes(part))
         for i, part in enumerate(batch.slice(start, rows_per_partition) for start in range(0, batch.num_rows, rows_per_partition))
     ]
 
