@@ -537,7 +537,8 @@ def instrument(phases: Phases) -> None:
     # (the query that runs the policy).
     phases.wrap(NestedPositions, "staleness_table", "plan: match")
     phases.wrap(plan_module, "_selected_topic_rules", "plan: rules")
-    phases.wrap(pipeline_module, "collect_rows", "plan: rows")
+    phases.wrap(pipeline_module, "collect_rows", "plan: rows")  # before stop 83: the plan as Rows
+    phases.wrap(pipeline_module, "collect_table", "plan: rows")
     phases.wrap(AppendHistory, "update", "history")
 
 

@@ -31,17 +31,26 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.sql.window import Window
 
-from spark_purge import txn_append
+from spark_purge import delta_files, txn_append
 from spark_purge._time import Backoff
 from spark_purge.deltalog import latest_snapshot, table_state, with_own_properties
 from spark_purge.detach import cut, drop
 from spark_purge.errors import AuditError
-from spark_purge.schemas import AUDIT, CHECKPOINT_QUERIES, LEASE_RECORD, PROGRESS_STORE, RETIREMENT_CONSTRAINTS
+from spark_purge.schemas import (
+    ANNOTATED_PLAN,
+    AUDIT,
+    CHECKPOINT_QUERIES,
+    LEASE_RECORD,
+    PROGRESS_STORE,
+    RETIREMENT_CONSTRAINTS,
+)
 
 if TYPE_CHECKING:
     from spark_purge.kafka.model import DeleteOutcome, TopicPartitionKey
@@ -91,67 +100,97 @@ class BatchContext:
     lease_generation: int | None = None  # the purger lease generation writing (None: no lease)
 
 
-def _audit_row(
-    plan: Row,
+def plan_table(plan: Sequence[Row] | pa.Table) -> pa.Table:
+    """A batch's plan rows as one Arrow table of ``ANNOTATED_PLAN``'s columns (and any other
+    the table has): the runner's and this mapping's input. The pipeline hands over the plan as
+    ``toArrow`` gave it (with ``pipeline.with_producers``' column); rows (a replay's, the
+    tests') are read by name, a missing ``active_producers`` as null."""
+    if isinstance(plan, pa.Table):
+        if "active_producers" in plan.column_names:
+            return plan
+        return plan.append_column(pa.field("active_producers", pa.int32()), pa.nulls(plan.num_rows, pa.int32()))
+    return delta_files.arrow_table([r.asDict() for r in plan], ANNOTATED_PLAN)
+
+
+def _audit_table(
+    plan: pa.Table,
     ctx: BatchContext,
     record_type: str,
     executed_at: datetime | None,
-    status: str,
-    low_watermark: int | None = None,
-    records_deleted: int | None = None,
-    error: str | None = None,
-    local_log_start: int | None = None,
-    leader: int | None = None,
-) -> Row:
-    deleted = records_deleted if records_deleted is not None else (0 if record_type == "outcome" else None)
-    p = plan.asDict() if isinstance(plan, Row) else dict(plan)  # a Row finds a field by name with a list search
-    size = p["size_bytes"]
-    # In AUDIT's order (rows are read by position; ``_AUDIT_ROW`` names the fields, and a test
-    # checks the two agree), made by a ``Row`` factory: ``Row(**values)`` cost twice as much,
-    # twice a plan row a batch (issue 12).
-    return _AUDIT_ROW(
-        ctx.run_id,
-        ctx.query_id,
-        int(ctx.batch_id),
-        record_type,
-        ctx.planned_at,
-        executed_at,
-        p["snapshot_id"],
-        p["topic"],
-        p["partition"],
-        p["leader"] if leader is None else leader,
-        p["log_start_offset"],  # prior_log_start_offset
-        p["high_watermark"],
-        p["cutoff"],
-        low_watermark,
-        deleted,  # records_deleted
-        p["binding_constraint"],
-        p["blocking_group"],
-        p["blocking_group_type"],
-        list(p["stale_groups"] or []),
-        p["rule"],
-        status,
-        error,
-        ctx.dry_run,
-        p["remote_storage_enable"],
-        ctx.config_fingerprint,
-        None,  # operator
-        p["time_floor_source"],
-        p["topic_id"],
-        ctx.lease_generation,
-        p.get("active_producers"),
-        size,  # size_bytes_before
-        reclaimed_estimate(size, deleted, p["log_start_offset"], p["high_watermark"]),
-        p["local_log_start_offset"],  # prior_local_log_start_offset
-        local_log_start,  # local_log_start_offset
-        p["cuts_remote"],
-        None,  # remote_bytes_removed: Kafka reports no remote size per partition (see schemas.AUDIT)
-        _day(ctx.planned_at),  # event_date
+    status: str | list[str],
+    *,
+    low_watermark: list[int | None] | None = None,
+    records_deleted: list[int | None] | None = None,
+    error: list[str | None] | None = None,
+    local_log_start: list[int | None] | None = None,
+    leader: list[int | None] | None = None,
+) -> pa.Table:
+    """The audit rows (``AUDIT``'s Arrow table) of ``plan``'s rows, column by column: what all of
+    a batch's rows share made once, the plan's columns taken as they are, the outcome's values
+    (lists, one per plan row; None: null in every row) (issue 12: a ``Row`` per audit row cost
+    about 0.3 s of the driver's time a batch at 10k partitions)."""
+    n = plan.num_rows
+
+    def same(name: str, value: Any) -> pa.Array:
+        return pa.array([value] * n, _AUDIT_ARROW.field(name).type)
+
+    def each(name: str, values: list[Any] | None) -> pa.Array:
+        return pa.array(values if values is not None else [None] * n, _AUDIT_ARROW.field(name).type)
+
+    def planned(name: str, source: str | None = None) -> pa.ChunkedArray:
+        return plan.column(source or name).cast(_AUDIT_ARROW.field(name).type)
+
+    stale = plan.column("stale_groups")
+    if stale.null_count:  # named either way in a plan; an old row may hold a null
+        stale = pa.chunked_array([pa.array([g or [] for g in stale.to_pylist()], stale.type)])
+    size, first, last = (plan.column(c).to_pylist() for c in ("size_bytes", "log_start_offset", "high_watermark"))
+    estimate = (
+        None if records_deleted is None else [reclaimed_estimate(*row) for row in zip(size, records_deleted, first, last)]
     )
+    columns = {
+        "run_id": same("run_id", ctx.run_id),
+        "query_id": same("query_id", ctx.query_id),
+        "batch_id": same("batch_id", int(ctx.batch_id)),
+        "record_type": same("record_type", record_type),
+        "planned_at": same("planned_at", delta_files.utc(ctx.planned_at)),
+        "executed_at": same("executed_at", delta_files.utc(executed_at)),
+        "snapshot_id": planned("snapshot_id"),
+        "topic": planned("topic"),
+        "partition": planned("partition"),
+        "leader": planned("leader") if leader is None else each("leader", leader),
+        "prior_log_start_offset": planned("prior_log_start_offset", "log_start_offset"),
+        "high_watermark": planned("high_watermark"),
+        "cutoff": planned("cutoff"),
+        "low_watermark": each("low_watermark", low_watermark),
+        "records_deleted": each("records_deleted", records_deleted),
+        "binding_constraint": planned("binding_constraint"),
+        "blocking_group": planned("blocking_group"),
+        "blocking_group_type": planned("blocking_group_type"),
+        "stale_groups": stale.cast(_AUDIT_ARROW.field("stale_groups").type),
+        "rule": planned("rule"),
+        "status": same("status", status) if isinstance(status, str) else each("status", status),
+        "error": each("error", error),
+        "dry_run": same("dry_run", ctx.dry_run),
+        "remote_storage_enable": planned("remote_storage_enable"),
+        "config_fingerprint": same("config_fingerprint", ctx.config_fingerprint),
+        "operator": same("operator", None),
+        "time_floor_source": planned("time_floor_source"),
+        "topic_id": planned("topic_id"),
+        "lease_generation": same("lease_generation", ctx.lease_generation),
+        "active_producers": planned("active_producers"),
+        "size_bytes_before": planned("size_bytes_before", "size_bytes"),
+        "bytes_reclaimed_estimate": each("bytes_reclaimed_estimate", estimate),
+        "prior_local_log_start_offset": planned("prior_local_log_start_offset", "local_log_start_offset"),
+        "local_log_start_offset": each("local_log_start_offset", local_log_start),
+        "cuts_remote": planned("cuts_remote"),
+        "remote_bytes_removed": same("remote_bytes_removed", None),  # Kafka reports no remote size per partition (see schemas.AUDIT)
+        "event_date": same("event_date", _day(ctx.planned_at)),
+    }
+    return pa.Table.from_arrays([columns[name] for name in _AUDIT_ARROW.names], schema=_AUDIT_ARROW)
 
 
-# A ``Row`` factory of AUDIT's fields: ``_AUDIT_ROW(*values)`` is a ``Row`` with those names.
-_AUDIT_ROW = Row(*AUDIT.fieldNames())
+# AUDIT as the driver writes it (``delta_files.ARROW_TYPES``).
+_AUDIT_ARROW = delta_files.arrow_schema(AUDIT)
 
 
 @functools.lru_cache(maxsize=16)
@@ -177,53 +216,84 @@ def reclaimed_estimate(size_bytes: int | None, records_deleted: int | None, log_
     return size_bytes * min(records_deleted, present) // present
 
 
-def intent_rows(plan: Sequence[Row], ctx: BatchContext) -> list[Row]:
-    """One ``planned`` intent per actionable plan row, written before any delete."""
-    return [_audit_row(r, ctx, "intent", None, status="planned") for r in plan if r["actionable"]]
+def intent_table(plan: Sequence[Row] | pa.Table, ctx: BatchContext) -> pa.Table:
+    """One ``planned`` intent per actionable plan row, written before any delete (``AUDIT``'s
+    Arrow table)."""
+    table = plan_table(plan)
+    return _audit_table(table.filter(pc.fill_null(table.column("actionable"), False)), ctx, "intent", None, "planned")
+
+
+def outcome_table(
+    plan: Sequence[Row] | pa.Table,
+    outcomes: Mapping[TopicPartitionKey, DeleteOutcome],
+    ctx: BatchContext,
+    executed_at: datetime,
+    local_log_starts: Mapping[TopicPartitionKey, int] | None = None,
+) -> pa.Table:
+    """One outcome per plan row (``AUDIT``'s Arrow table): ``skipped`` (not actionable),
+    ``dry_run``, ``deleted`` or ``failed`` (an error, or no outcome at all: never silently
+    "deleted"). ``local_log_starts``: tiered partitions' local log start offsets re-read after
+    the deletes (the ``deleted`` rows' ``local_log_start_offset``)."""
+    table = plan_table(plan)
+    starts = local_log_starts or {}
+    status: list[str] = []
+    low: list[int | None] = []
+    deleted: list[int | None] = []
+    error: list[str | None] = []
+    leader: list[int | None] = []
+    local: list[int | None] = []
+    keys = ("topic", "partition", "actionable", "log_start_offset", "leader")
+    for topic, partition, actionable, log_start, planned_leader in zip(*(table.column(k).to_pylist() for k in keys)):
+        tp = (topic, partition)
+        outcome = outcomes.get(tp) if actionable and not ctx.dry_run else None
+        state, watermark, removed, text, at = _outcome_values(bool(actionable), ctx.dry_run, outcome, log_start)
+        status.append(state)
+        low.append(watermark)
+        deleted.append(removed)
+        error.append(text)
+        leader.append(planned_leader if at is None else at)
+        local.append(starts.get(tp) if state == "deleted" else None)
+    return _audit_table(
+        table, ctx, "outcome", executed_at, status, low_watermark=low, records_deleted=deleted, error=error,
+        local_log_start=local, leader=leader,
+    )
+
+
+def _outcome_values(
+    actionable: bool, dry_run: bool, outcome: DeleteOutcome | None, log_start: int
+) -> tuple[str, int | None, int, str | None, int | None]:
+    """An outcome row's status, low watermark, records deleted (0 when not known), error and
+    the leader that answered (None: the planned one)."""
+    if not actionable:
+        return "skipped", None, 0, None, None
+    if dry_run:
+        return "dry_run", None, 0, None, None
+    if outcome is None:
+        return "failed", None, 0, NO_OUTCOME, None
+    if outcome.skipped:  # never sent: the topic was recreated or deleted since the plan
+        return "skipped", None, 0, f"{str(outcome.error).lower()}: {outcome.error_message}", None
+    low = outcome.low_watermark if outcome.low_watermark is not None and outcome.low_watermark >= 0 else None
+    deleted = max(0, low - int(log_start)) if low is not None else 0
+    if outcome.error:
+        text = f"{outcome.error}: {outcome.error_message}" if outcome.error_message else str(outcome.error)
+        return "failed", low, deleted, text, outcome.leader
+    return "deleted", outcome.low_watermark, deleted, None, outcome.leader
+
+
+def intent_rows(plan: Sequence[Row] | pa.Table, ctx: BatchContext) -> list[Row]:
+    """``intent_table``'s rows as ``Row``s."""
+    return delta_files.rows_of(intent_table(plan, ctx))
 
 
 def outcome_rows(
-    plan: Sequence[Row],
+    plan: Sequence[Row] | pa.Table,
     outcomes: Mapping[TopicPartitionKey, DeleteOutcome],
     ctx: BatchContext,
     executed_at: datetime,
     local_log_starts: Mapping[TopicPartitionKey, int] | None = None,
 ) -> list[Row]:
-    """One outcome per plan row: ``skipped`` (not actionable), ``dry_run``, ``deleted`` or
-    ``failed`` (an error, or no outcome at all: never silently "deleted"). ``local_log_starts``:
-    tiered partitions' local log start offsets re-read after the deletes (the ``deleted`` rows'
-    ``local_log_start_offset``)."""
-    rows = []
-    for r in plan:
-        if not r["actionable"]:
-            rows.append(_audit_row(r, ctx, "outcome", executed_at, status="skipped"))
-        elif ctx.dry_run:
-            rows.append(_audit_row(r, ctx, "outcome", executed_at, status="dry_run"))
-        else:
-            tp = (r["topic"], r["partition"])
-            rows.append(_outcome_row(r, ctx, executed_at, outcomes.get(tp), (local_log_starts or {}).get(tp)))
-    return rows
-
-
-def _outcome_row(
-    plan: Row, ctx: BatchContext, executed_at: datetime, outcome: DeleteOutcome | None, local_log_start: int | None = None
-) -> Row:
-    if outcome is None:
-        return _audit_row(plan, ctx, "outcome", executed_at, status="failed", error=NO_OUTCOME)
-    if outcome.skipped:  # never sent: the topic was recreated or deleted since the plan
-        return _audit_row(plan, ctx, "outcome", executed_at, status="skipped", error=f"{str(outcome.error).lower()}: {outcome.error_message}")
-    low = outcome.low_watermark if outcome.low_watermark is not None and outcome.low_watermark >= 0 else None
-    deleted = max(0, low - int(plan["log_start_offset"])) if low is not None else None
-    if outcome.error:
-        text = f"{outcome.error}: {outcome.error_message}" if outcome.error_message else str(outcome.error)
-        return _audit_row(
-            plan, ctx, "outcome", executed_at, status="failed", low_watermark=low, records_deleted=deleted, error=text,
-            leader=outcome.leader,
-        )
-    return _audit_row(
-        plan, ctx, "outcome", executed_at, status="deleted", low_watermark=outcome.low_watermark, records_deleted=deleted,
-        local_log_start=local_log_start, leader=outcome.leader,
-    )
+    """``outcome_table``'s rows as ``Row``s."""
+    return delta_files.rows_of(outcome_table(plan, outcomes, ctx, executed_at, local_log_starts))
 
 
 def lease_row(
@@ -339,8 +409,9 @@ class AuditSink:
         except Exception as exc:  # Py4J errors carry the JVM message; keep it
             raise AuditError(f"cannot create the audit table at {self.path}: {exc}") from exc
 
-    def write(self, rows: Sequence[Row] | DataFrame, kind: str, batch_id: int, txn: tuple[str, int] | None = None) -> bool:
-        """Append ``rows`` as the ``kind`` commit of ``batch_id``; a replay is skipped by Delta.
+    def write(self, rows: Sequence[Row] | pa.Table | DataFrame, kind: str, batch_id: int, txn: tuple[str, int] | None = None) -> bool:
+        """Append ``rows`` (``AUDIT``'s: ``Row``s, an Arrow table such as ``intent_table`` makes,
+        or a DataFrame) as the ``kind`` commit of ``batch_id``; a replay is skipped by Delta.
 
         ``txn`` replaces the (app id, version) Delta dedupes on — ``(<query id>:<kind>,
         batch_id)`` by default; a purger lease passes its own (``spark_purge.lease``), under
@@ -350,9 +421,16 @@ class AuditSink:
         if kind not in ("intent", "outcome", "forget", LEASE_RECORD):
             raise ValueError(f"audit write kind must be 'intent', 'outcome', 'forget' or 'lease', got {kind!r}")
         app_id, version = txn if txn is not None else (f"{self.app_id}:{kind}", batch_id)
-        if not isinstance(rows, DataFrame) and not rows:
+        if isinstance(rows, pa.Table):
+            if not rows.num_rows:
+                return False
+            df: DataFrame | txn_append.DriverRows = txn_append.DriverRows(rows, AUDIT)
+        elif isinstance(rows, DataFrame):
+            df = rows
+        elif not rows:
             return False
-        df = rows if isinstance(rows, DataFrame) else txn_append.DriverRows(list(rows), AUDIT)
+        else:
+            df = txn_append.DriverRows(list(rows), AUDIT)
         backoff = Backoff(first=0.2, cap=2.0)
         attempt = 0
         while True:

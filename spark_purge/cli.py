@@ -398,7 +398,7 @@ def _plan_rows(spark: SparkSession, cfg: PurgeConfig, topic: str | None = None) 
     from pyspark.sql import functions as F
 
     from spark_purge.kafka import open_client
-    from spark_purge.pipeline import plan_snapshot, with_producers
+    from spark_purge.pipeline import collect_table, plan_snapshot, with_producers
     from spark_purge.progress import progress
 
     try:
@@ -408,13 +408,13 @@ def _plan_rows(spark: SparkSession, cfg: PurgeConfig, topic: str | None = None) 
                 return [], None
             chosen = plan.rows if topic is None else plan.rows.where(F.col("topic") == topic)
             try:
-                collected = chosen.orderBy("topic", "partition").collect()
+                collected = collect_table(chosen.orderBy("topic", "partition"))
             finally:
                 plan.release()
             if plan.open_transactions:  # name the producers pinning them
                 with open_client(cfg) as client:
                     collected = with_producers(plan, collected, lambda: client)
-            return [r.asDict() for r in collected], plan
+            return collected.to_pylist(), plan
     except Exception as exc:
         raise _translate(exc) from exc
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
+import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -565,7 +566,7 @@ class FencedAudit:
     def ensure_table(self) -> None:
         self.sink.ensure_table()
 
-    def write(self, rows: Sequence[Row], kind: str, batch_id: int) -> bool:
+    def write(self, rows: Sequence[Row] | pa.Table, kind: str, batch_id: int) -> bool:
         wrote = self.sink.write(rows, kind, batch_id, txn=self.lease.audit_txn())
         if wrote and kind != "intent":
             self.lease.check(f"after its audit {kind} write for batch {batch_id} (an older generation's write is refused)")

@@ -52,16 +52,14 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
 from spark_purge.audit import AuditSink, BatchContext, CheckpointRegistry, ProgressStore, absolute_location, lease_row
 from spark_purge.config import PurgeConfig, StreamConfig, config_fingerprint, connection_settings, field_default
+from spark_purge.delta_files import rows_of
 from spark_purge.detach import drop, held
 from spark_purge.errors import ConfigError, KafkaError, SparkPurgeError, from_spark_exception
 from spark_purge.external_snapshot import with_external_consumers
@@ -386,7 +384,8 @@ class PurgePipeline:
                 if plan is None:
                     return self._done(BatchResult(batch_id))
                 read_clock(self._clock)
-                plan_rows = with_producers(plan, collect_rows(plan.rows), self.client)  # one row per partition: small
+                # One row per partition, kept as Arrow columns to the audit's Parquet (issue 12).
+                plan_rows = with_producers(plan, collect_table(plan.rows), self.client)
                 ctx = BatchContext(
                     self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint, lease_generation=generation
                 )
@@ -486,18 +485,15 @@ def kept(snapshot: DataFrame) -> DataFrame:
     return held(snapshot.repartition(ways, "topic", "partition"))
 
 
+def collect_table(df: DataFrame) -> pa.Table:
+    """``df``'s rows on the driver as one Arrow table (no per-row pickling); for O(partitions)
+    results such as a plan (no timestamp columns: Arrow's are zone-aware)."""
+    return df.toArrow()
+
+
 def collect_rows(df: DataFrame) -> list[Row]:
-    """``df``'s rows on the driver, crossing as one Arrow table (no per-row pickling); for
-    O(partitions) results such as a plan (no timestamp columns: Arrow's are zone-aware)."""
-    return rows_of(df.toArrow())
-
-
-def rows_of(table: pa.Table) -> list[Row]:
-    """``table``'s rows as ``Row``s of its columns, in its order (``collect_rows``): made by a
-    ``Row`` factory from the columns transposed, at a third of the cost of ``Row(**dict)`` per
-    row from ``to_pylist`` (10k plan rows a batch at 10k partitions, issue 12)."""
-    make = Row(*table.column_names)
-    return [make(*values) for values in zip(*(column.to_pylist() for column in table.columns))]
+    """``collect_table``'s rows as ``Row``s."""
+    return rows_of(collect_table(df))
 
 
 def query_id_of(files: Files, checkpoint_location: str) -> str | None:
@@ -580,10 +576,11 @@ def read_clock(clock: BrokerClock | None) -> ClockReading | None:
     return reading
 
 
-def with_producers(plan: Plan, rows: Sequence[Row], client: Callable[[], PurgeClient]) -> list[Row]:
-    """``rows`` (collected ``plan.rows``) with ``active_producers`` and the open-transaction note
-    in ``detail`` (``policy.producers``): one DescribeProducers per leader, only when some
-    partition has an open transaction. A failed read is logged; the plan stands as it is."""
+def with_producers(plan: Plan, rows: pa.Table, client: Callable[[], PurgeClient]) -> pa.Table:
+    """``rows`` (``plan.rows`` as ``toArrow`` gives them) with ``active_producers`` and the
+    open-transaction note in ``detail`` (``policy.producers``): one DescribeProducers per leader,
+    only when some partition has an open transaction. A failed read is logged; the plan stands
+    as it is. A table that has the column already gets it replaced, where it is."""
     found = OpenTransactions({}, None)
     if plan.open_transactions:
         try:
@@ -591,17 +588,24 @@ def with_producers(plan: Plan, rows: Sequence[Row], client: Callable[[], PurgeCl
         except KafkaError as exc:
             log.warning("active producers not read for %d partition(s) with open transactions: %s", len(plan.open_transactions), exc)
     now_ms = int(plan.planned_at.timestamp() * 1000)
-    if not rows:
-        return []
-    names = [*rows[0].asDict(), "active_producers"]
-    if names.count("active_producers") > 1:  # rows annotated before: each one through annotate again
-        return [Row(**values) for values in annotate([r.asDict() for r in rows], plan.open_transactions, found, now_ms)]
-    make = Row(*names)
+    active: list[int | None] = [None] * rows.num_rows
     # Only partitions with a DescribeProducers answer change; the others get a null count and
-    # keep their detail (``annotate``'s answer for them), with no dict made per row (issue 12).
-    read = [i for i, r in enumerate(rows) if (r["topic"], r["partition"]) in found.producers]
-    annotated = dict(zip(read, annotate([rows[i].asDict() for i in read], plan.open_transactions, found, now_ms)))
-    return [make(*[annotated[i][n] for n in names]) if i in annotated else make(*r, None) for i, r in enumerate(rows)]
+    # keep their detail (``annotate``'s answer for them), with nothing made per row (issue 12).
+    if found.producers:
+        keys = list(zip(rows.column("topic").to_pylist(), rows.column("partition").to_pylist()))
+        read = [i for i, tp in enumerate(keys) if tp in found.producers]
+        if read:
+            detail = rows.column("detail").to_pylist()
+            asked = [{"topic": keys[i][0], "partition": keys[i][1], "detail": detail[i]} for i in read]
+            for i, values in zip(read, annotate(asked, plan.open_transactions, found, now_ms)):
+                active[i], detail[i] = values["active_producers"], values["detail"]
+            at = rows.column_names.index("detail")
+            rows = rows.set_column(at, rows.schema.field(at), pa.array(detail, pa.string()))
+    column = pa.array(active, pa.int32())
+    if "active_producers" in rows.column_names:
+        at = rows.column_names.index("active_producers")
+        return rows.set_column(at, pa.field("active_producers", pa.int32()), column)
+    return rows.append_column(pa.field("active_producers", pa.int32()), column)
 
 
 def plan_snapshot(spark: SparkSession, config: PurgeConfig, client_factory: Callable[[], PurgeClient] | None = None) -> Plan | None:
@@ -845,6 +849,7 @@ __all__ = [
     "check_checkpoint",
     "check_offsets_retention",
     "collect_rows",
+    "collect_table",
     "default_client_factory",
     "dry_run_checkpoint",
     "history_location",

@@ -11,7 +11,8 @@
 With partition retirement on, ``retirements`` records a reclaim's intent in the registry after
 the audit intents (before any delete) and its result after the outcomes (``spark_purge.retirement``).
 
-The rows themselves come from the pure mapping in ``audit`` (``intent_rows``/``outcome_rows``).
+The rows themselves come from the pure mapping in ``audit`` (``intent_table``/``outcome_table``),
+column by column: a batch's plan stays an Arrow table from ``toArrow`` to the audit's Parquet.
 """
 from __future__ import annotations
 
@@ -22,9 +23,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Protocol
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Row
 
-from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows
+from spark_purge.audit import NO_OUTCOME, BatchContext, intent_table, outcome_table, plan_table
+from spark_purge.delta_files import rows_of
 from spark_purge.errors import KafkaError
 from spark_purge.kafka.model import TIERING_TRANSITION, DeleteOutcome, TopicPartitionKey
 from spark_purge.kafka.producers import OpenTransactions
@@ -37,7 +41,7 @@ class AuditWriter(Protocol):
 
     def ensure_table(self) -> None: ...
 
-    def write(self, rows: Sequence[Row], kind: str, batch_id: int) -> bool: ...
+    def write(self, rows: Sequence[Row] | pa.Table, kind: str, batch_id: int) -> bool: ...
 
 
 class RetirementHooks(Protocol):
@@ -75,16 +79,17 @@ class BatchResult:
     records_deleted: int = 0
     failures: list[str] = field(default_factory=list)
 
-    def count(self, outcomes: Sequence[Row]) -> None:
-        """Add up the ``deleted``/``failed`` outcome rows of the batch."""
-        for row in outcomes:
-            if row["status"] == "deleted":
+    def count(self, outcomes: pa.Table) -> None:
+        """Add up the ``deleted``/``failed`` outcome rows of the batch (``audit.outcome_table``)."""
+        columns = (outcomes.column(c).to_pylist() for c in ("status", "records_deleted", "error", "topic", "partition"))
+        for status, deleted, error, topic, partition in zip(*columns):
+            if status == "deleted":
                 self.deleted += 1
-                self.records_deleted += row["records_deleted"] or 0
-            elif row["status"] == "failed":
+                self.records_deleted += deleted or 0
+            elif status == "failed":
                 self.failed += 1
-                reason = "no outcome" if row["error"] == NO_OUTCOME else row["error"]
-                self.failures.append(f"{row['topic']}-{row['partition']}: {reason}")
+                reason = "no outcome" if error == NO_OUTCOME else error
+                self.failures.append(f"{topic}-{partition}: {reason}")
 
 
 @dataclass
@@ -107,35 +112,40 @@ class BatchRunner:
     # (``TieringTable.in_transition``); the plan read them once, a disablement may start since.
     transitions: Callable[[], Collection[str]] | None = None
 
-    def run(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
-        """Intents first, then :meth:`execute`."""
+    def run(self, plan: Sequence[Row] | pa.Table, ctx: BatchContext) -> BatchResult:
+        """Intents first, then :meth:`execute`. ``plan``: the plan's rows (``ANNOTATED_PLAN``),
+        as an Arrow table or ``Row``s."""
+        batch = _Batch(plan_table(plan))
         self.audit.ensure_table()
         # 1. intents: persisted before anything is deleted.
-        self.audit.write(intent_rows(plan, ctx), "intent", ctx.batch_id)
+        self.audit.write(intent_table(batch.table, ctx), "intent", ctx.batch_id)
         if self.retirements is not None:
-            self.retirements.before_deletes(plan, ctx)
+            self.retirements.before_deletes(batch.rows(), ctx)
         self._fault("intents_written", ctx.batch_id)
-        return self._deletes_and_outcomes(plan, ctx)
+        return self._deletes_and_outcomes(batch, ctx)
 
-    def execute(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
+    def execute(self, plan: Sequence[Row] | pa.Table, ctx: BatchContext) -> BatchResult:
         """Deletes and outcomes of a plan whose intents are already recorded (a replayed batch
         comes straight here with its recorded intents, re-bounded: ``spark_purge.replay``)."""
+        batch = _Batch(plan_table(plan))
         self.audit.ensure_table()
         if self.retirements is not None:  # recorded already unless the batch died before: idempotent
-            self.retirements.before_deletes(plan, ctx)
-        return self._deletes_and_outcomes(plan, ctx)
+            self.retirements.before_deletes(batch.rows(), ctx)
+        return self._deletes_and_outcomes(batch, ctx)
 
-    def _deletes_and_outcomes(self, plan: Sequence[Row], ctx: BatchContext) -> BatchResult:
-        result = BatchResult(ctx.batch_id, planned=len(plan))
-        actionable = [r for r in plan if r["actionable"]]
-        result.actionable = len(actionable)
+    def _deletes_and_outcomes(self, batch: _Batch, ctx: BatchContext) -> BatchResult:
+        plan = batch.table
+        result = BatchResult(ctx.batch_id, planned=plan.num_rows)
+        acting = plan.filter(pc.fill_null(plan.column("actionable"), False))
+        result.actionable = acting.num_rows
+        topics, partitions, cuts, ids = (acting.column(c).to_pylist() for c in ("topic", "partition", "cutoff", "topic_id"))
 
         # 2. deletes, batched per leader.
         outcomes: dict[TopicPartitionKey, DeleteOutcome] = {}
-        if actionable and not ctx.dry_run:
-            cutoffs = {(r["topic"], r["partition"]): int(r["cutoff"]) for r in actionable}
+        if acting.num_rows and not ctx.dry_run:
+            cutoffs = {(t, p): int(c) for t, p, c in zip(topics, partitions, cuts)}
             # The topic ids the plan was made for: a topic recreated since is never cut by name.
-            topic_ids = {r["topic"]: r["topic_id"] for r in actionable if r["topic_id"] is not None}
+            topic_ids = {t: i for t, i in zip(topics, ids) if i is not None}
             # What may take a while comes before the lease check (its Delta read, the client):
             # DeleteRecords' window (at most two thirds of lease.ttl) starts at the check.
             outcomes.update(self._held_by_transitions(cutoffs))
@@ -153,11 +163,12 @@ class BatchRunner:
         self._fault("deletes_sent", ctx.batch_id)
 
         # 3. outcomes: one per planned partition, exactly once per batch.
-        rows = outcome_rows(plan, outcomes, ctx, executed_at=self.clock(), local_log_starts=self._local_log_starts(actionable, outcomes))
-        self.audit.write(rows, "outcome", ctx.batch_id)
+        tiered = [tp for tp, on in zip(zip(topics, partitions), acting.column("remote_storage_enable").to_pylist()) if on]
+        table = outcome_table(plan, outcomes, ctx, executed_at=self.clock(), local_log_starts=self._local_log_starts(tiered, outcomes))
+        self.audit.write(table, "outcome", ctx.batch_id)
         if self.retirements is not None:
-            self.retirements.after_outcomes(plan, rows, ctx)
-        result.count(rows)
+            self.retirements.after_outcomes(batch.rows(), rows_of(table), ctx)
+        result.count(table)
         return result
 
     def _held_by_transitions(self, cutoffs: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, DeleteOutcome]:
@@ -177,14 +188,12 @@ class BatchRunner:
         }
 
     def _local_log_starts(
-        self, actionable: Sequence[Row], outcomes: Mapping[TopicPartitionKey, DeleteOutcome]
+        self, tiered: Sequence[TopicPartitionKey], outcomes: Mapping[TopicPartitionKey, DeleteOutcome]
     ) -> dict[TopicPartitionKey, int]:
-        """Tiered partitions cut successfully: their local log start offset now (one ListOffsets
-        per leader; none at all without tiered topics). A failed read leaves them null."""
-        tiered = [
-            (r["topic"], r["partition"]) for r in actionable
-            if r["remote_storage_enable"] and (o := outcomes.get((r["topic"], r["partition"]))) is not None and o.ok
-        ]
+        """The actionable ``tiered`` partitions cut successfully: their local log start offset
+        now (one ListOffsets per leader; none at all without tiered topics). A failed read
+        leaves them null."""
+        tiered = [tp for tp in tiered if (o := outcomes.get(tp)) is not None and o.ok]
         if not tiered:
             return {}
         try:
@@ -196,6 +205,19 @@ class BatchRunner:
     def _fault(self, step: str, batch_id: int) -> None:
         if self.fault_hook is not None:
             self.fault_hook(step, batch_id)
+
+
+class _Batch:
+    """A batch's plan table, and its ``Row``s made once, only if asked (the retirement hooks)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self._rows: list[Row] | None = None
+
+    def rows(self) -> list[Row]:
+        if self._rows is None:
+            self._rows = rows_of(self.table)
+        return self._rows
 
 
 __all__ = ["AuditWriter", "BatchResult", "BatchRunner", "PurgeClient", "RetirementHooks"]

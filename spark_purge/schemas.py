@@ -348,6 +348,10 @@ PLAN = StructType(
     ]
 )
 
+# A batch's plan rows as the runner takes them: PLAN's, and the partition's active producers
+# when it has an open transaction (``pipeline.with_producers``; null elsewhere).
+ANNOTATED_PLAN = StructType([*PLAN.fields, StructField("active_producers", IntegerType(), True)])
+
 # spark_purge.tiering: a topic's tiered-storage disablement, one row per step, appended before
 # the step acts (a Delta table beside the audit: ``<audit.path>_tiering``). The newest row per
 # topic is its state. ``since``: when the topic entered ``state``.

@@ -79,11 +79,12 @@ def driver_rows(spark: SparkSession, rows: Iterable[Any] | pa.Table, schema: Str
 @dataclass
 class DriverRows:
     """Rows the driver holds for an ``append`` (as ``createDataFrame`` reads them: a tuple or a
-    ``Row`` by position in ``schema``'s order, a dict by name): the direct path writes them as Parquet itself, with no
+    ``Row`` by position in ``schema``'s order, a dict by name; or an Arrow table of ``schema``'s
+    columns, taken as it is): the direct path writes them as Parquet itself, with no
     Spark job (``spark_purge.delta_files``); any other way gets them as ``frame`` (one piece,
     ``driver_rows``), made once."""
 
-    rows: Sequence[Any]
+    rows: Sequence[Any] | pa.Table
     schema: StructType
     _frame: DataFrame | None = field(default=None, repr=False)
 

@@ -5,10 +5,11 @@
 
 What a batch does in Python on the driver once per plan row, timed step by step on synthetic
 plan rows of ``schemas.PLAN`` (every partition actionable, every delete answered): the plan's
-Arrow table made into rows (``pipeline.collect_rows`` after ``toArrow``), their open
-transactions' annotation (``pipeline.with_producers``, none open), the audit's intent and
-outcome rows (``audit.intent_rows``, ``audit.outcome_rows``) and both as the Arrow table the
-audit's Parquet files are written from (``delta_files.arrow_table``). A cProfile of
+Arrow table made into rows (``collect_rows`` after ``toArrow``; since stop 83 the plan stays a
+table: nothing), their open transactions' annotation (``pipeline.with_producers``, none open),
+the audit's intent and outcome rows (``audit.intent_table``, ``audit.outcome_table``; before
+stop 83 ``intent_rows``, ``outcome_rows``) and both as the Arrow table the audit's Parquet files
+are written from (``delta_files.arrow_table``). A cProfile of
 ``cycle_bench`` at 10k x 10k put about 1 s of driver CPU a cycle here (stop 70). ``--root``
 runs another checkout's package on the same input (an A/B: run both, compare the medians).
 Prints min / median seconds per step over ``--rounds``. Not a test.
@@ -79,17 +80,23 @@ def main() -> int:
     outcomes = {(r["topic"], r["partition"]): DeleteOutcome(r["topic"], r["partition"], 40, 1, 40, None, None, 0, False) for r in table.select(["topic", "partition"]).to_pylist()}
     seconds: dict[str, list[float]] = {"plan rows": [], "producers": [], "intents": [], "outcomes": [], "arrow table": []}
     no_transactions = Plan(rows=None, planned_at=NOW)  # type: ignore[arg-type]  # what with_producers reads of a plan
+    # Since stop 83 the plan stays an Arrow table and the audit's rows are made column by column
+    # (``audit.intent_table``); before, each was a list of ``Row``s.
+    columnar = hasattr(audit, "intent_table")
     for _ in range(args.rounds):
         t0 = time.perf_counter()
-        plan = rows_of(table)
+        plan: Any = table if columnar else rows_of(table)
         tp = time.perf_counter()
-        plan = pipeline.with_producers(no_transactions, plan, lambda: None)  # type: ignore[arg-type,return-value]  # no client asked
+        plan = pipeline.with_producers(no_transactions, plan, lambda: None)  # type: ignore[arg-type]  # no client asked
         t1 = time.perf_counter()
-        intents = audit.intent_rows(plan, ctx)
+        intents = audit.intent_table(plan, ctx) if columnar else audit.intent_rows(plan, ctx)
         t2 = time.perf_counter()
-        done = audit.outcome_rows(plan, outcomes, ctx, NOW)
+        done = audit.outcome_table(plan, outcomes, ctx, NOW) if columnar else audit.outcome_rows(plan, outcomes, ctx, NOW)
         t3 = time.perf_counter()
-        written = arrow_table([*intents, *done], schemas.AUDIT)
+        if columnar:
+            written = pa.concat_tables([arrow_table(intents, schemas.AUDIT), arrow_table(done, schemas.AUDIT)])
+        else:
+            written = arrow_table([*intents, *done], schemas.AUDIT)
         t4 = time.perf_counter()
         assert len(intents) == len(done) == written.num_rows // 2 == args.partitions
         for name, took in zip(seconds, (tp - t0, t1 - tp, t2 - t1, t3 - t2, t4 - t3)):

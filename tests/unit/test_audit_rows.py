@@ -4,9 +4,18 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import Row
 
-from spark_purge.audit import NO_OUTCOME, BatchContext, intent_rows, outcome_rows, reclaimed_estimate
+from spark_purge.audit import (
+    NO_OUTCOME,
+    BatchContext,
+    intent_rows,
+    intent_table,
+    outcome_rows,
+    outcome_table,
+    reclaimed_estimate,
+)
 from spark_purge.kafka.model import DeleteOutcome
 from spark_purge.runner import BatchResult
 from spark_purge.schemas import AUDIT, PLAN
@@ -83,6 +92,21 @@ def test_outcomes_one_per_plan_row_never_silently_deleted() -> None:
     assert all(list(r.asDict()) == AUDIT.fieldNames() for r in rows)
 
 
+def test_the_plan_as_spark_gives_it_in_arrow_makes_the_same_audit_rows() -> None:
+    """The pipeline hands the runner the plan as ``toArrow`` gives it (Spark's Arrow types, no
+    ``active_producers`` unless annotated); the audit's rows are those of the plan as rows."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from spark_purge.delta_files import rows_of
+
+    table = pa.Table.from_pylist([r.asDict() for r in PLAN_ROWS], to_arrow_schema(PLAN))
+    assert rows_of(intent_table(table, CTX)) == intent_rows(PLAN_ROWS, CTX)
+    outcomes = outcome_table(table, OUTCOMES, CTX, EXECUTED, local_log_starts={("orders", 0): 95})
+    assert rows_of(outcomes) == outcome_rows(PLAN_ROWS, OUTCOMES, CTX, EXECUTED, local_log_starts={("orders", 0): 95})
+    assert outcomes.schema == intent_table(table, CTX).schema and outcomes.column_names == AUDIT.fieldNames()
+    assert outcomes.column("local_log_start_offset").to_pylist() == [95, None, None, None, None, None]  # the deleted row's only
+
+
 def test_dry_run_outcomes_ignore_any_outcome() -> None:
     dry = BatchContext("run-1", "query-1", 7, PLANNED, dry_run=True, config_fingerprint="fp")
     rows = outcome_rows(PLAN_ROWS, OUTCOMES, dry, EXECUTED)
@@ -91,7 +115,7 @@ def test_dry_run_outcomes_ignore_any_outcome() -> None:
 
 def test_batch_result_counts_the_outcome_rows() -> None:
     result = BatchResult(7)
-    result.count(outcome_rows(PLAN_ROWS, OUTCOMES, CTX, EXECUTED))
+    result.count(outcome_table(PLAN_ROWS, OUTCOMES, CTX, EXECUTED))
     assert (result.deleted, result.records_deleted, result.failed) == (1, 90, 3)
     assert result.failures == [
         "orders-1: REQUEST_TIMED_OUT: leader did not answer",
@@ -141,7 +165,7 @@ def test_every_audit_column_takes_its_own_value() -> None:
         remote_storage_enable=True, cuts_remote=True, stale_groups=["st"], blocking_group="bg", blocking_group_type="bgt",
         binding_constraint="bc", rule="ru", time_floor_source="tfs", topic_id="tid", snapshot_id="sid", topic="tp",
     )
-    plan = Row(**{**plan.asDict(), "active_producers": ["ap"]})
+    plan = Row(**{**plan.asDict(), "active_producers": 21})
     ctx = BatchContext("run", "query", 16, PLANNED, dry_run=False, config_fingerprint="cfp", lease_generation=17)
     outcome = DeleteOutcome("tp", 3, 140, 18, 120)
     (row,) = outcome_rows([plan], {("tp", 3): outcome}, ctx, EXECUTED, local_log_starts={("tp", 3): 19})
@@ -151,7 +175,7 @@ def test_every_audit_column_takes_its_own_value() -> None:
         "prior_log_start_offset": 12, "high_watermark": 1300, "cutoff": 140, "low_watermark": 120, "records_deleted": 108,
         "binding_constraint": "bc", "blocking_group": "bg", "blocking_group_type": "bgt", "stale_groups": ["st"], "rule": "ru",
         "status": "deleted", "error": None, "dry_run": False, "remote_storage_enable": True, "config_fingerprint": "cfp",
-        "operator": None, "time_floor_source": "tfs", "topic_id": "tid", "lease_generation": 17, "active_producers": ["ap"],
+        "operator": None, "time_floor_source": "tfs", "topic_id": "tid", "lease_generation": 17, "active_producers": 21,
         "size_bytes_before": 1400, "bytes_reclaimed_estimate": 1400 * 108 // 1288, "prior_local_log_start_offset": 15,
         "local_log_start_offset": 19, "cuts_remote": True, "remote_bytes_removed": None, "event_date": "2026-11-22",
     }

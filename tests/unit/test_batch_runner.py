@@ -6,12 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import Row
 
 from spark_purge.audit import BatchContext
+from spark_purge.delta_files import rows_of
 from spark_purge.kafka.model import DeleteOutcome
 from spark_purge.runner import BatchRunner
 from spark_purge.testing.invariants import KILL_STEPS, step_never_reached
@@ -36,10 +38,10 @@ class FakeAudit:
     def ensure_table(self) -> None:
         self.log.events.append(("ensure_table", None))
 
-    def write(self, rows: Sequence[Row], kind: str, batch_id: int) -> bool:
+    def write(self, rows: Sequence[Row] | pa.Table, kind: str, batch_id: int) -> bool:
         self.log.events.append((f"write {kind}", batch_id))
-        self.log.written[kind] = list(rows)
-        return bool(rows)
+        written = self.log.written[kind] = rows_of(rows) if isinstance(rows, pa.Table) else list(rows)
+        return bool(written)
 
 
 @dataclass

@@ -61,6 +61,24 @@ def test_a_timestamp_without_a_zone_is_local_time_as_in_spark() -> None:
     assert table.column("at").to_pylist()[0] == naive.astimezone(timezone.utc)
 
 
+def test_an_arrow_table_is_taken_by_name_and_cast_to_the_columns() -> None:
+    """A table as ``toArrow`` or ``audit.intent_table`` gives it: columns in any order, looser
+    types and nullability, an extra column left out; a missing column is named."""
+    given = pa.table(
+        {
+            "day": ["2026-11-29"], "extra": [1.5], "tags": pa.array([["x"]], pa.list_(pa.string())), "ok": [True],
+            "at": pa.array([AT], pa.timestamp("us", tz="UTC")), "p": pa.array([3], pa.int64()), "n": [None], "name": ["b"],
+        }
+    )
+    table = arrow_table(given, SCHEMA)
+    assert table.column_names == SCHEMA.names and table.to_pylist() == arrow_table([row(name="b", n=None, p=3, tags=["x"])], SCHEMA).to_pylist()
+    assert table.schema.field("p").type == pa.int32() and not table.schema.field("p").nullable
+    with pytest.raises(Unsupported, match="without the column\\(s\\) 'name', 'ok'"):
+        arrow_table(given.drop_columns(["name", "ok"]), SCHEMA)
+    with pytest.raises(Unsupported, match="does not cast"):
+        arrow_table(given.set_column(given.column_names.index("p"), "p", pa.array(["three"])), SCHEMA)
+
+
 @pytest.mark.parametrize(
     ("rows", "schema", "says"),
     [

@@ -1,4 +1,4 @@
-"""``pipeline.rows_of``: a plan's Arrow table as the driver's ``Row``s (``collect_rows``)."""
+"""``delta_files.rows_of``: a plan's Arrow table as the driver's ``Row``s (``collect_rows``)."""
 from __future__ import annotations
 
 import pickle
@@ -6,7 +6,7 @@ import pickle
 import pyarrow as pa
 from pyspark.sql import Row
 
-from spark_purge.pipeline import rows_of
+from spark_purge.delta_files import rows_of
 
 
 def test_rows_are_the_tables_rows_by_name_and_by_position() -> None:

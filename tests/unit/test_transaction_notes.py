@@ -3,6 +3,7 @@ wire format is checked byte for byte in test_messages.py, a real transaction in
 tests/integration/test_producers.py)."""
 from __future__ import annotations
 
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -98,6 +99,7 @@ def test_the_plans_rows_get_the_annotation_of_every_row_and_only_read_ones_chang
     from spark_purge.planner import Plan
 
     rows = [Row(topic="t", partition=p, detail=d, cutoff=p * 10) for p, d in enumerate(["open", None, "group g", "open too"])]
+    table = pa.Table.from_pylist([r.asDict() for r in rows], pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("detail", pa.string()), ("cutoff", pa.int64())]))
     found = OpenTransactions(
         {("t", 0): PartitionProducers("t", 0, (IDLE, OPEN)), ("t", 3): PartitionProducers("t", 3, error="NOT_LEADER_OR_FOLLOWER")}, MAX
     )
@@ -109,13 +111,13 @@ def test_the_plans_rows_get_the_annotation_of_every_row_and_only_read_ones_chang
             return found
 
     plan = Plan(rows=cast(Any, None), planned_at=datetime.fromtimestamp(NOW / 1000, timezone.utc), open_transactions=lsos)
-    out = with_producers(plan, rows, lambda: cast(Any, Client()))
-    expected = [Row(**v) for v in annotate([r.asDict() for r in rows], lsos, found, NOW)]
-    assert [r.asDict() for r in out] == [r.asDict() for r in expected]
+    out = with_producers(plan, table, lambda: cast(Any, Client())).to_pylist()
+    assert out == annotate([r.asDict() for r in rows], lsos, found, NOW)
     assert [r["active_producers"] for r in out] == [2, None, None, None]
     assert out[0]["detail"].startswith("open; pinned at last stable offset 40") and out[3]["detail"].startswith("open too; active producers unknown")
-    assert out[1]["detail"] is None and out[2]["detail"] == "group g" and out[2].cutoff == 20
-    assert with_producers(plan, [], lambda: cast(Any, Client())) == []
-    again = with_producers(plan, out, lambda: cast(Any, Client()))  # rows that have the column already
-    assert [r.asDict() for r in again] == [r.asDict() for r in (Row(**v) for v in annotate([r.asDict() for r in out], lsos, found, NOW))]
-    assert list(again[0].asDict()) == list(out[0].asDict())
+    assert out[1]["detail"] is None and out[2]["detail"] == "group g" and out[2]["cutoff"] == 20
+    assert with_producers(plan, table.slice(0, 0), lambda: cast(Any, Client())).num_rows == 0
+    # A table that has the column already: annotated again, the column replaced where it is.
+    again = with_producers(plan, pa.Table.from_pylist(out), lambda: cast(Any, Client())).to_pylist()
+    assert again == annotate(out, lsos, found, NOW)
+    assert list(again[0]) == list(out[0]) == ["topic", "partition", "detail", "cutoff", "active_producers"]
