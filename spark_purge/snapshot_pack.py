@@ -44,12 +44,15 @@ def _snapshot_schema() -> pa.Schema:
     return to_arrow_schema(SNAPSHOT, timezone="UTC")
 
 
-def ipc_bytes(rows: pa.RecordBatch) -> bytes:
+def ipc_bytes(rows: pa.RecordBatch | pa.Table) -> bytes:
     """``rows`` as one LZ4-compressed Arrow IPC stream (a blob here; the source's input partitions
-    too, ``source_arrow.plan_chunks``)."""
+    and the store's packed rows too: ``source_arrow.plan_chunks``, ``position_match.pack``)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, rows.schema, options=_IPC_OPTIONS) as writer:
-        writer.write_batch(rows)
+        if isinstance(rows, pa.Table):
+            writer.write_table(rows)
+        else:
+            writer.write_batch(rows)
     return bytes(sink.getvalue().to_pybytes())
 
 

@@ -107,3 +107,31 @@ def test_a_packed_snapshot_is_planned_as_the_nested_one(spark: SparkSession) -> 
             plan.release()
     assert ways["packed"] == ways["nested"]
     assert ways["nested"][0] == ways["nested"][1]
+
+
+def test_the_stores_packed_rows_come_back_as_packed_and_compressed() -> None:
+    """``position_match.pack``: a held store's partition rows, one LZ4-compressed IPC stream
+    (``snapshot_pack.ipc_bytes``), read back by ``unpack`` as they were."""
+    from datetime import datetime, timezone
+
+    from spark_purge.position_match import PACKED_SCHEMA, unpack
+    from spark_purge.position_match import pack as pack_store
+
+    at = datetime(2026, 12, 6, tzinfo=timezone.utc)
+    rows = [
+        {
+            "topic": f"t{p % 3}", "partition": p, "changed": p % 2,
+            "positions": [
+                {"group_id": f"group-{g}", "committed_offset": 10 * g + p, "last_progress_time": at, "group_type": "classic", "topic_id": f"id-t{p % 3}", "changed": g == p}
+                for g in range(40)
+            ],
+        }
+        for p in range(60)
+    ]
+    table = pa.Table.from_pylist(rows, PACKED_SCHEMA)
+    blob = pack_store(table)
+    assert unpack([blob, None]).to_pylist() == table.to_pylist()
+    plain = pa.BufferOutputStream()
+    with pa.ipc.new_stream(plain, PACKED_SCHEMA) as writer:
+        writer.write_table(table)
+    assert len(blob) < plain.getvalue().size / 3  # the same stream compressed: these rows repeat
