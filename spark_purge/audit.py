@@ -14,8 +14,10 @@ already recorded and Delta skips it, so no row is ever duplicated. The two commi
 app ids, as Delta requires for two writes to one table in one batch. A write that conflicts
 with another writer is retried with a pause (``_time.Backoff``).
 
-``intent_rows`` and ``outcome_rows`` are the pure mapping from plan rows (``schemas.PLAN``) and
-DeleteRecords outcomes to audit rows: no Spark job, no Kafka, no clock.
+``intent_table`` and ``outcome_table`` are the pure mapping from plan rows (``schemas.PLAN``, as
+one Arrow table) and DeleteRecords outcomes to audit rows (``AUDIT``'s Arrow table, made column
+by column): no Spark job, no Kafka, no clock. ``intent_rows`` and ``outcome_rows`` give the same
+as ``Row``s.
 
 Readers: Spark SQL (``SELECT * FROM delta.`<path>```), Databricks, delta-rs and DuckDB.
 """
