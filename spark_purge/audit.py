@@ -145,10 +145,10 @@ def _audit_table(
     stale = plan.column("stale_groups")
     if stale.null_count:  # named either way in a plan; an old row may hold a null
         stale = pa.chunked_array([pa.array([g or [] for g in stale.to_pylist()], stale.type)])
-    size, first, last = (plan.column(c).to_pylist() for c in ("size_bytes", "log_start_offset", "high_watermark"))
-    estimate = (
-        None if records_deleted is None else [reclaimed_estimate(*row) for row in zip(size, records_deleted, first, last)]
-    )
+    estimate = None  # intents: nothing deleted yet, no estimate
+    if records_deleted is not None:
+        size, first, last = (plan.column(c).to_pylist() for c in ("size_bytes", "log_start_offset", "high_watermark"))
+        estimate = [reclaimed_estimate(*row) for row in zip(size, records_deleted, first, last)]
     columns = {
         "run_id": same("run_id", ctx.run_id),
         "query_id": same("query_id", ctx.query_id),
@@ -221,8 +221,12 @@ def reclaimed_estimate(size_bytes: int | None, records_deleted: int | None, log_
 def intent_table(plan: Sequence[Row] | pa.Table, ctx: BatchContext) -> pa.Table:
     """One ``planned`` intent per actionable plan row, written before any delete (``AUDIT``'s
     Arrow table)."""
-    table = plan_table(plan)
-    return _audit_table(table.filter(pc.fill_null(table.column("actionable"), False)), ctx, "intent", None, "planned")
+    return _audit_table(actionable_rows(plan_table(plan)), ctx, "intent", None, "planned")
+
+
+def actionable_rows(plan: pa.Table) -> pa.Table:
+    """The rows of a plan table (``plan_table``) that act (``actionable``; null: not)."""
+    return plan.filter(pc.fill_null(plan.column("actionable"), False))
 
 
 def outcome_table(

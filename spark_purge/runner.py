@@ -24,10 +24,9 @@ from datetime import datetime, timezone
 from typing import Protocol
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Row
 
-from spark_purge.audit import NO_OUTCOME, BatchContext, intent_table, outcome_table, plan_table
+from spark_purge.audit import NO_OUTCOME, BatchContext, actionable_rows, intent_table, outcome_table, plan_table
 from spark_purge.delta_files import rows_of
 from spark_purge.errors import KafkaError
 from spark_purge.kafka.model import TIERING_TRANSITION, DeleteOutcome, TopicPartitionKey
@@ -136,7 +135,7 @@ class BatchRunner:
     def _deletes_and_outcomes(self, batch: _Batch, ctx: BatchContext) -> BatchResult:
         plan = batch.table
         result = BatchResult(ctx.batch_id, planned=plan.num_rows)
-        acting = plan.filter(pc.fill_null(plan.column("actionable"), False))
+        acting = actionable_rows(plan)
         result.actionable = acting.num_rows
         topics, partitions, cuts, ids = (acting.column(c).to_pylist() for c in ("topic", "partition", "cutoff", "topic_id"))
 
