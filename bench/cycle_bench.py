@@ -578,6 +578,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--keep-warm", metavar="DURATION", help="the config's stream.keep_warm (--stream; 0s: off; default: the config's default)")
     ap.add_argument("--heap", default="3g", help="broker heap")
+    ap.add_argument(
+        "--broker-jit", choices=("c1", "full"), default="c1",
+        help="the brokers' JIT: c1, the test cluster's start-fast setting (-XX:TieredStopAtLevel=1, the default here as in "
+        "the issue's own figures), or full, the JVM's default tiered JIT a production broker runs",
+    )
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the purge's session (repeatable)")
     ap.add_argument("--jobs", action="store_true", help="list the last cycle's Spark jobs by call site, per phase")
     ap.add_argument(
@@ -599,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--records must exceed --cycles + 1 (each cycle purges one record)")
     run = uuid.uuid4().hex[:4]
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp_s, LocalKafka(
-        nodes=args.nodes, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300
+        nodes=args.nodes, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300,
+        extra_jvm_args=("-XX:TieredStopAtLevel=4",) if args.broker_jit == "full" else (),
     ) as cluster, KafkaSide(cluster.bootstrap_servers) as kafka:
         tmp = Path(tmp_s)
         n_commits = kafka.call(
@@ -833,7 +839,7 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
     phases: Phases = figures["phases"]
     keep = slice(args.warmup, None) if len(figures["cycle"]) > args.warmup else slice(None)
     print()
-    print(f"{args.partitions} partitions x {args.groups} groups ({n_commits} commits), {args.nodes} node(s); "
+    print(f"{args.partitions} partitions x {args.groups} groups ({n_commits} commits), {args.nodes} node(s), brokers' JIT {args.broker_jit}; "
           f"steady-state cycles {len(figures['cycle'][keep])} (seconds, min / median / mean; Spark jobs per cycle, median)")
     print(f"{'phase':<18} {'seconds':>24}  jobs")
     for name in PHASES:

@@ -18,7 +18,9 @@ batch's queries are small; with it, each of their shuffle and broadcast stages i
 of its own, and a streaming query's micro-batches run without it anyway), and room for
 ``CODEGEN_CACHE_ENTRIES`` generated classes in Spark's code cache (100 by default: fewer than a
 batch compiles, so each batch compiled them all again), and ``IDLE_PYTHON_WORKERS`` idle Python
-worker per kind kept for reuse (all of them by default).
+worker per kind kept for reuse (all of them by default), and no byte cap on the Arrow batches
+a Python task reads (``ARROW_BATCH_BYTES``: with one, Spark measures each batch after every row,
+quadratic in its rows where a list column is null).
 
 The local driver JVM runs the serial garbage collector (``GC_OPTION``: about 300 MB less
 resident than G1 for the default 1 GB heap, no slower here), with a heap that follows its live
@@ -98,6 +100,17 @@ IDLE_PYTHON_WORKERS = 1
 # (stop 62, a JFR profile of steady 1k x 1k cycles: 7 % of the task threads' samples). Set to
 # that default's value (false outside Spark's own tests), it is a map lookup.
 TYPES_FRAMEWORK = "spark.sql.types.framework.enabled"
+# The byte cap on the Arrow batches Spark writes to a Python task (``mapInArrow``'s input). Below
+# Java's Integer.MAX_VALUE (64 MB by default), Spark measures the batch after every row it writes,
+# and measuring sets each list column's value count, which fills the list's offsets for every row
+# since its last non-null one (Arrow's ``ListVector.setValueCount``): in the store match's input,
+# the snapshot's rows and the store's in one union, each null in the other's lists, that is
+# quadratic in the rows of a batch. At Integer.MAX_VALUE Spark skips the measure; a batch stays
+# bounded by ``spark.sql.execution.arrow.maxRecordsPerBatch`` (10,000 rows). Stop 84: in a JFR
+# profile of steady 10k x 10k cycles, 22 % of the task threads' samples were that fill; the
+# match's job 0.92 / 0.99 -> 0.70 / 0.74 s median (``bench/diag/match_parts.py``).
+ARROW_BATCH_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+JAVA_INT_MAX = 2**31 - 1
 
 
 def delta_jars(jars_dir: str | os.PathLike[str] | None = None) -> list[str] | None:
@@ -276,6 +289,7 @@ def get_spark(
             # worker per kind (a second task forks another from its daemon, as a first does).
             .config("spark.python.factory.idleWorkerMaxPoolSize", str(IDLE_PYTHON_WORKERS))
             .config(TYPES_FRAMEWORK, "false")
+            .config(ARROW_BATCH_BYTES, str(JAVA_INT_MAX))
         )
         jars = delta_jars(jars_dir)
         more = extra_jars(extra)

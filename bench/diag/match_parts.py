@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=10000)
     ap.add_argument("--per-topic", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=6)
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark SQL setting for the session (repeatable)")
     ap.add_argument("--nested", action="store_true", help="the snapshot's group rows nested, as before stop 82 (default: packed)")
     args = ap.parse_args(argv)
 
@@ -63,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     from spark_purge.source_arrow import snapshot_batch
 
     spark = get_spark("match-parts", master="local[2]")
+    for key, value in (item.split("=", 1) for item in args.conf):
+        spark.conf.set(key, value)
     now = datetime.now(timezone.utc)
     ms = int(now.timestamp() * 1000)
     at = datetime.fromtimestamp(ms / 1000, timezone.utc)

@@ -5,12 +5,15 @@ import re
 from functools import reduce
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from spark_purge.cli import EXIT_USAGE, build_parser, main, verbosity_of
 from spark_purge.logs import NORMAL, QUIET, VERBOSE
 from spark_purge.session import (
+    ARROW_BATCH_BYTES,
     CODEGEN_CACHE_ENTRIES,
     DATAFRAME_DEBUGGING,
     DELTA_PACKAGE,
@@ -161,6 +164,29 @@ def test_a_local_session_sets_the_types_framework_to_sparks_own_default(spark: S
     entry = internal.SQLConf.TYPES_FRAMEWORK_ENABLED()
     assert entry.key() == TYPES_FRAMEWORK
     assert internal.SQLConf().getConf(entry) is False  # a fresh conf: Spark's own default
+
+
+def test_a_local_session_leaves_python_tasks_arrow_batches_capped_by_rows_only(spark: SparkSession) -> None:
+    """The byte cap is Java's Integer.MAX_VALUE exactly: the one value at which Spark skips
+    measuring a Python task's input batch after every row (any other value measures, quadratic
+    in a batch's rows where a list column is null). The batches stay bounded by
+    ``maxRecordsPerBatch``: 25,000 rows with a list column null in most reach the task as
+    batches of at most 10,000."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    assert spark.conf.get(ARROW_BATCH_BYTES) == str(jvm.java.lang.Integer.MAX_VALUE)
+    assert spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") == "10000"
+
+    def sizes(batches):  # type: ignore[no-untyped-def]
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict({"rows": [batch.num_rows]})
+
+    rows = spark.range(25000).select(
+        "id", F.when(F.col("id") % 1000 == 0, F.array(F.col("id"))).alias("sparse")
+    ).coalesce(1)
+    got = [r["rows"] for r in rows.mapInArrow(sizes, "rows long").collect()]
+    assert sum(got) == 25000
+    assert max(got) <= 10000 and len(got) >= 3
 
 
 def test_a_local_session_keeps_more_generated_classes_than_a_batch_compiles(spark: SparkSession) -> None:
