@@ -7,10 +7,10 @@ Builds a real KRaft cluster (``--nodes``), ``--partitions`` partitions in topics
 ``--per-topic`` partitions with ``--records`` records each, and ``--groups`` classic groups;
 group *i* commits on ``--commits-per-group`` partitions (default: all) of topic *i* mod #topics.
 One rule discovers the groups (``min_retention: 0s``, ``min_step: 1``). Then, ``--cycles``
-times: every group advances its commits by one record (untimed), the raw floor is measured
-(the Kafka client's snapshot alone, with Python's cyclic garbage collector paused, then
-DeleteRecords alone on every partition at its current log start: a request of the same size
-that deletes nothing), and one purge cycle runs in
+times: every group advances its commits by two records (untimed), the raw floor is measured
+(DeleteRecords alone deleting one record of every partition, the work the cycle's own
+DeleteRecords does after it, then the Kafka client's snapshot alone, with Python's cyclic
+garbage collector paused), and one purge cycle runs in
 process as ``foreachBatch`` runs it (``read_snapshot`` + ``PurgePipeline.process_batch``).
 The setup, the commits and the floor run in a Python process of their own (``KafkaSide``), so
 that the driver's peak RSS is the purge's alone.
@@ -164,18 +164,29 @@ CPU_PARTS = ("driver", "jvm", "workers", "brokers")
 JIT_THREAD = re.compile(r"C[12] CompilerThre")  # HotSpot's JIT threads, as /proc names them (15 characters)
 
 
-def cpu_seconds(jvm_pid: int, broker_pids: list[int]) -> dict[str, float]:
+def cpu_seconds(jvm_pid: int, broker_pids: list[int]) -> tuple[dict[str, float], dict[int, float]]:
     """CPU time (user + system) used so far, per part: this process (the Python driver), the
     Spark JVM, its live Python workers and the Kafka brokers — less sensitive to a loaded
-    machine than wall time. (A worker that exited during the cycle takes its time with it.)"""
+    machine than wall time; and each live worker's, by pid (``used``)."""
+    workers = {p: _cpu_s(p) for p in _children(jvm_pid)}
     return {
         "driver": _cpu_s(os.getpid()),
         "jvm": _cpu_s(jvm_pid),
-        "workers": sum(_cpu_s(p) for p in _children(jvm_pid)),
+        "workers": sum(workers.values()),
         "brokers": sum(_cpu_s(p) for p in broker_pids),
         "jit": _jit_cpu_s(jvm_pid),
         "machine": _machine_cpu_s(),
-    }
+    }, workers
+
+
+def used(before: tuple[dict[str, float], dict[int, float]], after: tuple[dict[str, float], dict[int, float]]) -> dict[str, float]:
+    """The CPU time each part used between two ``cpu_seconds``. The workers' is the sum over the
+    workers alive at the end of what each used since the start (all of it, for one started
+    since): a worker that exited meanwhile takes its time with it, rather than taking its whole
+    past time off the sum (which made the cycle's CPU negative in a cycle whose worker exited)."""
+    parts = {part: after[0][part] - before[0][part] for part in after[0]}
+    parts["workers"] = sum(cpu - before[1].get(pid, 0.0) for pid, cpu in after[1].items())
+    return parts
 
 
 def _machine_cpu_s() -> float:
@@ -389,11 +400,14 @@ def kafka_side_main(bootstrap: str) -> int:
         snap = state["client"].snapshot(SnapshotRequest())
         return {"seconds": time.perf_counter() - t0, "commits": len(snap.commits)}
 
-    def delete() -> float:
+    def delete(to: int | None = None) -> float:
+        """DeleteRecords on every partition, timed: at offset ``to`` (None: at its log start,
+        deleting nothing)."""
         client = state["client"]
-        starts = {(p.topic, p.partition): p.log_start_offset for p in client.snapshot(SnapshotRequest(include_groups=False)).partitions}
+        parts = client.snapshot(SnapshotRequest(include_groups=False)).partitions
+        cuts = {(p.topic, p.partition): p.log_start_offset if to is None else to for p in parts}
         t0 = time.perf_counter()
-        client.delete_records(starts, timeout_ms=120_000)
+        client.delete_records(cuts, timeout_ms=120_000)
         return time.perf_counter() - t0
 
     ops: dict[str, Callable[..., Any]] = {"setup": setup, "commit": commit, "open": open_, "snapshot": snapshot, "delete": delete}
@@ -564,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--per-topic", type=int, default=50, help="partitions per topic")
     ap.add_argument("--commits-per-group", type=int, default=0, help="partitions each group commits on (0: all of its topic)")
-    ap.add_argument("--records", type=int, default=20, help="records per partition (one is purged per cycle)")
+    ap.add_argument("--records", type=int, default=30, help="records per partition (two are deleted per cycle: the floor's and the purge's)")
     ap.add_argument("--nodes", type=int, default=1)
     ap.add_argument("--cycles", type=int, default=4, help="purge cycles (the first --warmup warm up and are not summarised)")
     ap.add_argument(
@@ -600,8 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.warmup < 0:
         ap.error("--warmup must be at least 0")
-    if args.records < args.cycles + 2:
-        ap.error("--records must exceed --cycles + 1 (each cycle purges one record)")
+    if args.records < 2 * args.cycles + 2:
+        ap.error("--records must exceed 2 x --cycles + 1 (each cycle's floor and its purge delete one record each)")
     run = uuid.uuid4().hex[:4]
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp_s, LocalKafka(
         nodes=args.nodes, heap=args.heap, broker_config=BROKER_CONFIG, start_timeout_s=300,
@@ -642,9 +656,10 @@ def main(argv: list[str] | None = None) -> int:
 
 class Recorder:
     """One run's figures, cycle by cycle (``cycles`` and ``stream_cycles`` alike): ``begin`` each
-    cycle (untimed: every group advances, then the floor's snapshot; then its clock starts),
-    ``end`` it once its batch is done (the cycle's time, CPU, classes, jobs and Delta commits,
-    then the floor's DeleteRecords, untimed), ``figures`` at the end."""
+    cycle (untimed: every group advances two records, then the floor's DeleteRecords of the
+    first and its snapshot; then its clock starts), ``end`` it once its batch is done (the
+    cycle's time, CPU, classes, jobs and Delta commits, then the floor's no-op DeleteRecords,
+    untimed), ``figures`` at the end."""
 
     def __init__(self, spark: Any, cluster: LocalKafka, kafka: KafkaSide, phases: Phases, tmp: Path, gap_s: float = 0.0) -> None:
         self.spark, self.cluster, self.kafka, self.phases, self.tmp = spark, cluster, kafka, phases, tmp
@@ -660,14 +675,19 @@ class Recorder:
         self._commits = 0
         self._before = 0
         self._classes0 = 0
-        self._cpu0: dict[str, float] = {}
+        self._cpu0: tuple[dict[str, float], dict[int, float]] = ({}, {})
 
     def _versions(self) -> int:
         return sum(delta_versions(p) for p in self.tmp.rglob("*") if (p / "_delta_log").is_dir())
 
     def begin(self, c: int) -> None:
         self.phases.cycle = c
-        self.kafka.call("commit", offset=2 + c)  # every group advances (untimed)
+        self.kafka.call("commit", offset=2 + 2 * c)  # every group advances two records (untimed)
+        # The floor's DeleteRecords deletes the first of them (one record a partition, as the
+        # cycle's deletes the second). Until stop 84 it was sent at each partition's log start
+        # after the cycle, a request of the same size that deleted nothing ("floor: no-op
+        # delete", still measured): about 0.25 s at 10k, where deleting takes 0.4-0.5 s.
+        self.floor["delete"].append(self.kafka.call("delete", to=1 + 2 * c))
         snap = self.kafka.call("snapshot")
         self.floor["snapshot"].append(snap["seconds"])
         self._commits, self._before, self._classes0 = snap["commits"], self._versions(), generated_classes(self.spark)
@@ -682,12 +702,12 @@ class Recorder:
         self.compiled.append(generated_classes(self.spark) - self._classes0)
         if dump is not None:
             dump_sources(self.spark, dump, c)
-        for part, used in cpu1.items():
-            self.cpu_s[part].append(used - self._cpu0[part])
+        for part, seconds in used(self._cpu0, cpu1).items():
+            self.cpu_s[part].append(seconds)
         self.phases.count_jobs()
         self.sites = self.phases.call_sites()
         self.delta_commits.append(self._versions() - self._before)
-        self.floor["delete"].append(self.kafka.call("delete"))
+        self.floor["no-op delete"].append(self.kafka.call("delete"))
         cpu = self.cpu_s
         print(f"cycle {label}: {self.cycle_s[-1]:.2f}s, CPU {sum(cpu[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu['jit'][-1]:.2f}s, "
               f"{self.compiled[-1]} classes generated (floor {self.floor['snapshot'][-1] + self.floor['delete'][-1]:.2f}s, "
@@ -858,8 +878,13 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
             print(f"{'    its JIT':<18} {_stats(cpu['jit'][keep])}  (compiler threads: the JVM still warming up)")
     print(f"{'  whole machine':<18} {_stats(cpu['machine'][keep])}  (/proc/stat: also workers gone before the cycle ended, and anything else running)")
     print(f"{'floor: snapshot':<18} {_stats(figures['floor']['snapshot'][keep])}")
-    print(f"{'floor: delete':<18} {_stats(figures['floor']['delete'][keep])}")
-    print(f"cycle / floor (medians): x{statistics.median(cycle) / statistics.median(floor):.1f}; "
+    print(f"{'floor: delete':<18} {_stats(figures['floor']['delete'][keep])}  (one record a partition, as the cycle's)")
+    noop = figures["floor"].get("no-op delete", [])[keep]
+    if noop:
+        print(f"{'floor: no-op delete':<18} {_stats(noop)}  (at the log starts, deleting nothing: the floor's until stop 84)")
+        before = [s + d for s, d in zip(figures["floor"]["snapshot"][keep], noop)]
+        print(f"cycle / floor with the no-op delete (medians): x{statistics.median(cycle) / statistics.median(before):.2f}")
+    print(f"cycle / floor (medians): x{statistics.median(cycle) / statistics.median(floor):.2f}; "
           f"Delta commits per cycle (median): {statistics.median(figures['delta'][keep])}; "
           f"generated classes compiled per cycle (Spark's code generation, median): {statistics.median(figures['compiled'][keep])}")
     from spark_purge import audit
