@@ -8,9 +8,9 @@ Builds a real KRaft cluster (``--nodes``), ``--partitions`` partitions in topics
 group *i* commits on ``--commits-per-group`` partitions (default: all) of topic *i* mod #topics.
 One rule discovers the groups (``min_retention: 0s``, ``min_step: 1``). Then, ``--cycles``
 times: every group advances its commits by two records (untimed), the raw floor is measured
-(DeleteRecords alone deleting one record of every partition, the work the cycle's own
-DeleteRecords does after it, then the Kafka client's snapshot alone, with Python's cyclic
-garbage collector paused), and one purge cycle runs in
+(the Kafka client's snapshot alone, with Python's cyclic garbage collector paused; after the
+cycle, DeleteRecords alone deleting one record of every partition, the work the cycle's own
+DeleteRecords did), and one purge cycle runs in
 process as ``foreachBatch`` runs it (``read_snapshot`` + ``PurgePipeline.process_batch``).
 The setup, the commits and the floor run in a Python process of their own (``KafkaSide``), so
 that the driver's peak RSS is the purge's alone.
@@ -656,9 +656,9 @@ def main(argv: list[str] | None = None) -> int:
 
 class Recorder:
     """One run's figures, cycle by cycle (``cycles`` and ``stream_cycles`` alike): ``begin`` each
-    cycle (untimed: every group advances two records, then the floor's DeleteRecords of the
-    first and its snapshot; then its clock starts), ``end`` it once its batch is done (the
-    cycle's time, CPU, classes, jobs and Delta commits, then the floor's no-op DeleteRecords,
+    cycle (untimed: every group advances two records, then the floor's snapshot; then its clock
+    starts), ``end`` it once its batch is done (the cycle's time, CPU, classes, jobs and Delta
+    commits, then the floor's DeleteRecords of one record a partition and its no-op one,
     untimed), ``figures`` at the end."""
 
     def __init__(self, spark: Any, cluster: LocalKafka, kafka: KafkaSide, phases: Phases, tmp: Path, gap_s: float = 0.0) -> None:
@@ -683,11 +683,6 @@ class Recorder:
     def begin(self, c: int) -> None:
         self.phases.cycle = c
         self.kafka.call("commit", offset=2 + 2 * c)  # every group advances two records (untimed)
-        # The floor's DeleteRecords deletes the first of them (one record a partition, as the
-        # cycle's deletes the second). Until stop 84 it was sent at each partition's log start
-        # after the cycle, a request of the same size that deleted nothing ("floor: no-op
-        # delete", still measured): about 0.25 s at 10k, where deleting takes 0.4-0.5 s.
-        self.floor["delete"].append(self.kafka.call("delete", to=1 + 2 * c))
         snap = self.kafka.call("snapshot")
         self.floor["snapshot"].append(snap["seconds"])
         self._commits, self._before, self._classes0 = snap["commits"], self._versions(), generated_classes(self.spark)
@@ -707,6 +702,16 @@ class Recorder:
         self.phases.count_jobs()
         self.sites = self.phases.call_sites()
         self.delta_commits.append(self._versions() - self._before)
+        # The floor's DeleteRecords deletes one record a partition, as the cycle's did: the
+        # first of the two the groups commit past next (the cycle after this deletes the
+        # second). It runs here, before the groups advance, because a deletion keeps the broker
+        # busy for a while after it answers: run before the floor's snapshot, it slowed that
+        # snapshot (2.96 s median against 1.9-2.2 s in the day's other runs); run right before
+        # the cycle, it slowed the cycle's snapshot (3.36 s against 2.3-2.6 s) and doubled the
+        # broker's CPU in the cycle (stop 84). Until stop 84 the floor's DeleteRecords was sent
+        # at each partition's log start, a request of the same size that deleted nothing; that
+        # one is still timed after it ("floor: no-op delete").
+        self.floor["delete"].append(self.kafka.call("delete", to=3 + 2 * c))
         self.floor["no-op delete"].append(self.kafka.call("delete"))
         cpu = self.cpu_s
         print(f"cycle {label}: {self.cycle_s[-1]:.2f}s, CPU {sum(cpu[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu['jit'][-1]:.2f}s, "
