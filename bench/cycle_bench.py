@@ -165,18 +165,16 @@ JIT_THREAD = re.compile(r"C[12] CompilerThre")  # HotSpot's JIT threads, as /pro
 
 
 def cpu_seconds(jvm_pid: int, broker_pids: list[int]) -> tuple[dict[str, float], dict[int, float]]:
-    """CPU time (user + system) used so far, per part: this process (the Python driver), the
-    Spark JVM, its live Python workers and the Kafka brokers — less sensitive to a loaded
-    machine than wall time; and each live worker's, by pid (``used``)."""
-    workers = {p: _cpu_s(p) for p in _children(jvm_pid)}
+    """CPU time (user + system) used so far: per part, this process (the Python driver), the
+    Spark JVM and the Kafka brokers — less sensitive to a loaded machine than wall time; and
+    each live Python worker of the JVM's, by pid (``used`` sums them as the part "workers")."""
     return {
         "driver": _cpu_s(os.getpid()),
         "jvm": _cpu_s(jvm_pid),
-        "workers": sum(workers.values()),
         "brokers": sum(_cpu_s(p) for p in broker_pids),
         "jit": _jit_cpu_s(jvm_pid),
         "machine": _machine_cpu_s(),
-    }, workers
+    }, {p: _cpu_s(p) for p in _children(jvm_pid)}
 
 
 def used(before: tuple[dict[str, float], dict[int, float]], after: tuple[dict[str, float], dict[int, float]]) -> dict[str, float]:

@@ -49,10 +49,7 @@ def ipc_bytes(rows: pa.RecordBatch | pa.Table) -> bytes:
     and the store's packed rows too: ``source_arrow.plan_chunks``, ``position_match.pack``)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, rows.schema, options=_IPC_OPTIONS) as writer:
-        if isinstance(rows, pa.Table):
-            writer.write_table(rows)
-        else:
-            writer.write_batch(rows)
+        writer.write(rows)  # a batch or a table
     return bytes(sink.getvalue().to_pybytes())
 
 
