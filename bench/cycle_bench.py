@@ -817,12 +817,15 @@ def stream_cycles(
             while not finished.wait(1.0):
                 if not query.isActive:
                     raise SystemExit(f"the purge's stream stopped before {n} cycles: {query.exception()}")
+            triggers = {p.batchId: dict(p.durationMs) for p in query.recentProgress}
         finally:
             query.stop()
             pipeline.close()
             PurgePipeline.process_batch = timed_batch  # type: ignore[method-assign]
     spark.stop()
-    return record.figures(rss)
+    figures = record.figures(rss)
+    figures["triggers"] = [triggers.get(b, {}) for b in range(n)]
+    return figures
 
 
 _dumped: set[str] = set()
@@ -890,6 +893,15 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
     print(f"cycle / floor (medians): x{statistics.median(cycle) / statistics.median(floor):.2f}; "
           f"Delta commits per cycle (median): {statistics.median(figures['delta'][keep])}; "
           f"generated classes compiled per cycle (Spark's code generation, median): {statistics.median(figures['compiled'][keep])}")
+    triggers = figures.get("triggers", [])[keep]
+    if triggers:
+        # Spark's own split of each trigger (``StreamingQueryProgress.durationMs``); its
+        # ``addBatch`` also holds the bench's untimed work between cycles, so it is left out.
+        print("Spark's trigger steps (StreamingQueryProgress.durationMs, seconds, min / median / mean):")
+        for step in ("latestOffset", "walCommit", "queryPlanning", "getBatch", "commitOffsets"):
+            secs = [t[step] / 1000 for t in triggers if step in t]
+            if secs:
+                print(f"  {step:<16} {_stats(secs)}")
     from spark_purge import audit
 
     ways = getattr(audit, "PROGRESS_APPENDS", None)  # a checkout before stop 67 has none
