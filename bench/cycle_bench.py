@@ -670,6 +670,7 @@ class Recorder:
         self.compiled: list[int] = []
         self.sites: dict[str, list[tuple[str, float]]] = {}
         self.t0 = 0.0  # the current cycle's start
+        self.wall0: list[float] = []  # each cycle's start, epoch seconds (set against Spark's trigger times)
         self._commits = 0
         self._before = 0
         self._classes0 = 0
@@ -687,6 +688,7 @@ class Recorder:
         if c and self.gap_s:
             time.sleep(self.gap_s)
         self._cpu0, self.t0 = cpu_seconds(self.jvm_pid, self.cluster.pids()), time.perf_counter()
+        self.wall0.append(time.time())
 
     def end(self, label: str, dump: Path | None = None) -> None:
         c = self.phases.cycle
@@ -799,6 +801,7 @@ def stream_cycles(
         if len(record.cycle_s) > c:  # a batch after the last cycle, while the query stops: not timed
             return timed_batch(self, snapshot, batch_id)
         phases._record("snapshot+source", time.perf_counter() - record.t0)
+        batch_wall.append(time.time())
         if facts_task:
             self._last_pairs = None
         result = timed_batch(self, snapshot, batch_id)
@@ -809,6 +812,7 @@ def stream_cycles(
             finished.set()
         return result
 
+    batch_wall: list[float] = []  # when each batch's process_batch began, epoch seconds
     PurgePipeline.process_batch = batch  # type: ignore[method-assign]
     with record.sampler() as rss:
         record.begin(0)
@@ -817,7 +821,7 @@ def stream_cycles(
             while not finished.wait(1.0):
                 if not query.isActive:
                     raise SystemExit(f"the purge's stream stopped before {n} cycles: {query.exception()}")
-            triggers = {p.batchId: dict(p.durationMs) for p in query.recentProgress}
+            triggers = {p.batchId: {**p.durationMs, "start": _epoch(p.timestamp)} for p in query.recentProgress}
         finally:
             query.stop()
             pipeline.close()
@@ -825,6 +829,22 @@ def stream_cycles(
     spark.stop()
     figures = record.figures(rss)
     figures["triggers"] = [triggers.get(b, {}) for b in range(n)]
+    for c, t in enumerate(figures["triggers"]):
+        if "start" in t and c < len(record.wall0) and c < len(batch_wall):
+            # From the cycle's start (the bench's work done, in the last batch) to its trigger's
+            # start: the last batch's end, its offsets committed, its progress reported.
+            t["beforeTrigger"] = (t["start"] - record.wall0[c]) * 1000
+            # From the trigger's start to the batch's function: what Spark's own steps leave.
+            steps = sum(t.get(k, 0) for k in ("latestOffset", "walCommit", "queryPlanning", "getBatch"))
+            t["toBatch"] = (batch_wall[c] - t["start"]) * 1000 - steps
+    return figures
+
+
+def _epoch(stamp: str) -> float:
+    """A progress report's ISO timestamp (UTC, ``...Z``) as epoch seconds."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
     return figures
 
 
@@ -898,7 +918,7 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
         # Spark's own split of each trigger (``StreamingQueryProgress.durationMs``); its
         # ``addBatch`` also holds the bench's untimed work between cycles, so it is left out.
         print("Spark's trigger steps (StreamingQueryProgress.durationMs, seconds, min / median / mean):")
-        for step in ("latestOffset", "walCommit", "queryPlanning", "getBatch", "commitOffsets"):
+        for step in ("beforeTrigger", "latestOffset", "walCommit", "queryPlanning", "getBatch", "toBatch", "commitOffsets"):
             secs = [t[step] / 1000 for t in triggers if step in t]
             if secs:
                 print(f"  {step:<16} {_stats(secs)}")
