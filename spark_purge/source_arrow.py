@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
@@ -99,19 +100,35 @@ def _nested_groups(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
     """``SNAPSHOT.groups``: each partition's commits (snapshot order kept), as one list column;
     commits on partitions the snapshot left out are dropped."""
     n = len(snapshot.partitions)
-    index = {(p.topic, p.partition): i for i, p in enumerate(snapshot.partitions)}
     at = _commit_fields(snapshot.commits, ("topic", "partition"))
-    owners = [index.get(tp, n) for tp in zip(at["topic"], at["partition"])]  # n: left out
-    counts = [0] * (n + 1)
-    for i in owners:
-        counts[i] += 1
-    offsets = [0]
-    for count in counts[:n]:
-        offsets.append(offsets[-1] + count)
+    owners = _owners(snapshot, at["topic"], at["partition"])
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(owners, minlength=n + 1)[:n], out=offsets[1:])
     # A stable sort by owning partition (the left-out commits last, and cut off).
-    order = pc.sort_indices(pa.array(owners, type=pa.int32())).slice(0, offsets[-1])
+    order = pa.array(np.argsort(owners, kind="stable")[: offsets[-1]])
     values = _struct(_commit_columns(snapshot.commits, with_partition=False), field.type.value_field, order)
-    return _list(offsets, values, field)
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=field.type)
+
+
+def _owners(snapshot: ClusterSnapshot, topics: Sequence[str], partitions: Sequence[int]) -> np.ndarray:
+    """The index in ``snapshot.partitions`` of each (topic, partition) given (the number of
+    partitions for one the snapshot left out), column-wise: each topic's code among the
+    snapshot's topics and its partition number make one integer key a side."""
+    parts = snapshot.partitions
+    n = len(parts)
+    if not len(topics):
+        return np.zeros(0, np.int64)
+    own_topics = pa.array([p.topic for p in parts], pa.string())
+    own_numbers = np.array([p.partition for p in parts], np.int64)
+    numbers = np.asarray(partitions, np.int64)
+    names = pc.unique(own_topics)
+    width = int(max(own_numbers.max(initial=0), numbers.max(initial=0))) + 1
+    # A topic the snapshot lacks has no code: its key is -1, never one of the snapshot's.
+    codes = np.asarray(pc.index_in(pa.array(topics, pa.string()), value_set=names).fill_null(-1), np.int64)
+    own_codes = np.asarray(pc.index_in(own_topics, value_set=names), np.int64)
+    keys = np.where(codes < 0, -1, codes * width + numbers)
+    found = pc.index_in(pa.array(keys), value_set=pa.array(own_codes * width + own_numbers))
+    return np.asarray(found.fill_null(n), np.int64)
 
 
 def _unreadable(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_purge import schemas
 from spark_purge.errors import ConfigError
@@ -230,6 +232,31 @@ def test_columnar_commits_make_the_same_batches() -> None:
     stray = ClusterSnapshot(snap.snapshot_id, snap.snapshot_time_ms, snap.partitions[:1], snap.commits)
     assert snapshot_batch(_columnar(stray), "snapshot").equals(snapshot_batch(stray, "snapshot"))
     assert [len(r["groups"]) for r in _rows(_columnar(stray), "snapshot")] == [2]
+
+
+_TOPICS = ("a", "b", "c")  # "c" is never a snapshot's: its commits are left out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sets(st.tuples(st.sampled_from(_TOPICS[:2]), st.integers(0, 4)), max_size=6),
+    st.lists(st.tuples(st.sampled_from(_TOPICS), st.integers(0, 6), st.integers(0, 99)), max_size=25),
+    st.booleans(),
+)
+def test_each_partition_nests_its_own_commits_in_snapshot_order(
+    keys: set[tuple[str, int]], rows: list[tuple[str, int, int]], columnar: bool
+) -> None:
+    """The ``snapshot`` view's ``groups``, made column-wise, against a plain walk of the commits:
+    each partition's row holds exactly the commits on it, in the snapshot's order; commits on a
+    partition (or a topic) the snapshot lacks are in no row."""
+    parts = tuple(PartitionState(t, p, 1, (1,), (1,), 0, 9, 9, False, "delete", None, None) for t, p in sorted(keys, reverse=True))
+    commits = tuple(GroupCommit(f"g{i}", "Stable", "classic", 1, t, p, o, None) for i, (t, p, o) in enumerate(rows))
+    snap = ClusterSnapshot("s", 1_700_000_000_000, parts, commits)
+    got = _rows(_columnar(snap) if columnar else snap, "snapshot")
+    assert [(r["topic"], r["partition"]) for r in got] == [(p.topic, p.partition) for p in parts]
+    for row in got:
+        want = [(c.group_id, c.committed_offset) for c in commits if (c.topic, c.partition) == (row["topic"], row["partition"])]
+        assert [(g["group_id"], g["committed_offset"]) for g in row["groups"]] == want
 
 
 def test_batches_follow_the_schemas_exactly() -> None:
