@@ -3,10 +3,12 @@
     ./dev.sh py bench/diag/jfr_samples.py REC.jfr marks NAME[,NAME...]   # samples whose stack holds each name
     ./dev.sh py bench/diag/jfr_samples.py REC.jfr paths NAME [DEPTH]     # the stacks down from a name, counted
     ./dev.sh py bench/diag/jfr_samples.py REC.jfr under NAME [K]         # what a name calls (K frames), and the self frames
+    ./dev.sh py bench/diag/jfr_samples.py REC.jfr compiles [K]           # the JIT's compilations and deoptimizations
 
 Record a bench's Spark JVM with ``--conf spark.driver.extraJavaOptions=-XX:StartFlightRecording=
 delay=110s,duration=75s,filename=REC.jfr,settings=profile`` (``cycle_bench.py``; the delay skips
-the warm-up). Thread kinds: ``executor`` (task threads), ``py4j`` (the driver's Py4J threads:
+the warm-up; add ``,jdk.Compilation#threshold=0ms`` for every compilation, not only those over
+100 ms). Thread kinds: ``executor`` (task threads), ``py4j`` (the driver's Py4J threads:
 what Python asks of the JVM), ``other``. A name matches a frame's ``Class.method`` by substring.
 Reads the recording with the JDK's ``jfr`` tool.
 """
@@ -20,15 +22,19 @@ import sys
 from pathlib import Path
 
 
-def samples(path: str) -> list[tuple[str, list[str]]]:
-    """(thread kind, frames innermost first) of every execution sample."""
+def events(path: str, kinds: str, depth: int = 200) -> list[dict]:
+    """The recording's events of those kinds (comma-separated), as ``jfr print --json`` gives them."""
     jfr = shutil.which("jfr") or str(Path(shutil.which("java") or "java").resolve().parent / "jfr")
     out = subprocess.run(
-        [jfr, "print", "--json", "--events", "jdk.ExecutionSample", "--stack-depth", "200", path],
-        capture_output=True, text=True, check=True,
+        [jfr, "print", "--json", "--events", kinds, "--stack-depth", str(depth), path], capture_output=True, text=True, check=True,
     ).stdout
+    return json.loads(out)["recording"]["events"]
+
+
+def samples(path: str) -> list[tuple[str, list[str]]]:
+    """(thread kind, frames innermost first) of every execution sample."""
     found = []
-    for event in json.loads(out)["recording"]["events"]:
+    for event in events(path, "jdk.ExecutionSample"):
         values = event["values"]
         thread = (values.get("sampledThread") or {}).get("javaName") or "?"
         kind = "executor" if "Executor task" in thread else "py4j" if thread.startswith("Thread-") else "other"
@@ -72,7 +78,53 @@ def under(found: list[tuple[str, list[str]]], name: str, k: int) -> None:
         print(" ", n, frame)
 
 
+def _seconds(duration: str) -> float:
+    """A JFR duration as ``jfr print --json`` writes it (ISO 8601, ``PT0.0123S``) in seconds."""
+    text = duration.removeprefix("PT")
+    minutes, _, rest = text.rpartition("M")
+    return (float(minutes) * 60 if minutes else 0.0) + (float(rest.rstrip("S")) if rest.rstrip("S") else 0.0)
+
+
+def compiles(path: str, k: int) -> None:
+    """The JIT's compilations (``jdk.Compilation``) by tier and the methods compiled most often
+    or longest, and its deoptimizations (``jdk.Deoptimization``) by reason and method: whether
+    a steady process keeps compiling the same methods again (deoptimized, then recompiled)."""
+    found = events(path, "jdk.Compilation,jdk.Deoptimization", depth=1)
+    comp = [e["values"] for e in found if e["type"] == "jdk.Compilation"]
+    deopt = [e["values"] for e in found if e["type"] == "jdk.Deoptimization"]
+
+    def name(method: dict) -> str:
+        return method["type"]["name"].split("/")[-1] + "." + method["name"]
+
+    span = sorted(e["values"]["startTime"] for e in found)
+    print(f"{len(comp)} compilations, {len(deopt)} deoptimizations from {span[0] if span else '-'} to {span[-1] if span else '-'}")
+    by_level: dict[int, list[float]] = collections.defaultdict(list)
+    for c in comp:
+        by_level[c["compileLevel"]].append(_seconds(c["duration"]))
+    for level, secs in sorted(by_level.items()):
+        print(f"  tier {level}: {len(secs)} compilations, {sum(secs):.2f} s compiling")
+    times, counts = collections.Counter(), collections.Counter()
+    for c in comp:
+        times[name(c["method"])] += _seconds(c["duration"])
+        counts[name(c["method"])] += 1
+    print("methods compiled most often (count, seconds):")
+    for method, n in counts.most_common(k):
+        print(f"  {n:4} {times[method]:6.2f}  {method}")
+    print("methods taking the longest to compile (seconds, count):")
+    for method, secs in times.most_common(k):
+        print(f"  {secs:6.2f} {counts[method]:4}  {method}")
+    print("deoptimizations by reason / action:")
+    for (reason, action), n in collections.Counter((d.get("reason"), d.get("action")) for d in deopt).most_common(k):
+        print(f"  {n:5}  {reason} / {action}")
+    print("methods deoptimized most often:")
+    for method, n in collections.Counter(name(d["method"]) for d in deopt).most_common(k):
+        print(f"  {n:5}  {method}")
+
+
 def main(argv: list[str]) -> None:
+    if len(argv) >= 2 and argv[1] == "compiles":
+        compiles(argv[0], int(argv[2]) if len(argv) > 2 else 25)
+        return
     if len(argv) < 3 or argv[1] not in ("marks", "paths", "under"):
         raise SystemExit(__doc__)
     found = samples(argv[0])
