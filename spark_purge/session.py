@@ -27,7 +27,8 @@ resident than G1 for the default 1 GB heap, no slower here), with a heap that fo
 data (``HEAP_OPTIONS``), unless the options name a collector; and it gives the C heap's free
 pages back to the OS every few seconds (``TRIM_OPTION``) when that JVM has the option (JDK
 17.0.9 and later; ``java_accepts`` asks the ``java`` Spark's launcher runs) and the options do not
-name it. It maps its classes from a class data sharing archive, which the first local session's
+name it. It compiles Spark's large generated methods too (``HUGE_METHODS_OPTION``), unless the
+options say otherwise. It maps its classes from a class data sharing archive, which the first local session's
 JVM writes when its process ends (``spark_purge.class_archive``; ``SPARK_PURGE_CLASS_ARCHIVE``).
 
 Logging in local mode: the driver JVM reads the package's ``log4j2.properties`` (Spark at WARN,
@@ -85,6 +86,12 @@ HEAP_OPTIONS = ("-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30", "-XX:NewRa
 # "Memory"). Only where the JVM has the option (JDK 17.0.9+, 21.0.1+): an older one refuses to
 # start on an option it does not know.
 TRIM_OPTION = "-XX:TrimNativeHeapInterval=5000"
+# HotSpot leaves a method of more than 8,000 bytes of bytecode to the interpreter, however hot
+# (``DontCompileHugeMethods``). Spark's generated code for a wide projection is such a method:
+# the plan's rows (its ``detail`` text, one CASE of formatted strings) were read in 0.30 s at
+# 10k x 10k, 0.17 s with this option (``bench/diag/plan_rows.py``, stop 85). Added unless the
+# options name ``DontCompileHugeMethods`` already.
+HUGE_METHODS_OPTION = "-XX:-DontCompileHugeMethods"
 # The DataFrame debugging aids a session is built without, unless set (``quiet_debugging``).
 DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
 QUERY_CONTEXT = "spark.sql.dataFrameQueryContext.enabled"
@@ -208,7 +215,8 @@ def driver_java_options(
     unless a garbage collector is chosen already (either there, or in the JVM options the
     launcher reads from the environment: two collectors would stop the JVM from starting), plus
     ``TRIM_OPTION`` unless named already or the JVM does not have it (``accepts``, by default
-    ``java_accepts`` with ``environ``), plus ``extra`` (the class archive's options,
+    ``java_accepts`` with ``environ``), plus ``HUGE_METHODS_OPTION`` unless the options name
+    ``DontCompileHugeMethods``, plus ``extra`` (the class archive's options,
     ``class_archive.ArchivePlan.options``). None when there is nothing to set."""
     named = given_java_options(conf, environ)
     given = named[0]
@@ -222,6 +230,8 @@ def driver_java_options(
         has_it = accepts(TRIM_OPTION) if accepts is not None else java_accepts(TRIM_OPTION, environ)
         if has_it:
             ours.append(TRIM_OPTION)
+    if not any("DontCompileHugeMethods" in options for options in named):
+        ours.append(HUGE_METHODS_OPTION)
     return " ".join([given, *ours]).strip() or None
 
 

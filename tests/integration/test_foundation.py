@@ -11,7 +11,7 @@ from kafka import KafkaAdminClient
 from kafka.structs import TopicPartition
 from pyspark.sql import SparkSession
 
-from spark_purge.session import HEAP_OPTIONS, IDLE_PYTHON_WORKERS, TRIM_OPTION, java_accepts
+from spark_purge.session import HEAP_OPTIONS, HUGE_METHODS_OPTION, IDLE_PYTHON_WORKERS, TRIM_OPTION, java_accepts
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.workload import log_starts, produce
 
@@ -53,7 +53,7 @@ def test_a_local_session_runs_the_serial_collector(spark: SparkSession) -> None:
 
 def test_a_local_session_gives_back_heap_and_idle_python_workers(spark: SparkSession) -> None:
     """session.HEAP_OPTIONS reach the driver JVM, TRIM_OPTION too when its JVM has it (this
-    machine's JDK 17.0.15 does), and Spark keeps IDLE_PYTHON_WORKERS idle Python worker(s) per kind."""
+    machine's JDK 17.0.15 does), HUGE_METHODS_OPTION (its JIT compiles huge methods), and Spark keeps IDLE_PYTHON_WORKERS idle Python worker(s) per kind."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
@@ -63,6 +63,8 @@ def test_a_local_session_gives_back_heap_and_idle_python_workers(spark: SparkSes
     flags = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(jvm.com.sun.management.HotSpotDiagnosticMXBean._java_lang_class)
     if trims:
         assert str(flags.getVMOption("TrimNativeHeapInterval").getValue()) == TRIM_OPTION.split("=")[1]
+    assert HUGE_METHODS_OPTION in args, args
+    assert str(flags.getVMOption("DontCompileHugeMethods").getValue()) == "false"
     assert spark.conf.get("spark.python.factory.idleWorkerMaxPoolSize") == str(IDLE_PYTHON_WORKERS)
 
 

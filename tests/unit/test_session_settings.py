@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 OURS = f"-Dlog4j2.configurationFile={log4j2_config().as_uri()}"
 GC = "-XX:+UseSerialGC -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 -XX:NewRatio=5"
 TRIM = "-XX:TrimNativeHeapInterval=5000"
+HUGE = "-XX:-DontCompileHugeMethods"
 
 
 def test_delta_package_matches_the_pom_and_every_documented_spark_submit_line() -> None:
@@ -59,20 +60,23 @@ def test_the_log4j2_file_ships_with_the_package() -> None:
 @pytest.mark.parametrize(
     "given,environ,expected",
     [
-        ({}, {}, f"{OURS} {GC} {TRIM}"),
-        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {}, f"-Xss4m {OURS} {GC} {TRIM}"),
-        ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/mine.xml"}, {}, f"-Dlog4j2.configurationFile=/etc/mine.xml {GC} {TRIM}"),
-        ({}, {"SPARK_SUBMIT_OPTS": "-Dlog4j2.configurationFile=/etc/mine.xml"}, f"{GC} {TRIM}"),
-        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}, f"-Xss4m {GC} {TRIM}"),
-        ({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, {}, f"-XX:+UseG1GC {OURS} {TRIM}"),
-        ({}, {"JAVA_TOOL_OPTIONS": "-XX:+UseParallelGC -Dlog4j2.configurationFile=x -XX:TrimNativeHeapInterval=0"}, None),
-        ({"spark.driver.extraJavaOptions": "-XX:MaxHeapFreeRatio=50"}, {}, f"-XX:MaxHeapFreeRatio=50 {OURS} -XX:+UseSerialGC -XX:MinHeapFreeRatio=10 -XX:NewRatio=5 {TRIM}"),
-        ({}, {"SPARK_SUBMIT_OPTS": "-XX:MinHeapFreeRatio=20"}, f"{OURS} -XX:+UseSerialGC -XX:MaxHeapFreeRatio=30 -XX:NewRatio=5 {TRIM}"),
-        ({"spark.driver.extraJavaOptions": "-XX:TrimNativeHeapInterval=1000"}, {}, f"-XX:TrimNativeHeapInterval=1000 {OURS} {GC}"),
+        ({}, {}, f"{OURS} {GC} {TRIM} {HUGE}"),
+        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {}, f"-Xss4m {OURS} {GC} {TRIM} {HUGE}"),
+        ({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/mine.xml"}, {}, f"-Dlog4j2.configurationFile=/etc/mine.xml {GC} {TRIM} {HUGE}"),
+        ({}, {"SPARK_SUBMIT_OPTS": "-Dlog4j2.configurationFile=/etc/mine.xml"}, f"{GC} {TRIM} {HUGE}"),
+        ({"spark.driver.extraJavaOptions": "-Xss4m"}, {"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}, f"-Xss4m {GC} {TRIM} {HUGE}"),
+        ({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, {}, f"-XX:+UseG1GC {OURS} {TRIM} {HUGE}"),
+        ({}, {"JAVA_TOOL_OPTIONS": "-XX:+UseParallelGC -Dlog4j2.configurationFile=x -XX:TrimNativeHeapInterval=0"}, HUGE),
+        ({}, {"JAVA_TOOL_OPTIONS": "-XX:+UseParallelGC -Dlog4j2.configurationFile=x -XX:TrimNativeHeapInterval=0 -XX:+DontCompileHugeMethods"}, None),
+        ({"spark.driver.extraJavaOptions": "-XX:+DontCompileHugeMethods"}, {}, f"-XX:+DontCompileHugeMethods {OURS} {GC} {TRIM}"),
+        ({"spark.driver.extraJavaOptions": "-XX:MaxHeapFreeRatio=50"}, {}, f"-XX:MaxHeapFreeRatio=50 {OURS} -XX:+UseSerialGC -XX:MinHeapFreeRatio=10 -XX:NewRatio=5 {TRIM} {HUGE}"),
+        ({}, {"SPARK_SUBMIT_OPTS": "-XX:MinHeapFreeRatio=20"}, f"{OURS} -XX:+UseSerialGC -XX:MaxHeapFreeRatio=30 -XX:NewRatio=5 {TRIM} {HUGE}"),
+        ({"spark.driver.extraJavaOptions": "-XX:TrimNativeHeapInterval=1000"}, {}, f"-XX:TrimNativeHeapInterval=1000 {OURS} {GC} {HUGE}"),
     ],
     ids=[
         "ours", "added to the user's options", "the user's file wins", "named in SPARK_SUBMIT_OPTS",
         "named in JAVA_TOOL_OPTIONS", "the user's collector wins", "both chosen in JAVA_TOOL_OPTIONS",
+        "everything named in JAVA_TOOL_OPTIONS", "the user's huge-method choice wins",
         "the user's heap ratio wins", "a heap ratio named in SPARK_SUBMIT_OPTS", "the user's trim interval wins",
     ],
 )
@@ -84,7 +88,7 @@ def test_driver_java_options(given: dict[str, str], environ: dict[str, str], exp
 
 def test_the_trim_option_is_left_out_for_a_jvm_without_it() -> None:
     assert TRIM_OPTION == TRIM
-    assert driver_java_options({}, {}, accepts=lambda option: False) == f"{OURS} {GC}"
+    assert driver_java_options({}, {}, accepts=lambda option: False) == f"{OURS} {GC} {HUGE}"
 
 
 def _fake_java(home: Path, knows: str) -> Path:
@@ -106,8 +110,8 @@ def test_java_accepts_asks_the_launchers_java(tmp_path: Path) -> None:
     assert not java_accepts(TRIM_OPTION, {"JAVA_HOME": str(tmp_path / "old")})
     assert not java_accepts(TRIM_OPTION, {"PATH": str(tmp_path / "none")})
     assert not java_accepts(TRIM_OPTION, {"JAVA_HOME": str(tmp_path / "missing")})  # no such file: no JVM to start
-    assert driver_java_options({}, {"JAVA_HOME": str(tmp_path / "old")}) == f"{OURS} {GC}"
-    assert driver_java_options({}, {"JAVA_HOME": str(tmp_path / "new")}) == f"{OURS} {GC} {TRIM}"
+    assert driver_java_options({}, {"JAVA_HOME": str(tmp_path / "old")}) == f"{OURS} {GC} {HUGE}"
+    assert driver_java_options({}, {"JAVA_HOME": str(tmp_path / "new")}) == f"{OURS} {GC} {TRIM} {HUGE}"
 
 
 def test_jars_packages_adds_delta_unless_named() -> None:
