@@ -845,7 +845,6 @@ def _epoch(stamp: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    return figures
 
 
 _dumped: set[str] = set()
