@@ -24,6 +24,10 @@ Prints per phase min / median / mean seconds, the Spark jobs it ran, and the Del
 the cycle's CPU time per part (Python driver, Spark JVM, Python workers, Kafka brokers: on a
 2-core machine a cycle that uses more CPU seconds than twice its wall time waited for a core)
 and the whole machine's (a worker that exits during the cycle takes its own CPU time with it);
+with ``--stream``, Spark's own steps of each trigger (``StreamingQueryProgress.durationMs``: the
+source's ``latestOffset``, which takes the snapshot, the offset log's write...), the time from
+the cycle's start to its trigger, and ``toBatch``, from those steps to the batch's function (the
+source's read planning, ``partitions()``, runs there);
 the floor and the cycle / floor ratio; peak RSS of the Python driver, the Spark JVM and its
 Python workers (sampled from /proc), and the peak PSS of the workers and of all together (the
 workers are forked from one daemon: their RSS counts the pages they share once per worker),
