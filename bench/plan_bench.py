@@ -57,6 +57,19 @@ def synthetic(partitions: int, groups: int, per_topic: int, advance: int, now_ms
     return ClusterSnapshot(f"snap-{advance}", now_ms, parts, commits)
 
 
+def bench_config(tmp: Path):  # type: ignore[no-untyped-def]
+    """The planner's config for a synthetic snapshot (topics ``t.*``, no Kafka reached, no
+    ``min_retention``), written to and loaded from ``tmp``."""
+    from spark_purge.config import load
+    from spark_purge.testing import workload
+
+    config = workload.purge_config_dict(tmp, "127.0.0.1:9", "t.*", None)
+    config["defaults"]["min_retention"] = "0s"
+    config_file = tmp / "purge.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    return load(config_file)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--partitions", type=int, default=1000)
@@ -85,13 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from spark_purge import pipeline
-    from spark_purge.config import load
     from spark_purge.pipeline import collect_rows, progress_store
     from spark_purge.planner import Planner
     from spark_purge.py4j_calls import sent_commands
     from spark_purge.session import get_spark
     from spark_purge.source_arrow import snapshot_batch
-    from spark_purge.testing import workload
 
     part_seconds: dict[str, list[float]] = {}
     if args.parts:
@@ -114,11 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     tracker = spark.sparkContext.statusTracker()
     with tempfile.TemporaryDirectory(prefix="plan-bench-") as tmp_s:
         tmp = Path(tmp_s)
-        config = workload.purge_config_dict(tmp, "127.0.0.1:9", "t.*", None)
-        config["defaults"]["min_retention"] = "0s"
-        config_file = tmp / "purge.yaml"
-        config_file.write_text(yaml.safe_dump(config))
-        cfg = load(config_file)
+        cfg = bench_config(tmp)
         store = progress_store(spark, str(tmp / "checkpoint"), app_id="plan-bench")
         # The store's rows nested by partition where the code has it (as the pipeline reads them).
         has_files = hasattr(store, "rewrite_above")  # stop 67: the match's task writes the log's files

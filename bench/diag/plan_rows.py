@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow as pa
-import yaml
 
 WAYS = {
     "plan": None,
@@ -49,25 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     args = ap.parse_args(argv)
 
-    from plan_bench import synthetic
+    from plan_bench import bench_config, synthetic
 
-    from spark_purge.config import load
     from spark_purge.detach import drop
     from spark_purge.pipeline import kept, progress_store
     from spark_purge.planner import LastPairs, Planner
     from spark_purge.session import get_spark
     from spark_purge.source_arrow import snapshot_batch
-    from spark_purge.testing import workload
 
     spark = get_spark("plan-rows", master="local[2]", conf=dict(c.split("=", 1) for c in args.conf))
     seconds: dict[str, list[float]] = {way: [] for way in WAYS}
     with tempfile.TemporaryDirectory(prefix="plan-rows-") as tmp_s:
         tmp = Path(tmp_s)
-        config = workload.purge_config_dict(tmp, "127.0.0.1:9", "t.*", None)
-        config["defaults"]["min_retention"] = "0s"
-        config_file = tmp / "purge.yaml"
-        config_file.write_text(yaml.safe_dump(config))
-        cfg = load(config_file)
+        cfg = bench_config(tmp)
         store = progress_store(spark, str(tmp / "checkpoint"), app_id="plan-rows")
         planner = Planner(cfg, lambda _: {}, store.read_nested_if_exists, rewrite_above=store.rewrite_above, last_pairs=LastPairs())
         plan = snapshot = None
