@@ -71,8 +71,9 @@ def pack(batch: pa.RecordBatch, packed_schema: pa.Schema, rows: int = PACKED_ROW
     return pa.RecordBatch.from_arrays([columns[f.name] for f in packed_schema], schema=packed_schema)
 
 
-def _key(rows: pa.RecordBatch | pa.Table) -> pa.Array:
-    """One string a row: its topic and partition (a topic name holds no NUL)."""
+def partition_keys(rows: pa.RecordBatch | pa.Table) -> pa.Array:
+    """One string a row: its topic and partition (a topic name holds no NUL), to match rows of
+    two sides by partition (``pc.index_in``)."""
     # One string type on both sides, whichever Spark gave (``useLargeVarTypes``) or the blob holds.
     topic = pc.cast(rows.column("topic"), pa.large_string())
     partition = pc.cast(rows.column("partition"), pa.large_string())
@@ -96,7 +97,7 @@ def rows_with_groups(batch: pa.RecordBatch) -> pa.RecordBatch:
             raise ValueError(f"a packed snapshot's {batch.num_rows} row(s) came without their {PACKED_COLUMN}")
         return rest.add_column(at_column, pa.field("groups", groups_type), pa.array([], groups_type))
     packed = pa.concat_tables(tables).combine_chunks()
-    at = pc.index_in(_key(packed), value_set=_key(rest))
+    at = pc.index_in(partition_keys(packed), value_set=partition_keys(rest))
     if packed.num_rows != rest.num_rows or at.null_count:
         raise ValueError(
             f"a packed snapshot's {rest.num_rows} row(s) are not the {packed.num_rows} its {PACKED_COLUMN} hold "
@@ -126,4 +127,4 @@ def unpacked_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
     yield from pa.Table.from_batches([unpacked(table.to_batches()[0])]).to_batches(max_chunksize=PACKED_ROWS)
 
 
-__all__ = ["PACKED_COLUMN", "PACKED_ROWS", "ipc_bytes", "pack", "read_streams", "rows_with_groups", "unpacked", "unpacked_batches"]
+__all__ = ["PACKED_COLUMN", "PACKED_ROWS", "ipc_bytes", "pack", "partition_keys", "read_streams", "rows_with_groups", "unpacked", "unpacked_batches"]

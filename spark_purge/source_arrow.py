@@ -25,7 +25,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from spark_purge import schemas
 from spark_purge._gc import gc_paused
 from spark_purge.kafka.model import ClusterSnapshot, CommitColumns, GroupCommit
-from spark_purge.snapshot_pack import ipc_bytes, pack
+from spark_purge.snapshot_pack import ipc_bytes, pack, partition_keys
 from spark_purge.source import VIEWS
 
 _ARROW_SCHEMAS: dict[str, pa.Schema] = {}
@@ -72,7 +72,7 @@ def _struct(columns: Mapping[str, Any], element: pa.Field, order: Optional[pa.Ar
     return pa.StructArray.from_arrays(arrays, fields=fields)
 
 
-def _list(offsets: Sequence[int], values: pa.Array, field: pa.Field) -> pa.ListArray:
+def _list(offsets: Sequence[int] | np.ndarray, values: pa.Array, field: pa.Field) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values, type=field.type)
 
 
@@ -99,36 +99,19 @@ def _partition_columns(snapshot: ClusterSnapshot) -> dict[str, Any]:
 def _nested_groups(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
     """``SNAPSHOT.groups``: each partition's commits (snapshot order kept), as one list column;
     commits on partitions the snapshot left out are dropped."""
-    n = len(snapshot.partitions)
+    parts = snapshot.partitions
+    n = len(parts)
     at = _commit_fields(snapshot.commits, ("topic", "partition"))
-    owners = _owners(snapshot, at["topic"], at["partition"])
+    # Each commit's partition, by its index in the snapshot's (n: left out).
+    own = pa.table({"topic": pa.array([p.topic for p in parts], pa.string()), "partition": pa.array([p.partition for p in parts], pa.int32())})
+    commits = pa.table({"topic": pa.array(at["topic"], pa.string()), "partition": pa.array(at["partition"], pa.int32())})
+    owners = np.asarray(pc.index_in(partition_keys(commits), value_set=partition_keys(own)).fill_null(n), np.int64)
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(np.bincount(owners, minlength=n + 1)[:n], out=offsets[1:])
     # A stable sort by owning partition (the left-out commits last, and cut off).
     order = pa.array(np.argsort(owners, kind="stable")[: offsets[-1]])
     values = _struct(_commit_columns(snapshot.commits, with_partition=False), field.type.value_field, order)
-    return pa.ListArray.from_arrays(pa.array(offsets), values, type=field.type)
-
-
-def _owners(snapshot: ClusterSnapshot, topics: Sequence[str], partitions: Sequence[int]) -> np.ndarray:
-    """The index in ``snapshot.partitions`` of each (topic, partition) given (the number of
-    partitions for one the snapshot left out), column-wise: each topic's code among the
-    snapshot's topics and its partition number make one integer key a side."""
-    parts = snapshot.partitions
-    n = len(parts)
-    if not len(topics):
-        return np.zeros(0, np.int64)
-    own_topics = pa.array([p.topic for p in parts], pa.string())
-    own_numbers = np.array([p.partition for p in parts], np.int64)
-    numbers = np.asarray(partitions, np.int64)
-    names = pc.unique(own_topics)
-    width = int(max(own_numbers.max(initial=0), numbers.max(initial=0))) + 1
-    # A topic the snapshot lacks has no code: its key is -1, never one of the snapshot's.
-    codes = np.asarray(pc.index_in(pa.array(topics, pa.string()), value_set=names).fill_null(-1), np.int64)
-    own_codes = np.asarray(pc.index_in(own_topics, value_set=names), np.int64)
-    keys = np.where(codes < 0, -1, codes * width + numbers)
-    found = pc.index_in(pa.array(keys), value_set=pa.array(own_codes * width + own_numbers))
-    return np.asarray(found.fill_null(n), np.int64)
+    return _list(offsets, values, field)
 
 
 def _unreadable(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
