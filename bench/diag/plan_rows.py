@@ -5,7 +5,7 @@ some columns left out, no Kafka.
 
 A synthetic snapshot of the cycle bench's shape (``bench/plan_bench.py``'s ``synthetic``) is
 planned as a batch plans it, three times (the third plan takes the consumer facts from the store
-match's task, as a steady purge does); then the second plan's rows are read to the driver as
+match's task, as a steady purge does); then the third plan's rows are read to the driver as
 Arrow, ``--rounds`` times each way, the ways alternating round by round:
 
 - ``plan``: every column (what the pipeline's ``collect_table`` reads);
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             assert plan is not None
             plan.rows.toArrow()
             if c < 2:
-                if plan.positions is not None:
+                if plan.positions is not None:  # as the pipeline records a batch (``PurgePipeline._remember``)
                     after, holder = plan.positions.hand_over(plan.planned_at)
                     plan.release()
                     store.record(after, c, holder=holder, log_file=None)
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
                     parts, groups = split_snapshot(snapshot)
                     store.update(groups, plan.planned_at, c, parts)
-                plan.release()
+                    plan.release()
                 drop(snapshot)
         assert plan is not None and snapshot is not None
         made = plan.positions is not None and plan.positions.facts() is not None
