@@ -95,7 +95,7 @@ class CommitRows(CommitBlock, Sequence[RawCommit]):
     tuple of the same rows."""
 
     __slots__ = ("infos",)
-    _COLUMNS = ("infos", *CommitBlock.__slots__)
+    _COLUMNS = ("infos", *CommitBlock.COLUMNS)
 
     def __init__(self, rows: Iterable[RawCommit] = ()) -> None:
         super().__init__()
@@ -116,6 +116,16 @@ class CommitRows(CommitBlock, Sequence[RawCommit]):
             offsets.append(offset)
             metadata.append(meta)
             epochs.append(-1 if epoch is None or epoch < 0 else epoch)
+
+    def extend_block(self, info: GroupInfo, block: CommitBlock) -> None:
+        """Every row of one group's block, in its order: column by column, no Python per row."""
+        n = len(block)
+        self.infos.extend([info] * n)
+        self.topics.extend(block.topics)
+        self.partitions.extend(block.partitions)
+        self.offsets.extend(block.offsets)
+        self.metadata.extend(block.metadata)
+        self.epochs.extend(block.epochs)
 
     def select(self, keep: Collection[TopicPartitionKey]) -> CommitRows:
         """The rows on the partitions in ``keep`` (this object itself when that is every row)."""
@@ -318,12 +328,23 @@ def assemble_groups(
             issues.append(problem)
             continue
         block = reads.commits.get(g)
-        positions: dict[TopicPartitionKey, Position] = block.as_dict() if block is not None else {}
         needed: set[TopicPartitionKey] = set(desc.held) if desc is not None else set()
         if desc is not None:
             for t in _subscribed(desc, topic_set):
                 needed.update((t, p) for p in (partitions or {}).get(t, ()))
         share = reads.share_offsets.get(g)
+        # Sorted already, every key once, all on the snapshot's topics: the rows are the block's,
+        # column by column, when it has a position on every partition the group needs.
+        if (
+            block is not None
+            and block.ordered
+            and share is None
+            and topic_set.issuperset(block.topics)
+            and (not needed or needed.issubset(zip(block.topics, block.partitions)))
+        ):
+            rows.extend_block(info, block)
+            continue
+        positions: dict[TopicPartitionKey, Position] = block.as_dict() if block is not None else {}
         if share is not None:
             positions.update((tp, (offset, None, None)) for tp, offset in share.positions().items())
             needed |= share.without_position()

@@ -25,6 +25,15 @@ arrays and strings, tagged fields at the end of each structure)::
 
 A partition with an error code or a negative committed offset is no position, as
 ``members._parse_offset_fetch`` reads kafka-python's answers: it is left out of the block.
+
+Two ways to read it. Most answers have every partition 20 bytes long: the metadata null or
+empty (one length byte) and no tagged field. ``decode`` first walks only the groups' and
+topics' headers, taking each topic's partitions as one run of 20-byte records, and checks every
+record's metadata length and tag count at once with NumPy; when that holds (the first record
+that does not is found at its true place, so a wrong guess is always caught) the records are
+read column-wise, with no Python per commit, and each group's block is sorted by (topic,
+partition): ``CommitBlock.ordered``. Otherwise, or when a group names a (topic, partition)
+twice, the answer is read record by record, its blocks in the broker's order.
 """
 from __future__ import annotations
 
@@ -46,6 +55,8 @@ _PARTITION = struct.Struct(">iqiB")  # index, offset, leader epoch, the metadata
 _INT16_BYTE = struct.Struct(">hB")  # error code, the tagged-field count's first byte
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+# A 20-byte partition record as NumPy reads it (``_decode_fixed``): big-endian, packed.
+_RECORD_TYPE = [("index", ">i4"), ("offset", ">i8"), ("epoch", ">i4"), ("meta", "u1"), ("error", ">i2"), ("tags", "u1")]
 
 # (committed offset, metadata, committed leader epoch or None): one group's position on a partition
 Position = tuple[int, Optional[str], Optional[int]]
@@ -56,7 +67,8 @@ class CommitBlock:
     ``offsets[i]``, ``metadata[i]`` and ``epochs[i]`` (-1: none) are commit *i*, in the order
     the broker gave them. A topic name is one string object for all its commits."""
 
-    __slots__ = ("epochs", "metadata", "offsets", "partitions", "topics")
+    __slots__ = ("epochs", "metadata", "offsets", "ordered", "partitions", "topics")
+    COLUMNS = ("epochs", "metadata", "offsets", "partitions", "topics")
 
     def __init__(self) -> None:
         self.topics: list[str] = []
@@ -64,6 +76,9 @@ class CommitBlock:
         self.offsets = array("q")
         self.metadata: list[Optional[str]] = []
         self.epochs = array("i")
+        # True: the commits are sorted by (topic, partition), each key once (``decode`` says so
+        # when it read them column-wise); ``add`` makes no such promise.
+        self.ordered = False
 
     def add(self, topic: str, partition: int, offset: int, metadata: Optional[str], epoch: Optional[int]) -> None:
         self.topics.append(topic)
@@ -208,6 +223,93 @@ class _Reader:
 def decode(buf: bytes) -> OffsetFetchAnswerV8:
     """An OffsetFetch v8 answer's body (after the response header). Raises ``ValueError`` on
     bytes that do not end where the layout does (kafka-python turns that into a protocol error)."""
+    return _decode_fixed(buf) or _decode_records(buf)
+
+
+_RECORD = 20  # a partition's bytes when its metadata is null or empty and it has no tagged field
+
+
+def _decode_fixed(buf: bytes) -> Optional[OffsetFetchAnswerV8]:
+    """The answer read column-wise, when every partition is a 20-byte record and no group names
+    a key twice; None otherwise (``_decode_records`` then reads it, and refuses bad bytes)."""
+    import numpy as np  # here: the data source's lookup workers import this module, not NumPy
+
+    r = _Reader(buf)
+    end = len(buf)
+    heads: list[tuple[str, int]] = []  # per group: its id and error code
+    runs: list[tuple[int, str, int, int]] = []  # per topic: its group's index, name, first record's byte, records
+    try:
+        (throttle,) = r.unpack(_INT32)
+        for g in range(r.count()):
+            group_id = r.string() or ""
+            for _ in range(r.count()):
+                name = r.string() or ""
+                n = r.count()
+                if r.pos + n * _RECORD > end:
+                    return None
+                runs.append((g, name, r.pos, n))
+                r.pos += n * _RECORD
+                r.skip_tagged()
+            (error_code,) = r.unpack(_INT16)
+            r.skip_tagged()
+            heads.append((group_id, error_code))
+        r.skip_tagged()
+    except ValueError:
+        return None
+    if r.pos != end:
+        return None
+    records = np.frombuffer(b"".join([buf[pos : pos + n * _RECORD] for _, _, pos, n in runs]), dtype=_RECORD_TYPE)
+    if len(records) and (int(records["meta"].max()) > 1 or int(records["tags"].max()) > 0):
+        return None
+    counts = np.fromiter((n for *_, n in runs), np.int64, len(runs))
+    names = sorted({name for _, name, _, _ in runs})
+    rank = {name: i for i, name in enumerate(names)}
+    group = np.repeat(np.fromiter((g for g, *_ in runs), np.int64, len(runs)), counts)
+    topic = np.repeat(np.fromiter((rank[name] for _, name, _, _ in runs), np.int64, len(runs)), counts)
+    partition = records["index"].astype(np.int32)
+    kept = np.flatnonzero((records["error"] == 0) & (records["offset"] >= 0))
+    # One sort key: (group, topic's rank, partition), the partition shifted to be non-negative.
+    key = ((group[kept] * len(names) + topic[kept]) << 32) | (partition[kept].astype(np.int64) + (1 << 31))
+    if len(key) > 1 and not (key[1:] > key[:-1]).all():
+        ranked = np.argsort(key, kind="stable")
+        kept, key = kept[ranked], key[ranked]
+        if (key[1:] == key[:-1]).any():
+            return None  # a key twice: read in the broker's order, as the record reader keeps both
+    order = kept
+    group, topic, partition = group[order], topic[order], partition[order]
+    offsets = records["offset"][order].astype(np.int64).tobytes()
+    epoch = records["epoch"][order].astype(np.int32)
+    epochs = np.where(epoch >= 0, epoch, np.int32(-1)).astype(np.int32).tobytes()
+    partitions = partition.tobytes()
+    meta = records["meta"][order]
+    # Runs of one group's commits on one topic: their topic strings and metadata made per run.
+    starts = np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (topic[1:] != topic[:-1])]) if len(order) else np.zeros(0, np.int64)
+    bounds = np.r_[starts, len(order)]
+    lowest = np.minimum.reduceat(meta, starts) if len(order) else meta
+    highest = np.maximum.reduceat(meta, starts) if len(order) else meta
+    blocks = [CommitBlock() for _ in heads]
+    for block in blocks:
+        block.ordered = True
+    spans = zip(group[starts].tolist(), topic[starts].tolist(), bounds[:-1].tolist(), bounds[1:].tolist(), lowest.tolist(), highest.tolist())
+    for g, t, a, b, low, high in spans:
+        block = blocks[g]
+        block.topics.extend([names[t]] * (b - a))
+        if low == high:
+            block.metadata.extend([None if low == 0 else ""] * (b - a))
+        else:
+            block.metadata.extend([None if m == 0 else "" for m in meta[a:b].tolist()])
+    firsts = np.searchsorted(group, np.arange(len(heads) + 1)).tolist()
+    for g, block in enumerate(blocks):
+        a, b = firsts[g], firsts[g + 1]
+        if a < b:
+            block.partitions.frombytes(partitions[4 * a : 4 * b])
+            block.offsets.frombytes(offsets[8 * a : 8 * b])
+            block.epochs.frombytes(epochs[4 * a : 4 * b])
+    return OffsetFetchAnswerV8(throttle, tuple(GroupAnswer(gid, err, block) for (gid, err), block in zip(heads, blocks)))
+
+
+def _decode_records(buf: bytes) -> OffsetFetchAnswerV8:
+    """The answer read record by record, each group's commits in the broker's order."""
     r = _Reader(buf)
     (throttle,) = r.unpack(_INT32)
     unpack_commit, unpack_tail, end = _PARTITION.unpack_from, _INT16_BYTE.unpack_from, len(buf)

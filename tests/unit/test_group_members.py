@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 import kafka.errors as Errors
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from spark_purge._time import Deadline
@@ -388,6 +390,36 @@ def test_rows_only_for_snapshot_topics_and_a_commit_wins_over_no_position() -> N
     ]
     assert [i.group_state for i in infos] == ["Empty", "Reconciling"]
     assert unreadable == [] and issues == []
+
+
+_keys = st.tuples(st.sampled_from(["orders", "audit", "other"]), st.integers(0, 3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    positions=st.dictionaries(_keys, st.tuples(st.integers(0, 9), st.sampled_from([None, ""]), st.none() | st.integers(0, 3)), max_size=8),
+    held=st.frozensets(_keys, max_size=4),
+    subscribed=st.frozensets(st.sampled_from(["orders", "audit"]), max_size=1),
+    described=st.booleans(),
+)
+def test_a_sorted_block_makes_the_rows_an_unsorted_one_makes(
+    positions: dict[tuple[str, int], tuple[int, Optional[str], Optional[int]]], held: frozenset[tuple[str, int]], subscribed: frozenset[str], described: bool
+) -> None:
+    """A block ``offset_fetch`` read column-wise (``ordered``: sorted, each key once) is taken as
+    it is, column by column, when every partition the group needs has a position and all are on
+    the snapshot's topics; otherwise, and for a block in the broker's order, the rows are made
+    one by one. Both give the same rows."""
+    sorted_block, plain_block = CommitBlock.of(dict(sorted(positions.items()))), CommitBlock.of(dict(reversed(list(positions.items()))))
+    sorted_block.ordered = True
+    made = []
+    for block in (sorted_block, plain_block):
+        reads = GroupReads()
+        reads.commits["k"] = block
+        if described:
+            reads.descriptions["k"] = GroupDescription("k", "consumer", "Stable", 1, assigned=held, subscribed_topics=subscribed)
+        made.append(assemble_groups(["k"], {"k": ("Stable", "consumer", "consumer")}, reads, {}, ["orders", "audit"], [], {"orders": [0, 1]}))
+    assert made[0] == made[1]
+    assert list(made[0][1]) == sorted(made[0][1], key=lambda row: row[1])
 
 
 def test_minus_one_rows_survive_the_json_round_trip() -> None:

@@ -121,3 +121,85 @@ def test_commit_rows_are_raw_commits_column_by_column() -> None:
     assert rows.select({("u", 0)}) == [raw[2]]
     with pytest.raises(IndexError):
         rows[3]
+
+
+# What consumers commit: metadata null or empty, no tagged field, so every partition is a
+# 20-byte record and the answer is read column-wise (``_decode_fixed``).
+plain_partitions = st.lists(
+    st.builds(
+        Partition,
+        partition_index=st.integers(0, 2**31 - 1),
+        committed_offset=st.sampled_from([-1, 0, 7, 2**40]) | st.integers(-(2**63), 2**63 - 1),
+        committed_leader_epoch=st.integers(-1, 2**31 - 1),
+        metadata=st.none() | st.just(""),
+        error_code=st.sampled_from([0, 0, 0, 88]),
+    ),
+    max_size=12,
+    unique_by=lambda p: p.partition_index,
+)
+plain_topics = st.lists(
+    st.builds(Topic, name=st.text(min_size=1, max_size=4), partitions=plain_partitions), max_size=4, unique_by=lambda t: t.name
+)
+plain_answers = st.builds(
+    lambda groups, throttle: OffsetFetchResponse(throttle_time_ms=throttle, groups=groups, version=8),
+    st.lists(st.builds(Group, group_id=st.text(max_size=4), topics=plain_topics, error_code=st.sampled_from([0, 16])), max_size=5),
+    st.integers(0, 1000),
+)
+
+
+def _keys(block: offset_fetch.CommitBlock) -> list[tuple[str, int]]:
+    return list(zip(block.topics, block.partitions))
+
+
+@settings(max_examples=300, deadline=None)
+@given(plain_answers)
+def test_an_answer_of_plain_records_is_read_column_wise_and_each_block_sorted(answer: Any) -> None:
+    data = answer.encode(version=8)
+    theirs = OffsetFetchResponse[8].decode(data)
+    mine = offset_fetch.decode(data)
+    assert mine.throttle_time_ms == theirs.throttle_time_ms
+    assert [(g.group_id, g.error_code) for g in mine.groups] == [(g.group_id, g.error_code) for g in theirs.groups]
+    for got, want in zip(mine.groups, theirs.groups):
+        assert got.commits.ordered
+        assert got.commits.as_dict() == oracle(want)
+        assert _keys(got.commits) == sorted(oracle(want))  # sorted by (topic, partition), each key once
+        assert list(got.commits.items()) == sorted(oracle(want).items())  # every column in that order
+    assert [g.commits.as_dict() for g in offset_fetch._decode_records(data).groups] == [g.commits.as_dict() for g in mine.groups]
+
+
+def _records(parts: list[tuple[int, int, bytes, bytes]], topic: bytes = b"t") -> bytes:
+    """One group "g", one topic, partitions (index, offset, metadata's compact bytes, tags)."""
+    body = b"".join(struct.pack(">iqi", i, o, -1) + meta + struct.pack(">h", 0) + tags for i, o, meta, tags in parts)
+    topic_bytes = _compact(topic) + bytes([len(parts) + 1]) + body + b"\x00"
+    return struct.pack(">i", 0) + b"\x02" + _compact(b"g") + b"\x02" + topic_bytes + struct.pack(">h", 0) + b"\x00" + b"\x00"
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [(1, 5, b"\x01", b"\x00"), (0, 6, b"\x02m", b"\x00")],  # a metadata string: not a 20-byte record
+        [(1, 5, b"\x01", b"\x00"), (0, 6, b"\x01", b"\x01\x07\x00")],  # a tagged field
+        [(1, 5, b"\x01", b"\x00"), (1, 6, b"\x01", b"\x00")],  # the same key twice: the later wins, as before
+    ],
+)
+def test_an_answer_not_of_plain_records_is_read_record_by_record_in_the_brokers_order(parts: list[tuple[int, int, bytes, bytes]]) -> None:
+    data = _records(parts)
+    (group,) = offset_fetch.decode(data).groups
+    assert not group.commits.ordered
+    assert _keys(group.commits) == [("t", i) for i, *_ in parts]
+    assert group.commits.as_dict() == offset_fetch._decode_records(data).groups[0].commits.as_dict()
+
+
+def test_of_a_key_given_twice_the_later_position_counts_as_before() -> None:
+    data = _records([(1, 5, b"\x01", b"\x00"), (1, 6, b"\x01", b"\x00")])
+    assert offset_fetch.decode(data).groups[0].commits.as_dict() == {("t", 1): (6, "", None)}
+
+
+def test_a_plain_answer_cut_short_or_padded_is_still_refused() -> None:
+    data = _records([(1, 5, b"\x01", b"\x00"), (0, 6, b"\x00", b"\x00")])
+    assert offset_fetch.decode(data).groups[0].commits.ordered
+    for cut in (1, 3, 20, 25):
+        with pytest.raises(ValueError, match="OffsetFetch v8 answer ends"):
+            offset_fetch.decode(data[:-cut])
+    with pytest.raises(ValueError, match="bytes after its end"):
+        offset_fetch.decode(data + b"\x00")

@@ -1,0 +1,128 @@
+"""Where the streaming source's own Python spends a cycle (issue 12): the Kafka client's snapshot
+(``latestOffset``; the cycle bench's floor times the same call) and the snapshot made Arrow and
+packed (``partitions()``: ``source_arrow.plan_chunks``), timed, then profiled.
+
+    ./dev.sh py bench/diag/snapshot_parts.py [--partitions 10000] [--groups 10000] [--repeat 5]
+
+Builds the cycle bench's setup on one local KRaft node (``cycle_bench.build_topics`` and
+``commit_all``), then, in a fresh Python process with the source's modules imported, takes
+``--repeat`` snapshots through ``source.take_snapshot`` and packs each as the pipeline reads it
+(``packed`` view), printing each step's wall time; then one more round of each under cProfile
+(the snapshot's in every thread it starts: the client decodes on its IO thread), printing the
+functions with the most time of their own. Not a test: the numbers say which part
+a change would have to cut.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import json
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+
+def _top(profiles: list[cProfile.Profile], n: int) -> str:
+    out = io.StringIO()
+    stats = pstats.Stats(profiles[0], stream=out)
+    for other in profiles[1:]:
+        stats.add(other)
+    stats.sort_stats("tottime").print_stats(n)
+    return "\n".join(line for line in out.getvalue().splitlines() if line.strip() and "Ordered by" not in line)
+
+
+def measure(config_file: str, repeat: int, top: int) -> dict[str, Any]:
+    """The fresh process's side: the steps' times and their profiles."""
+    from spark_purge import source, source_arrow
+    from spark_purge.cli import load_config
+    from spark_purge.pipeline import source_options
+
+    options = source.parse_options({**source_options(load_config(config_file)), "view": "packed"})
+    times: dict[str, list[float]] = {"take_snapshot": [], "plan_chunks": []}
+    commits = 0
+    for _ in range(repeat + 1):
+        t0 = time.perf_counter()
+        snap = source.take_snapshot(options)
+        times["take_snapshot"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        chunks = source_arrow.plan_chunks(snap, "packed", options.rows_per_partition)
+        times["plan_chunks"].append(time.perf_counter() - t0)
+        commits = len(snap.commits)
+        del snap, chunks
+        gc.collect()
+    out: dict[str, Any] = {"commits": commits}
+    for name, values in times.items():  # the first round warms connections and imports
+        out[name] = f"min {min(values[1:]):.3f} s, median {statistics.median(values[1:]):.3f} s (first {values[0]:.3f} s)"
+    snap_profiles = [cProfile.Profile()]
+    plain_run = threading.Thread.run
+
+    def profiled_run(thread: threading.Thread) -> None:  # the client's IO thread is where it decodes
+        profile = cProfile.Profile()
+        snap_profiles.append(profile)
+        profile.runcall(plain_run, thread)
+
+    threading.Thread.run = profiled_run  # type: ignore[method-assign]
+    try:
+        snap = snap_profiles[0].runcall(source.take_snapshot, options)
+    finally:
+        threading.Thread.run = plain_run  # type: ignore[method-assign]
+    chunk_profile = cProfile.Profile()
+    chunk_profile.runcall(source_arrow.plan_chunks, snap, "packed", options.rows_per_partition)
+    out["profile: take_snapshot (every thread)"] = _top(snap_profiles, top)
+    out["profile: plan_chunks"] = _top([chunk_profile], top)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--partitions", type=int, default=10_000)
+    ap.add_argument("--groups", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--top", type=int, default=25, help="functions listed per profile")
+    ap.add_argument("--measure", metavar="CONFIG", help=argparse.SUPPRESS)  # the fresh process
+    args = ap.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.repeat, args.top)))
+        return 0
+    import yaml
+    from cycle_bench import BROKER_CONFIG, assign, build_topics, commit_all
+
+    from spark_purge.testing import workload
+    from spark_purge.testing.cluster import LocalKafka
+
+    run = uuid.uuid4().hex[:4]
+    with tempfile.TemporaryDirectory(prefix="snapshot-parts-") as tmp, LocalKafka(
+        nodes=1, heap="3g", broker_config=BROKER_CONFIG, start_timeout_s=300
+    ) as cluster:
+        assignments = assign(build_topics(cluster.bootstrap_servers, args.partitions, 50, run, 1), args.groups, run)
+        took = commit_all(cluster.bootstrap_servers, assignments, 1)
+        print(f"setup: {args.groups} groups, {sum(map(len, assignments.values()))} commits: {took:.1f}s", flush=True)
+        config = workload.purge_config_dict(Path(tmp), cluster.bootstrap_servers, f"cyc-{run}-.*", None, request_timeout="120s")
+        config_file = Path(tmp) / "purge.yaml"
+        config_file.write_text(yaml.safe_dump(config))
+        done = subprocess.run(
+            [sys.executable, __file__, "--measure", str(config_file), "--repeat", str(args.repeat), "--top", str(args.top)],
+            capture_output=True, text=True,
+        )
+        if done.returncode != 0:
+            print(done.stderr[-3000:], file=sys.stderr)
+            return 1
+        for key, value in json.loads(done.stdout.strip().splitlines()[-1]).items():
+            print(f"{key}:\n{value}" if "\n" in str(value) else f"{key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
