@@ -24,7 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_purge import schemas
 from spark_purge._gc import gc_paused
-from spark_purge.kafka.model import ClusterSnapshot, CommitColumns, GroupCommit
+from spark_purge.kafka.model import GROUP_FIELDS, ClusterSnapshot, CommitColumns, GroupCommit
 from spark_purge.snapshot_pack import ipc_bytes, pack, partition_keys
 from spark_purge.source import VIEWS
 
@@ -48,12 +48,37 @@ def _attribute_columns(items: Sequence[Any], names: Iterable[str]) -> dict[str, 
     return {name: list(map(attrgetter(name), items)) for name in names}
 
 
-def _commit_fields(commits: Sequence[GroupCommit], names: Iterable[str]) -> dict[str, list[Any]]:
+def _commit_fields(commits: Sequence[GroupCommit], names: Iterable[str]) -> dict[str, Any]:
     """Those fields of the commits as columns: as they are when the client returned them column
-    by column, else read off each commit."""
-    if isinstance(commits, CommitColumns):
-        return {name: commits.column(name) for name in names}
-    return _attribute_columns(commits, names)
+    by column (its group fields made from one value a group, its integers from their arrays,
+    as Arrow arrays), else read off each commit (lists)."""
+    if not isinstance(commits, CommitColumns):
+        return _attribute_columns(commits, names)
+    out: dict[str, Any] = {}
+    runs = commits.group_runs()
+    at: Optional[pa.Array] = None  # each commit's run
+    for name in names:
+        held = commits.array(name)
+        if name in GROUP_FIELDS and runs is not None:
+            if at is None:
+                at = pa.array(np.repeat(np.arange(len(runs)), [n for _, n in runs]))
+            out[name] = pa.array([getattr(info, name) for info, _ in runs], type=_GROUP_TYPES[name]).take(at)
+        elif held is not None:
+            values: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = np.frombuffer(held, dtype=np.int64 if held.itemsize == 8 else np.int32)
+            out[name] = pa.array(values, mask=values < 0) if name == "committed_leader_epoch" else pa.array(values)
+        else:
+            out[name] = commits.column(name)
+    return out
+
+
+_GROUP_TYPES = {"group_id": pa.string(), "group_state": pa.string(), "group_type": pa.string(), "member_count": pa.int32()}
+
+
+def _arrow(column: Any, type: pa.DataType) -> pa.Array:
+    """A column (a list, or an Arrow array) as an Arrow array of ``type``."""
+    if isinstance(column, pa.Array):
+        return column if column.type == type else column.cast(type)
+    return pa.array(column, type=type)
 
 
 def _commit_columns(commits: Sequence[GroupCommit], with_partition: bool) -> dict[str, list[Any]]:
@@ -67,7 +92,7 @@ def _struct(columns: Mapping[str, Any], element: pa.Field, order: Optional[pa.Ar
     fields = list(element.type)
     arrays = []
     for f in fields:
-        array = pa.array(columns[f.name], type=f.type)
+        array = _arrow(columns[f.name], f.type)
         arrays.append(array if order is None else array.take(order))
     return pa.StructArray.from_arrays(arrays, fields=fields)
 
@@ -101,16 +126,16 @@ def _nested_groups(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
     commits on partitions the snapshot left out are dropped."""
     parts = snapshot.partitions
     n = len(parts)
-    at = _commit_fields(snapshot.commits, ("topic", "partition"))
+    columns = _commit_columns(snapshot.commits, with_partition=True)
     # Each commit's partition, by its index in the snapshot's (n: left out).
     own = pa.table({"topic": pa.array([p.topic for p in parts], pa.string()), "partition": pa.array([p.partition for p in parts], pa.int32())})
-    commits = pa.table({"topic": pa.array(at["topic"], pa.string()), "partition": pa.array(at["partition"], pa.int32())})
+    commits = pa.table({"topic": _arrow(columns["topic"], pa.string()), "partition": _arrow(columns["partition"], pa.int32())})
     owners = np.asarray(pc.index_in(partition_keys(commits), value_set=partition_keys(own)).fill_null(n), np.int64)
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(np.bincount(owners, minlength=n + 1)[:n], out=offsets[1:])
     # A stable sort by owning partition (the left-out commits last, and cut off).
     order = pa.array(np.argsort(owners, kind="stable")[: offsets[-1]])
-    values = _struct(_commit_columns(snapshot.commits, with_partition=False), field.type.value_field, order)
+    values = _struct(columns, field.type.value_field, order)  # the element's fields: topic and partition left out
     return _list(offsets, values, field)
 
 
@@ -136,7 +161,7 @@ def snapshot_batch(snapshot: ClusterSnapshot, view: str) -> pa.RecordBatch:
         if view == "snapshot":
             columns["groups"] = _nested_groups(snapshot, schema.field("groups"))
             columns["unreadable_groups"] = _unreadable(snapshot, schema.field("unreadable_groups"))
-    arrays = [c if isinstance(c, pa.Array) else pa.array(c, type=f.type) for f, c in ((f, columns[f.name]) for f in schema)]
+    arrays = [_arrow(columns[f.name], f.type) for f in schema]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

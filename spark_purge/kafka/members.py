@@ -32,6 +32,7 @@ import uuid
 from array import array
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any, Optional, Union, overload
 
 from kafka.protocol.admin import DescribeGroupsRequest
@@ -92,16 +93,27 @@ class CommitRows(CommitBlock, Sequence[RawCommit]):
     leader epoch or None), held column by column: a ``CommitBlock``'s columns and the group of
     each row. At 500,000 rows a tuple each (and a (topic, partition) tuple in it) took about
     75 MB. Still a sequence of ``RawCommit`` (each made when asked for) that equals a list or
-    tuple of the same rows."""
+    tuple of the same rows. ``runs`` says the same as ``infos`` in runs: each run's group and
+    how many rows in a row are its (what the commits' group columns are made from, once a group
+    and not once a row)."""
 
-    __slots__ = ("infos",)
+    __slots__ = ("infos", "runs")
     _COLUMNS = ("infos", *CommitBlock.COLUMNS)
 
     def __init__(self, rows: Iterable[RawCommit] = ()) -> None:
         super().__init__()
         self.infos: list[GroupInfo] = []
+        self.runs: list[list[Any]] = []  # [group, rows]: ``infos`` run by run
         for info, tp, offset, metadata, epoch in rows:
             self.extend(info, [(tp, (offset, metadata, epoch))])
+
+    def _run(self, info: GroupInfo, n: int) -> None:
+        if not n:
+            return
+        if self.runs and self.runs[-1][0] is info:
+            self.runs[-1][1] += n
+        else:
+            self.runs.append([info, n])
 
     def extend(self, info: GroupInfo, positions: Iterable[tuple[TopicPartitionKey, Position]]) -> None:
         """Rows of one group, in the order given (``CommitBlock.add`` inlined: once per commit,
@@ -109,6 +121,7 @@ class CommitRows(CommitBlock, Sequence[RawCommit]):
         infos, topics, partitions, offsets, metadata, epochs = (
             self.infos, self.topics, self.partitions, self.offsets, self.metadata, self.epochs
         )
+        before = len(infos)
         for (topic, partition), (offset, meta, epoch) in positions:
             infos.append(info)
             topics.append(topic)
@@ -116,6 +129,7 @@ class CommitRows(CommitBlock, Sequence[RawCommit]):
             offsets.append(offset)
             metadata.append(meta)
             epochs.append(-1 if epoch is None or epoch < 0 else epoch)
+        self._run(info, len(infos) - before)
 
     def extend_block(self, info: GroupInfo, block: CommitBlock) -> None:
         """Every row of one group's block, in its order: column by column, no Python per row."""
@@ -126,6 +140,7 @@ class CommitRows(CommitBlock, Sequence[RawCommit]):
         self.offsets.extend(block.offsets)
         self.metadata.extend(block.metadata)
         self.epochs.extend(block.epochs)
+        self._run(info, n)
 
     def select(self, keep: Collection[TopicPartitionKey]) -> CommitRows:
         """The rows on the partitions in ``keep`` (this object itself when that is every row)."""
@@ -137,6 +152,7 @@ class CommitRows(CommitBlock, Sequence[RawCommit]):
             column = getattr(self, name)
             picked = [column[i] for i in wanted]
             setattr(out, name, array(column.typecode, picked) if isinstance(column, array) else picked)
+        out.runs = [[run[0], len(run)] for run in (list(r) for _, r in groupby(out.infos, key=id))]
         return out
 
     def _row(self, i: int) -> RawCommit:

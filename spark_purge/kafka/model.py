@@ -222,17 +222,29 @@ def _column_length(columns: Mapping[str, Sequence[Any]]) -> int:
     return lengths.pop()
 
 
+# The commit fields that are the group's (``GroupInfo``'s), and the integer ones ``CommitColumns``
+# may hold as ``array.array``s (the leader epoch -1 where a commit has none).
+GROUP_FIELDS = ("group_id", "group_state", "group_type", "member_count")
+ARRAY_FIELDS = ("partition", "committed_offset", "committed_leader_epoch")
+
+
 class CommitColumns(Sequence[GroupCommit]):
     """A snapshot's commits held column by column (``COMMIT_FIELDS``, one list each): what the
     data source turns into Arrow without a Python object per commit. It is still a sequence of
     ``GroupCommit`` (each made when asked for) and equals a tuple of the same commits, so code
-    that walks a snapshot's commits one by one (the JSON form, tests) needs no change."""
+    that walks a snapshot's commits one by one (the JSON form, tests) needs no change.
 
-    __slots__ = ("_columns", "_n")
+    Made by ``of_runs`` (as the Kafka client makes it), the group fields are held once per run of
+    a group's commits and the integer fields as arrays (``group_runs``, ``array``): a field's
+    list is made only when asked for (``column``)."""
+
+    __slots__ = ("_arrays", "_columns", "_n", "_runs")
 
     def __init__(self, columns: Mapping[str, Sequence[Any]]) -> None:
         self._n = _column_length(columns)
         self._columns = {name: list(columns[name]) for name in COMMIT_FIELDS}
+        self._runs: Optional[list[tuple[GroupInfo, int]]] = None
+        self._arrays: dict[str, Any] = {}
 
     @classmethod
     def adopt(cls, columns: Mapping[str, list[Any]]) -> CommitColumns:
@@ -241,11 +253,44 @@ class CommitColumns(Sequence[GroupCommit]):
         out = cls.__new__(cls)
         out._n = _column_length(columns)
         out._columns = {name: columns[name] for name in COMMIT_FIELDS}
+        out._runs, out._arrays = None, {}
         return out
+
+    @classmethod
+    def of_runs(cls, runs: Sequence[tuple[GroupInfo, int]], columns: Mapping[str, Sequence[Any]]) -> CommitColumns:
+        """The commits of ``runs`` (each a group and how many of the commits in a row are its),
+        the other fields in ``columns``: lists, or ``array.array``s for ``ARRAY_FIELDS`` (kept as
+        they are: the caller changes none of them later)."""
+        out = cls.__new__(cls)
+        given = {name: columns[name] for name in COMMIT_FIELDS if name not in GROUP_FIELDS}
+        out._n = _column_length({**given, **{name: range(sum(n for _, n in runs)) for name in GROUP_FIELDS}})
+        out._runs = [(info, n) for info, n in runs]
+        out._arrays = {name: given.pop(name) for name in ARRAY_FIELDS if name in given and not isinstance(given[name], list)}
+        out._columns = {name: list(values) if not isinstance(values, list) else values for name, values in given.items()}
+        return out
+
+    def group_runs(self) -> Optional[list[tuple[GroupInfo, int]]]:
+        """The group fields as runs (``of_runs``), or None when held as lists."""
+        return self._runs
+
+    def array(self, name: str) -> Any:
+        """One of ``ARRAY_FIELDS`` as the ``array.array`` it is held as (the leader epoch -1 where
+        none), or None when held as a list."""
+        return self._arrays.get(name)
 
     def column(self, name: str) -> list[Any]:
         """One field of every commit, in order (the list itself: do not change it)."""
+        if name not in self._columns:
+            if name in GROUP_FIELDS and self._runs is not None:
+                self._columns[name] = [value for info, n in self._runs for value in [getattr(info, name)] * n]
+            elif name == "committed_leader_epoch":
+                self._columns[name] = [None if e < 0 else e for e in self._arrays[name]]
+            else:
+                self._columns[name] = self._arrays[name].tolist()
         return self._columns[name]
+
+    def _all(self) -> dict[str, list[Any]]:
+        return {name: self.column(name) for name in COMMIT_FIELDS}
 
     def __len__(self) -> int:
         return self._n
@@ -259,14 +304,14 @@ class CommitColumns(Sequence[GroupCommit]):
     def __getitem__(self, index: Union[int, slice]) -> Union[GroupCommit, tuple[GroupCommit, ...]]:
         if isinstance(index, slice):
             return tuple(self)[index]
-        return GroupCommit(*(self._columns[name][index] for name in COMMIT_FIELDS))
+        return GroupCommit(*(self.column(name)[index] for name in COMMIT_FIELDS))
 
     def __iter__(self) -> Iterator[GroupCommit]:
-        return map(GroupCommit, *(self._columns[name] for name in COMMIT_FIELDS))
+        return map(GroupCommit, *(self.column(name) for name in COMMIT_FIELDS))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, CommitColumns):
-            return self._columns == other._columns
+            return self._all() == other._all()
         if isinstance(other, (tuple, list)):
             return len(other) == self._n and all(a == b for a, b in zip(self, other))
         return NotImplemented
@@ -278,11 +323,12 @@ class CommitColumns(Sequence[GroupCommit]):
         return f"CommitColumns({tuple(self)!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"columns": self._columns}
+        return {"columns": self._all()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._columns = state["columns"]
         self._n = len(self._columns[COMMIT_FIELDS[0]])
+        self._runs, self._arrays = None, {}
 
 
 @dataclass(frozen=True)

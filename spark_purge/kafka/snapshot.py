@@ -186,21 +186,24 @@ def held_beside_dropped(raw: Sequence[RawCommit], kept: Collection[TopicPartitio
 def _commit_columns(rows: CommitRows, ends: EpochEnds) -> CommitColumns:
     """The snapshot's commits, column by column: no Python object per commit (at 500,000
     commits, building a ``GroupCommit`` each and reading their fields back for Arrow took
-    about a second)."""
-    infos = rows.infos
-    epochs = [None if e < 0 else e for e in rows.epochs]
-    return CommitColumns.adopt({
-        "group_id": [i.group_id for i in infos],
-        "group_state": [i.group_state for i in infos],
-        "group_type": [i.group_type for i in infos],
-        "member_count": [i.member_count for i in infos],
-        "topic": rows.topics,
-        "partition": rows.partitions.tolist(),
-        "committed_offset": rows.offsets.tolist(),
-        "commit_metadata": rows.metadata,
-        "committed_leader_epoch": epochs,
-        "epoch_end_offset": [None if e is None else ends.get(((t, p), e)) for t, p, e in zip(rows.topics, rows.partitions, epochs)],
-    })
+    about a second). The group fields stay one value a run of the group's rows, the integers
+    the rows' arrays."""
+    epochs = rows.epochs
+    if ends:
+        end_offsets = [None if e < 0 else ends.get(((t, p), e)) for t, p, e in zip(rows.topics, rows.partitions, epochs)]
+    else:  # nothing to look up (no commit carries an epoch, or no leader answered)
+        end_offsets = [None] * len(epochs)
+    return CommitColumns.of_runs(
+        [(info, n) for info, n in rows.runs],
+        {
+            "topic": rows.topics,
+            "partition": rows.partitions,
+            "committed_offset": rows.offsets,
+            "commit_metadata": rows.metadata,
+            "committed_leader_epoch": epochs,
+            "epoch_end_offset": end_offsets,
+        },
+    )
 
 
 def _partition_states(

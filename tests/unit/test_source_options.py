@@ -3,6 +3,8 @@ snapshot directory, AvailableNow, and that everything Spark pickles pickles."""
 from __future__ import annotations
 
 import pickle
+from array import array
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from spark_purge.kafka.model import (
     ClusterSnapshot,
     CommitColumns,
     GroupCommit,
+    GroupInfo,
     PartitionState,
     SnapshotRequest,
 )
@@ -224,6 +227,47 @@ def test_commit_columns_are_the_same_commits_as_a_tuple() -> None:
         CommitColumns({name: [1] if name == "topic" else [] for name in COMMIT_FIELDS})
 
 
+def _runs_form(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """The same snapshot with its commits as the Kafka client makes them (``of_runs``): the group
+    fields once a run of a group's commits, the integers in arrays (the epoch -1 for none)."""
+    runs: list[tuple[GroupInfo, int]] = []
+    for c in snap.commits:
+        info = GroupInfo(c.group_id, c.group_state, c.group_type, c.member_count)
+        if runs and runs[-1][0] == info:
+            runs[-1] = (info, runs[-1][1] + 1)
+        else:
+            runs.append((info, 1))
+    commits = snap.commits
+    columns: dict[str, Any] = {
+        "topic": [c.topic for c in commits],
+        "partition": array("i", [c.partition for c in commits]),
+        "committed_offset": array("q", [c.committed_offset for c in commits]),
+        "commit_metadata": [c.commit_metadata for c in commits],
+        "committed_leader_epoch": array("i", [-1 if c.committed_leader_epoch is None else c.committed_leader_epoch for c in commits]),
+        "epoch_end_offset": [c.epoch_end_offset for c in commits],
+    }
+    return ClusterSnapshot(snap.snapshot_id, snap.snapshot_time_ms, snap.partitions, CommitColumns.of_runs(runs, columns))
+
+
+def _with_epochs(snap: ClusterSnapshot) -> ClusterSnapshot:
+    commits = tuple(replace(c, committed_leader_epoch=e, epoch_end_offset=end) for c, (e, end) in zip(snap.commits, [(3, 9), (None, None), (0, -1)]))
+    return ClusterSnapshot(snap.snapshot_id, snap.snapshot_time_ms, snap.partitions, commits)
+
+
+def test_commits_held_in_runs_and_arrays_are_the_same_commits() -> None:
+    snap = _with_epochs(_snapshot())
+    runs = _runs_form(snap).commits
+    assert isinstance(runs, CommitColumns) and runs.group_runs() is not None and len(runs) == 3
+    assert runs == snap.commits and list(runs) == list(snap.commits) and runs == _columnar(snap).commits
+    assert runs.column("group_id") == ["g1", "g2", "g1"] and runs.column("committed_leader_epoch") == [3, None, 0]
+    assert pickle.loads(pickle.dumps(_runs_form(snap).commits)) == snap.commits
+    assert ClusterSnapshot.from_json(_runs_form(snap).to_json()) == snap
+    for view in ("groups", "snapshot", "packed"):
+        assert snapshot_batch(_runs_form(snap), view).equals(snapshot_batch(snap, view))
+    with pytest.raises(ValueError, match="different lengths"):
+        CommitColumns.of_runs([(GroupInfo("g", None, None, None), 2)], {name: [] for name in COMMIT_FIELDS})
+
+
 def test_columnar_commits_make_the_same_batches() -> None:
     snap = _snapshot()
     for view in ("groups", "snapshot"):
@@ -241,18 +285,18 @@ _TOPICS = ("a", "b", "c")  # "c" is never a snapshot's: its commits are left out
 @given(
     st.sets(st.tuples(st.sampled_from(_TOPICS[:2]), st.integers(0, 4)), max_size=6),
     st.lists(st.tuples(st.sampled_from(_TOPICS), st.integers(0, 6), st.integers(0, 99)), max_size=25),
-    st.booleans(),
+    st.sampled_from(["tuple", "lists", "runs"]),
 )
 def test_each_partition_nests_its_own_commits_in_snapshot_order(
-    keys: set[tuple[str, int]], rows: list[tuple[str, int, int]], columnar: bool
+    keys: set[tuple[str, int]], rows: list[tuple[str, int, int]], form: str
 ) -> None:
     """The ``snapshot`` view's ``groups``, made column-wise, against a plain walk of the commits:
     each partition's row holds exactly the commits on it, in the snapshot's order; commits on a
     partition (or a topic) the snapshot lacks are in no row."""
     parts = tuple(PartitionState(t, p, 1, (1,), (1,), 0, 9, 9, False, "delete", None, None) for t, p in sorted(keys, reverse=True))
-    commits = tuple(GroupCommit(f"g{i}", "Stable", "classic", 1, t, p, o, None) for i, (t, p, o) in enumerate(rows))
+    commits = tuple(GroupCommit(f"g{i // 3}", "Stable", "classic", 1, t, p, o, None) for i, (t, p, o) in enumerate(rows))
     snap = ClusterSnapshot("s", 1_700_000_000_000, parts, commits)
-    got = _rows(_columnar(snap) if columnar else snap, "snapshot")
+    got = _rows({"tuple": snap, "lists": _columnar(snap), "runs": _runs_form(snap)}[form], "snapshot")
     assert [(r["topic"], r["partition"]) for r in got] == [(p.topic, p.partition) for p in parts]
     for row in got:
         want = [(c.group_id, c.committed_offset) for c in commits if (c.topic, c.partition) == (row["topic"], row["partition"])]
