@@ -71,14 +71,23 @@ def pack(batch: pa.RecordBatch, packed_schema: pa.Schema, rows: int = PACKED_ROW
     return pa.RecordBatch.from_arrays([columns[f.name] for f in packed_schema], schema=packed_schema)
 
 
-def partition_keys(rows: pa.RecordBatch | pa.Table) -> pa.Array:
-    """One string a row: its topic and partition (a topic name holds no NUL), to match rows of
-    two sides by partition (``pc.index_in``)."""
+def partition_index(rows: pa.RecordBatch | pa.Table, of: pa.RecordBatch | pa.Table) -> pa.Array:
+    """Each row's index among ``of``'s rows by (topic, partition), ``pc.index_in``'s way (the first
+    such row; null: none), to match rows of two sides by partition. The key is an integer: the
+    topic's index among ``of``'s topics, and the partition."""
     # One string type on both sides, whichever Spark gave (``useLargeVarTypes``) or the blob holds.
-    topic = pc.cast(rows.column("topic"), pa.large_string())
-    partition = pc.cast(rows.column("partition"), pa.large_string())
-    key = pc.binary_join_element_wise(topic, partition, pa.scalar("\x00", pa.large_string()))
-    return key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
+    topics = _whole(pc.unique(pc.cast(of.column("topic"), pa.large_string())))
+
+    def key(side: pa.RecordBatch | pa.Table) -> pa.Array:
+        topic = pc.index_in(pc.cast(side.column("topic"), pa.large_string()), value_set=topics).cast(pa.int64())
+        partition = pc.add(pc.cast(side.column("partition"), pa.int64()), 1 << 31)  # an int32 made non-negative
+        return _whole(pc.add(pc.multiply(topic, 1 << 32), partition))  # null where the topic is none of ``of``'s
+
+    return pc.index_in(key(rows), value_set=key(of))
+
+
+def _whole(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 def rows_with_groups(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -97,7 +106,7 @@ def rows_with_groups(batch: pa.RecordBatch) -> pa.RecordBatch:
             raise ValueError(f"a packed snapshot's {batch.num_rows} row(s) came without their {PACKED_COLUMN}")
         return rest.add_column(at_column, pa.field("groups", groups_type), pa.array([], groups_type))
     packed = pa.concat_tables(tables).combine_chunks()
-    at = pc.index_in(partition_keys(packed), value_set=partition_keys(rest))
+    at = partition_index(packed, rest)
     if packed.num_rows != rest.num_rows or at.null_count:
         raise ValueError(
             f"a packed snapshot's {rest.num_rows} row(s) are not the {packed.num_rows} its {PACKED_COLUMN} hold "
@@ -127,4 +136,4 @@ def unpacked_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
     yield from pa.Table.from_batches([unpacked(table.to_batches()[0])]).to_batches(max_chunksize=PACKED_ROWS)
 
 
-__all__ = ["PACKED_COLUMN", "PACKED_ROWS", "ipc_bytes", "pack", "partition_keys", "read_streams", "rows_with_groups", "unpacked", "unpacked_batches"]
+__all__ = ["PACKED_COLUMN", "PACKED_ROWS", "ipc_bytes", "pack", "partition_index", "read_streams", "rows_with_groups", "unpacked", "unpacked_batches"]

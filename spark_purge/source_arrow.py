@@ -18,14 +18,13 @@ from typing import Any, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_purge import schemas
 from spark_purge._gc import gc_paused
 from spark_purge.kafka.model import GROUP_FIELDS, ClusterSnapshot, CommitColumns, GroupCommit
-from spark_purge.snapshot_pack import ipc_bytes, pack, partition_keys
+from spark_purge.snapshot_pack import ipc_bytes, pack, partition_index
 from spark_purge.source import VIEWS
 
 _ARROW_SCHEMAS: dict[str, pa.Schema] = {}
@@ -130,7 +129,7 @@ def _nested_groups(snapshot: ClusterSnapshot, field: pa.Field) -> pa.ListArray:
     # Each commit's partition, by its index in the snapshot's (n: left out).
     own = pa.table({"topic": pa.array([p.topic for p in parts], pa.string()), "partition": pa.array([p.partition for p in parts], pa.int32())})
     commits = pa.table({"topic": _arrow(columns["topic"], pa.string()), "partition": _arrow(columns["partition"], pa.int32())})
-    owners = np.asarray(pc.index_in(partition_keys(commits), value_set=partition_keys(own)).fill_null(n), np.int64)
+    owners = np.asarray(partition_index(commits, own).fill_null(n), np.int64)
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(np.bincount(owners, minlength=n + 1)[:n], out=offsets[1:])
     # A stable sort by owning partition (the left-out commits last, and cut off).

@@ -32,7 +32,7 @@ import uuid
 from array import array
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby
+from itertools import groupby, repeat
 from typing import Any, Optional, Union, overload
 
 from kafka.protocol.admin import DescribeGroupsRequest
@@ -144,9 +144,19 @@ class CommitRows(CommitBlock, Sequence[RawCommit]):
 
     def select(self, keep: Collection[TopicPartitionKey]) -> CommitRows:
         """The rows on the partitions in ``keep`` (this object itself when that is every row)."""
-        wanted = [i for i, tp in enumerate(zip(self.topics, self.partitions)) if tp in keep]
-        if len(wanted) == len(self):
+        import numpy as np  # here: the data source's lookup workers import this module, not NumPy
+
+        # A row's key an integer: its topic's code (-1: no kept partition's) and its partition.
+        code: dict[str, int] = {}
+        for topic, _ in keep:
+            code.setdefault(topic, len(code))
+        topics = np.fromiter(map(code.get, self.topics, repeat(-1)), np.int64, len(self.topics))
+        keys = (topics << 32) | (np.frombuffer(self.partitions, np.int32).astype(np.int64) + (1 << 31))
+        kept = np.fromiter(((code[t] << 32) | (p + (1 << 31)) for t, p in keep), np.int64, len(keep))
+        found = np.isin(keys, kept)
+        if found.all():
             return self
+        wanted = np.flatnonzero(found).tolist()
         out = CommitRows()
         for name in self._COLUMNS:
             column = getattr(self, name)

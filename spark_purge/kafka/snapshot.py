@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 from spark_purge._time import Deadline
 from spark_purge.errors import AuthorizationError, KafkaError
@@ -221,48 +221,53 @@ def _partition_states(
     partitions: list[PartitionState] = []
     dropped: list[DroppedPartition] = []
     topic_ids = meta.ids_by_name()
+    earliest, latest, stable, floor = offsets["earliest"], offsets["latest"], offsets["stable"], offsets.get("floor", {})
+    local, tiered_end = tiered.get("local", {}), tiered.get("tiered", {})
+    per_topic: dict[str, dict[str, Any]] = {}  # a topic's fields, the same on each of its partitions
     for tp in tps:
-        need = [n for n in ("earliest", "latest", "stable") if tp not in offsets[n]]
-        if tp in failed or need or (tp in floor_tps and tp not in offsets["floor"]):
+        if tp in failed or tp not in earliest or tp not in latest or tp not in stable or (tp in floor_tps and tp not in floor):
+            need = [n for n in ("earliest", "latest", "stable") if tp not in offsets[n]]
             reason = failed.get(tp) or f"no answer for {', '.join(need) or 'floor'} offset"
             dropped.append(DroppedPartition(tp[0], tp[1], reason))
             continue
+        topic = tp[0]
+        same = per_topic.get(topic)
+        if same is None:
+            conf = configs.get(topic, {})
+            same = per_topic[topic] = {
+                "internal": meta.internal[topic],
+                "cleanup_policy": conf.get("cleanup.policy"),
+                "retention_ms": int_or_none(conf.get("retention.ms")),
+                "remote_storage_enable": bool_or_none(conf.get("remote.storage.enable")),
+                "time_floor_time_ms": floors.get(topic),
+                "topic_id": topic_ids.get(topic),
+            }
         leader, replicas, isr = meta.partitions[tp]
-        hw = offsets["latest"][tp][0]
+        hw = latest[tp][0]
         floor_offset: Optional[int] = None
         if tp in floor_tps:
-            floor_offset = offsets["floor"][tp][0]
+            floor_offset = floor[tp][0]
             if floor_offset < 0:  # every record is older than the floor
                 floor_offset = hw
-        conf = configs.get(tp[0], {})
+        found_local, found_tiered = local.get(tp), tiered_end.get(tp)
         partitions.append(
             PartitionState(
-                topic=tp[0],
+                topic=topic,
                 partition=tp[1],
                 leader=leader,
                 replicas=replicas,
                 isr=isr,
-                log_start_offset=offsets["earliest"][tp][0],
+                log_start_offset=earliest[tp][0],
                 high_watermark=hw,
-                last_stable_offset=offsets["stable"][tp][0],
-                internal=meta.internal[tp[0]],
-                cleanup_policy=conf.get("cleanup.policy"),
-                retention_ms=int_or_none(conf.get("retention.ms")),
-                remote_storage_enable=bool_or_none(conf.get("remote.storage.enable")),
-                time_floor_time_ms=floors.get(tp[0]),
+                last_stable_offset=stable[tp][0],
                 time_floor_offset=floor_offset,
-                topic_id=topic_ids.get(tp[0]),
                 size_bytes=sizes.get(tp),
-                local_log_start_offset=_offset(tiered, "local", tp),
-                latest_tiered_offset=_offset(tiered, "tiered", tp),
+                local_log_start_offset=None if found_local is None else found_local[0],
+                latest_tiered_offset=None if found_tiered is None else found_tiered[0],
+                **same,
             )
         )
     return partitions, dropped
-
-
-def _offset(offsets: Offsets, name: str, tp: TopicPartitionKey) -> Optional[int]:
-    found = offsets.get(name, {}).get(tp)
-    return None if found is None else found[0]
 
 
 async def _tiered_offsets(

@@ -4,6 +4,7 @@ answer; tagged fields skipped; cut or padded bytes refused."""
 from __future__ import annotations
 
 import struct
+from itertools import groupby
 from typing import Any, Optional
 
 import pytest
@@ -203,3 +204,17 @@ def test_a_plain_answer_cut_short_or_padded_is_still_refused() -> None:
             offset_fetch.decode(data[:-cut])
     with pytest.raises(ValueError, match="bytes after its end"):
         offset_fetch.decode(data + b"\x00")
+
+
+_tps = st.tuples(st.sampled_from(["t", "u", "é"]), st.sampled_from([0, 1, 2, 2**31 - 1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["g", "h"]), _tps, st.integers(-1, 9)), max_size=12), st.frozensets(_tps, max_size=6))
+def test_commit_rows_keep_the_rows_on_the_kept_partitions_in_order(raw: list[tuple[str, tuple[str, int], int]], keep: frozenset[tuple[str, int]]) -> None:
+    infos = {g: GroupInfo(g, "Stable", "classic", 1) for g in ("g", "h")}
+    rows = CommitRows([(infos[g], tp, offset, None, None) for g, tp, offset in raw])
+    kept = rows.select(keep)
+    assert list(kept) == [row for row in rows if row[1] in keep]
+    assert (kept is rows) == all(row[1] in keep for row in rows)
+    assert [(info.group_id, n) for info, n in kept.runs] == [(g, len(list(run))) for g, run in groupby(row[0].group_id for row in kept)]

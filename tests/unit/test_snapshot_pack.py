@@ -8,13 +8,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from spark_purge import schemas
 from spark_purge.kafka.model import ClusterSnapshot, GroupCommit, PartitionState
 from spark_purge.planner import LastPairs, Planner
 from spark_purge.policy import split_snapshot, with_groups
-from spark_purge.snapshot_pack import PACKED_COLUMN, pack, rows_with_groups, unpacked, unpacked_batches
+from spark_purge.snapshot_pack import PACKED_COLUMN, pack, partition_index, rows_with_groups, unpacked, unpacked_batches
 from spark_purge.source_arrow import SnapshotChunk, arrow_schema, plan_chunks, snapshot_batch
 from tests.unit.packing import packed_frame
 from tests.unit.test_planner import PROGRESS_CONFIG, PROGRESS_ROWS, PROGRESS_SNAPSHOT, _arrow_maps
@@ -135,3 +137,20 @@ def test_the_stores_packed_rows_come_back_as_packed_and_compressed() -> None:
     with pa.ipc.new_stream(plain, PACKED_SCHEMA) as writer:
         writer.write_table(table)
     assert len(blob) < plain.getvalue().size / 3  # the same stream compressed: these rows repeat
+
+
+_keys = st.tuples(st.sampled_from(["a", "b", "ab", "é"]), st.sampled_from([0, 1, 7, -1, 2**31 - 1, -(2**31)]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_keys, max_size=12), st.lists(_keys, max_size=12), st.booleans())
+def test_a_rows_partition_is_found_among_the_others_by_topic_and_partition(
+    rows: list[tuple[str, int]], of: list[tuple[str, int]], large: bool
+) -> None:
+    """``partition_index`` against a plain walk: each row's first equal (topic, partition) among
+    ``of``'s, or none; whichever string type either side holds."""
+    def table(keys: list[tuple[str, int]], strings: pa.DataType) -> pa.Table:
+        return pa.table({"topic": pa.array([t for t, _ in keys], strings), "partition": pa.array([p for _, p in keys], pa.int32())})
+
+    got = partition_index(table(rows, pa.large_string() if large else pa.string()), table(of, pa.string())).to_pylist()
+    assert got == [of.index(key) if key in of else None for key in rows]
