@@ -49,8 +49,8 @@ def _attribute_columns(items: Sequence[Any], names: Iterable[str]) -> dict[str, 
 
 def _commit_fields(commits: Sequence[GroupCommit], names: Iterable[str]) -> dict[str, Any]:
     """Those fields of the commits as columns: as they are when the client returned them column
-    by column (its group fields made from one value a group, its integers from their arrays,
-    as Arrow arrays), else read off each commit (lists)."""
+    by column (its group fields one value a run, ``_PerRun``; its integers Arrow arrays made
+    from theirs), else read off each commit (lists). ``_arrow`` makes any of them Arrow."""
     if not isinstance(commits, CommitColumns):
         return _attribute_columns(commits, names)
     out: dict[str, Any] = {}
@@ -61,7 +61,7 @@ def _commit_fields(commits: Sequence[GroupCommit], names: Iterable[str]) -> dict
         if name in GROUP_FIELDS and runs is not None:
             if at is None:
                 at = pa.array(np.repeat(np.arange(len(runs)), [n for _, n in runs]))
-            out[name] = pa.array([getattr(info, name) for info, _ in runs], type=_GROUP_TYPES[name]).take(at)
+            out[name] = _PerRun(pa.array([getattr(info, name) for info, _ in runs], type=_GROUP_TYPES[name]), at)
         elif held is not None:
             values: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = np.frombuffer(held, dtype=np.int64 if held.itemsize == 8 else np.int32)
             out[name] = pa.array(values, mask=values < 0) if name == "committed_leader_epoch" else pa.array(values)
@@ -73,11 +73,23 @@ def _commit_fields(commits: Sequence[GroupCommit], names: Iterable[str]) -> dict
 _GROUP_TYPES = {"group_id": pa.string(), "group_state": pa.string(), "group_type": pa.string(), "member_count": pa.int32()}
 
 
-def _arrow(column: Any, type: pa.DataType) -> pa.Array:
-    """A column (a list, or an Arrow array) as an Arrow array of ``type``."""
-    if isinstance(column, pa.Array):
-        return column if column.type == type else column.cast(type)
-    return pa.array(column, type=type)
+@dataclass(frozen=True)
+class _PerRun:
+    """A group field: one value a run (``values``) and each commit's run (``at``)."""
+
+    values: pa.Array
+    at: pa.Array
+
+
+def _arrow(column: Any, type: pa.DataType, order: Optional[pa.Array] = None) -> pa.Array:
+    """A column (a list, an Arrow array or ``_PerRun``) as an Arrow array of ``type``; with
+    ``order``, its rows in that order (a group field's taken once, from its few values)."""
+    if isinstance(column, _PerRun):
+        values = column.values if column.values.type == type else column.values.cast(type)
+        return values.take(column.at if order is None else column.at.take(order))
+    array = column if isinstance(column, pa.Array) else pa.array(column, type=type)
+    array = array if array.type == type else array.cast(type)
+    return array if order is None else array.take(order)
 
 
 def _commit_columns(commits: Sequence[GroupCommit], with_partition: bool) -> dict[str, list[Any]]:
@@ -91,8 +103,7 @@ def _struct(columns: Mapping[str, Any], element: pa.Field, order: Optional[pa.Ar
     fields = list(element.type)
     arrays = []
     for f in fields:
-        array = _arrow(columns[f.name], f.type)
-        arrays.append(array if order is None else array.take(order))
+        arrays.append(_arrow(columns[f.name], f.type, order))
     return pa.StructArray.from_arrays(arrays, fields=fields)
 
 
