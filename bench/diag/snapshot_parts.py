@@ -21,12 +21,9 @@ import io
 import json
 import pstats
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -96,31 +93,13 @@ def main() -> int:
     if args.measure:
         print(json.dumps(measure(args.measure, args.repeat, args.top)))
         return 0
-    import yaml
-    from cycle_bench import BROKER_CONFIG, assign, build_topics, commit_all
+    from on_setup import measured_on_setup
 
-    from spark_purge.testing import workload
-    from spark_purge.testing.cluster import LocalKafka
-
-    run = uuid.uuid4().hex[:4]
-    with tempfile.TemporaryDirectory(prefix="snapshot-parts-") as tmp, LocalKafka(
-        nodes=1, heap="3g", broker_config=BROKER_CONFIG, start_timeout_s=300
-    ) as cluster:
-        assignments = assign(build_topics(cluster.bootstrap_servers, args.partitions, 50, run, 1), args.groups, run)
-        took = commit_all(cluster.bootstrap_servers, assignments, 1)
-        print(f"setup: {args.groups} groups, {sum(map(len, assignments.values()))} commits: {took:.1f}s", flush=True)
-        config = workload.purge_config_dict(Path(tmp), cluster.bootstrap_servers, f"cyc-{run}-.*", None, request_timeout="120s")
-        config_file = Path(tmp) / "purge.yaml"
-        config_file.write_text(yaml.safe_dump(config))
-        done = subprocess.run(
-            [sys.executable, __file__, "--measure", str(config_file), "--repeat", str(args.repeat), "--top", str(args.top)],
-            capture_output=True, text=True,
-        )
-        if done.returncode != 0:
-            print(done.stderr[-3000:], file=sys.stderr)
-            return 1
-        for key, value in json.loads(done.stdout.strip().splitlines()[-1]).items():
-            print(f"{key}:\n{value}" if "\n" in str(value) else f"{key}: {value}")
+    found = measured_on_setup(__file__, args.partitions, args.groups, ["--repeat", str(args.repeat), "--top", str(args.top)])
+    if found is None:
+        return 1
+    for key, value in found.items():
+        print(f"{key}:\n{value}" if "\n" in str(value) else f"{key}: {value}")
     return 0
 
 

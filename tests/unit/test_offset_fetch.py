@@ -20,28 +20,33 @@ Group = OffsetFetchResponse.OffsetFetchResponseGroup
 Topic = Group.OffsetFetchResponseTopics
 Partition = Topic.OffsetFetchResponsePartitions
 
-partitions = st.lists(
-    st.builds(
-        Partition,
-        partition_index=st.integers(0, 2**31 - 1),
-        committed_offset=st.sampled_from([-1, 0, 7, 2**40]) | st.integers(-(2**63), 2**63 - 1),
-        committed_leader_epoch=st.integers(-1, 2**31 - 1),
-        # "" and None are what consumers commit; 200 characters take a two-byte length
-        metadata=st.none() | st.just("") | st.text(max_size=3) | st.just("é" * 200),
-        error_code=st.sampled_from([0, 0, 0, 88, 3]),
-    ),
-    max_size=5,
-    unique_by=lambda p: p.partition_index,
-)
-topics = st.lists(st.builds(Topic, name=st.text(min_size=1, max_size=8), partitions=partitions), max_size=3, unique_by=lambda t: t.name)
-answers = st.builds(
-    lambda groups, throttle: OffsetFetchResponse(throttle_time_ms=throttle, groups=groups, version=8),
-    st.lists(
-        st.builds(Group, group_id=st.text(max_size=8), topics=topics, error_code=st.sampled_from([0, 0, 16, 30])),
-        max_size=4,
-    ),
-    st.integers(0, 1000),
-)
+def _answers(metadata: Any, errors: list[int], partitions_at_most: int, names_at_most: int) -> Any:
+    """OffsetFetch v8 answers: up to four groups of up to three topics, each with up to
+    ``partitions_at_most`` partitions whose metadata is drawn from ``metadata``."""
+    partitions = st.lists(
+        st.builds(
+            Partition,
+            partition_index=st.integers(0, 2**31 - 1),
+            committed_offset=st.sampled_from([-1, 0, 7, 2**40]) | st.integers(-(2**63), 2**63 - 1),
+            committed_leader_epoch=st.integers(-1, 2**31 - 1),
+            metadata=metadata,
+            error_code=st.sampled_from(errors),
+        ),
+        max_size=partitions_at_most,
+        unique_by=lambda p: p.partition_index,
+    )
+    topics = st.lists(
+        st.builds(Topic, name=st.text(min_size=1, max_size=names_at_most), partitions=partitions), max_size=3, unique_by=lambda t: t.name
+    )
+    return st.builds(
+        lambda groups, throttle: OffsetFetchResponse(throttle_time_ms=throttle, groups=groups, version=8),
+        st.lists(st.builds(Group, group_id=st.text(max_size=names_at_most), topics=topics, error_code=st.sampled_from([0, 0, 16, 30])), max_size=4),
+        st.integers(0, 1000),
+    )
+
+
+# "" and None are what consumers commit; 200 characters take a two-byte length
+answers = _answers(st.none() | st.just("") | st.text(max_size=3) | st.just("é" * 200), [0, 0, 0, 88, 3], 5, 8)
 
 
 def oracle(group: Any) -> dict[tuple[str, int], tuple[int, Optional[str], Optional[int]]]:
@@ -54,14 +59,21 @@ def oracle(group: Any) -> dict[tuple[str, int], tuple[int, Optional[str], Option
     }
 
 
-@settings(max_examples=300, deadline=None)
-@given(answers)
-def test_the_columnar_answer_holds_what_kafka_python_decodes(answer: Any) -> None:
+def _decoded(answer: Any) -> tuple[bytes, Any, offset_fetch.OffsetFetchAnswerV8]:
+    """The answer's bytes, kafka-python's decoding of them and ours, whose throttle time and
+    groups (ids, error codes) are checked to be kafka-python's."""
     data = answer.encode(version=8)
     theirs = OffsetFetchResponse[8].decode(data)
     mine = offset_fetch.decode(data)
     assert mine.throttle_time_ms == theirs.throttle_time_ms
     assert [(g.group_id, g.error_code) for g in mine.groups] == [(g.group_id, g.error_code) for g in theirs.groups]
+    return data, theirs, mine
+
+
+@settings(max_examples=300, deadline=None)
+@given(answers)
+def test_the_columnar_answer_holds_what_kafka_python_decodes(answer: Any) -> None:
+    _, theirs, mine = _decoded(answer)
     for got, want in zip(mine.groups, theirs.groups):
         assert got.commits.as_dict() == oracle(want)
     # and through the group reads' parser: the same outcome either way
@@ -126,26 +138,7 @@ def test_commit_rows_are_raw_commits_column_by_column() -> None:
 
 # What consumers commit: metadata null or empty, no tagged field, so every partition is a
 # 20-byte record and the answer is read column-wise (``_decode_fixed``).
-plain_partitions = st.lists(
-    st.builds(
-        Partition,
-        partition_index=st.integers(0, 2**31 - 1),
-        committed_offset=st.sampled_from([-1, 0, 7, 2**40]) | st.integers(-(2**63), 2**63 - 1),
-        committed_leader_epoch=st.integers(-1, 2**31 - 1),
-        metadata=st.none() | st.just(""),
-        error_code=st.sampled_from([0, 0, 0, 88]),
-    ),
-    max_size=12,
-    unique_by=lambda p: p.partition_index,
-)
-plain_topics = st.lists(
-    st.builds(Topic, name=st.text(min_size=1, max_size=4), partitions=plain_partitions), max_size=4, unique_by=lambda t: t.name
-)
-plain_answers = st.builds(
-    lambda groups, throttle: OffsetFetchResponse(throttle_time_ms=throttle, groups=groups, version=8),
-    st.lists(st.builds(Group, group_id=st.text(max_size=4), topics=plain_topics, error_code=st.sampled_from([0, 16])), max_size=5),
-    st.integers(0, 1000),
-)
+plain_answers = _answers(st.none() | st.just(""), [0, 0, 0, 88], 12, 4)
 
 
 def _keys(block: offset_fetch.CommitBlock) -> list[tuple[str, int]]:
@@ -155,11 +148,7 @@ def _keys(block: offset_fetch.CommitBlock) -> list[tuple[str, int]]:
 @settings(max_examples=300, deadline=None)
 @given(plain_answers)
 def test_an_answer_of_plain_records_is_read_column_wise_and_each_block_sorted(answer: Any) -> None:
-    data = answer.encode(version=8)
-    theirs = OffsetFetchResponse[8].decode(data)
-    mine = offset_fetch.decode(data)
-    assert mine.throttle_time_ms == theirs.throttle_time_ms
-    assert [(g.group_id, g.error_code) for g in mine.groups] == [(g.group_id, g.error_code) for g in theirs.groups]
+    data, theirs, mine = _decoded(answer)
     for got, want in zip(mine.groups, theirs.groups):
         assert got.commits.ordered
         assert got.commits.as_dict() == oracle(want)
