@@ -64,8 +64,9 @@ Position = tuple[int, Optional[str], Optional[int]]
 
 class CommitBlock:
     """One group's positions, column by column: ``topics[i]``, ``partitions[i]``,
-    ``offsets[i]``, ``metadata[i]`` and ``epochs[i]`` (-1: none) are commit *i*, in the order
-    the broker gave them. A topic name is one string object for all its commits."""
+    ``offsets[i]``, ``metadata[i]`` and ``epochs[i]`` (-1: none) are commit *i*: sorted by
+    (topic, partition) when ``ordered``, else in the order they were added (``decode``'s record
+    reader: the broker's). A topic name is one string object for all its commits."""
 
     __slots__ = ("epochs", "metadata", "offsets", "ordered", "partitions", "topics")
     COLUMNS = ("epochs", "metadata", "offsets", "partitions", "topics")
