@@ -61,16 +61,13 @@ def _commit_fields(commits: Sequence[GroupCommit], names: Iterable[str]) -> dict
         if name in GROUP_FIELDS and runs is not None:
             if at is None:
                 at = pa.array(np.repeat(np.arange(len(runs)), [n for _, n in runs]))
-            out[name] = _PerRun(pa.array([getattr(info, name) for info, _ in runs], type=_GROUP_TYPES[name]), at)
+            out[name] = _PerRun(pa.array([getattr(info, name) for info, _ in runs]), at)  # typed by ``_arrow``
         elif held is not None:
             values: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = np.frombuffer(held, dtype=np.int64 if held.itemsize == 8 else np.int32)
             out[name] = pa.array(values, mask=values < 0) if name == "committed_leader_epoch" else pa.array(values)
         else:
             out[name] = commits.column(name)
     return out
-
-
-_GROUP_TYPES = {"group_id": pa.string(), "group_state": pa.string(), "group_type": pa.string(), "member_count": pa.int32()}
 
 
 @dataclass(frozen=True)

@@ -257,8 +257,9 @@ class CommitColumns(Sequence[GroupCommit]):
         return out
 
     @classmethod
-    def of_runs(cls, runs: Sequence[tuple[GroupInfo, int]], columns: Mapping[str, Sequence[Any]]) -> CommitColumns:
-        """The commits of ``runs`` (each a group and how many of the commits in a row are its),
+    def of_runs(cls, runs: Sequence[Sequence[Any]], columns: Mapping[str, Sequence[Any]]) -> CommitColumns:
+        """The commits of ``runs`` (each a pair: a ``GroupInfo`` and how many of the commits in a
+        row are its; copied),
         the other fields in ``columns``: lists, or ``array.array``s for ``ARRAY_FIELDS`` (kept as
         they are: the caller changes none of them later)."""
         out = cls.__new__(cls)

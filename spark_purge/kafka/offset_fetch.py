@@ -269,12 +269,16 @@ def _decode_fixed(buf: bytes) -> Optional[OffsetFetchAnswerV8]:
     topic = np.repeat(np.fromiter((rank[name] for _, name, _, _ in runs), np.int64, len(runs)), counts)
     partition = records["index"].astype(np.int32)
     kept = np.flatnonzero((records["error"] == 0) & (records["offset"] >= 0))
-    # One sort key: (group, topic's rank, partition), the partition shifted to be non-negative.
-    key = ((group[kept] * len(names) + topic[kept]) << 32) | (partition[kept].astype(np.int64) + (1 << 31))
-    if len(key) > 1 and not (key[1:] > key[:-1]).all():
-        ranked = np.argsort(key, kind="stable")
-        kept, key = kept[ranked], key[ranked]
-        if (key[1:] == key[:-1]).any():
+    # Sorted by group, then by one key of the topic's rank and the partition (made non-negative).
+    # The group stays a key of its own: folded into one integer with the others it would
+    # overflow once groups x topics passed 2**31, and mix groups' commits.
+    owner = group[kept]
+    key = (topic[kept] << 32) | (partition[kept].astype(np.int64) + (1 << 31))
+    same = owner[1:] == owner[:-1]
+    if len(key) > 1 and not ((owner[1:] > owner[:-1]) | (same & (key[1:] > key[:-1]))).all():
+        ranked = np.lexsort((key, owner))
+        kept, owner, key = kept[ranked], owner[ranked], key[ranked]
+        if ((owner[1:] == owner[:-1]) & (key[1:] == key[:-1])).any():
             return None  # a key twice: read in the broker's order, as the record reader keeps both
     order = kept
     group, topic, partition = group[order], topic[order], partition[order]

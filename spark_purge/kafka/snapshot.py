@@ -194,7 +194,7 @@ def _commit_columns(rows: CommitRows, ends: EpochEnds) -> CommitColumns:
     else:  # nothing to look up (no commit carries an epoch, or no leader answered)
         end_offsets = [None] * len(epochs)
     return CommitColumns.of_runs(
-        [(info, n) for info, n in rows.runs],
+        rows.runs,
         {
             "topic": rows.topics,
             "partition": rows.partitions,
