@@ -36,6 +36,8 @@ def status_mb(key):
             return int(line.split()[1]) / 1024
 batches = pa.ipc.open_file({path!r}).read_all().to_batches()
 chunk = {chunk}
+if {threads} and hasattr(pm, "MATCH_THREADS"):  # stop 87: chunks matched in threads
+    pm.MATCH_THREADS = {threads}
 Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) from here on
 start = status_mb("VmRSS")
 t = time.perf_counter()
@@ -48,8 +50,8 @@ if "packed" in inspect.signature(pm.nested_batches).parameters:  # stop 68: the 
     extra["packed"] = True
 for b in (pm.nested_batches((), chunk or 10**9, **extra) if chunked else pm.nested_batches(()))(iter(batches)):
     rows += b.num_rows
-print("log %-7s chunk %-8s %6.2f s  peak RSS %5.0f MB above the %3.0f MB once the input was read; Arrow pool peak %5.0f MB  (%d rows out)" % (
-    log, chunk or "all", time.perf_counter() - t, status_mb("VmHWM") - start, start, pa.default_memory_pool().max_memory() / 1e6, rows))
+print("threads %s log %-7s chunk %-8s %6.2f s  peak RSS %5.0f MB above the %3.0f MB once the input was read; Arrow pool peak %5.0f MB  (%d rows out)" % (
+    {threads} or "default", log, chunk or "all", time.perf_counter() - t, status_mb("VmHWM") - start, start, pa.default_memory_pool().max_memory() / 1e6, rows))
 """
 
 
@@ -73,7 +75,8 @@ def build(partitions: int, groups: int, per_topic: int, path: str) -> None:
     snap_columns = {"stored": [False] * partitions, "topic": topics, "partition": pa.array(parts, pa.int32()), "snapshot_id": ["s1"] * partitions,
                     "snapshot_time": pa.array([at] * partitions, stamp), "topic_id": tids, "groups": pa.array(snap_groups, pa.list_(COMMIT)),
                     "positions": pa.nulls(partitions, pa.list_(POSITION))}
-    snap = pa.table({**snap_columns, **({"packed": pa.nulls(partitions, pa.binary())} if packs else {})}, schema=schema)
+    snap_columns.update({name: pa.nulls(partitions, kind) for name, kind in NESTED_INPUT if name not in snap_columns})  # later columns: null
+    snap = pa.table({name: snap_columns[name] for name in schema.names}, schema=schema)
     store_columns = {"stored": [True] * partitions, "topic": topics, "partition": pa.array(parts, pa.int32()), "snapshot_id": pa.nulls(partitions, pa.string()),
                      "snapshot_time": pa.nulls(partitions, stamp), "topic_id": pa.nulls(partitions, pa.string()), "groups": pa.nulls(partitions, pa.list_(COMMIT)),
                      "positions": pa.array(stored, pa.list_(POSITION))}
@@ -81,10 +84,11 @@ def build(partitions: int, groups: int, per_topic: int, path: str) -> None:
         rows = pa.table({"topic": topics, "partition": pa.array(parts, pa.int32()), "positions": store_columns["positions"], "changed": pa.array([0] * partitions, pa.int64())})
         blobs = [position_match.pack(rows.slice(i, 2000)) for i in range(0, partitions, 2000)]
         n = len(blobs)
-        store = pa.table({"stored": [True] * n, **{name: pa.nulls(n, kind) for name, kind in NESTED_INPUT if name not in ("stored", "packed")},
-                          "packed": pa.array(blobs, pa.binary())}, schema=schema)
+        store_packed = {"stored": pa.array([True] * n), "packed": pa.array(blobs, pa.binary())}
+        store = pa.table({name: store_packed.get(name, pa.nulls(n, kind)) for name, kind in NESTED_INPUT}, schema=schema)
     else:
-        store = pa.table(store_columns, schema=schema)
+        store_columns.update({name: pa.nulls(partitions, kind) for name, kind in NESTED_INPUT if name not in store_columns})
+        store = pa.table({name: store_columns[name] for name in schema.names}, schema=schema)
     both = pa.concat_tables([snap, store])
     with pa.OSFile(path, "wb") as f, pa.ipc.new_file(f, schema) as w:
         for b in both.to_batches(max_chunksize=10_000):
@@ -99,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks", default="0,2000,500", help="chunk sizes, comma-separated (0: all at once)")
     ap.add_argument("--log", default="none", help="also the progress log's files (stop 67), comma-separated: none, append (the changed "
                     "positions' file), rewrite (and the others' file)")
+    ap.add_argument("--threads", default="0", help="threads the match runs its chunks in, comma-separated (0: the module's default; stop 87)")
     ap.add_argument("--root", default=str(ROOT), help="the checkout whose spark_purge runs the match (another: git worktree add)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="match-memory-") as tmp:
@@ -107,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.root}: {args.partitions} partitions x {args.groups} groups: input {Path(path).stat().st_size / 1e6:.0f} MB as Arrow IPC")
         for log in args.log.split(","):
             for chunk in (int(c) for c in args.chunks.split(",")):
-                subprocess.run([sys.executable, "-c", CHILD.format(root=args.root, path=path, chunk=chunk, log=log)], check=True)
+                for threads in (int(t) for t in args.threads.split(",")):
+                    subprocess.run([sys.executable, "-c", CHILD.format(root=args.root, path=path, chunk=chunk, log=log, threads=threads)], check=True)
     return 0
 
 
