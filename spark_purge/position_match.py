@@ -39,14 +39,19 @@ It runs in Spark's Python workers: like ``spark_purge.group_facts``, it imports 
 the schemas' constants only. The work is integer codes (partitions, names, types, topic ids)
 sorted and searched with NumPy; strings are taken once, for the output. It is done
 ``PARTITIONS_PER_CHUNK`` partitions at a time (a key is one partition's), each chunk's output
-given before the next is matched, the groups' verdicts combined over the chunks at the end: the
-worker holds the input and one chunk's arrays, not the arrays of all (``bench/diag/match_memory.py``).
+given in order as it is matched, the groups' verdicts combined over the chunks at the end: the
+worker holds the input and a few chunks' arrays, not the arrays of all (``bench/diag/match_memory.py``).
+The chunks are matched ``MATCH_THREADS`` at a time (``in_threads``), as are the facts' steps and
+the two sides' packed rows: most of that work is NumPy's and Arrow's, which release Python's lock.
 """
 from __future__ import annotations
 
 import io
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -221,7 +226,8 @@ class FactsAsk:
         columns["rows"] = _pick(_column(snap, "groups"), ruled)
         batch = pa.RecordBatch.from_pydict(columns)
         staleness = verdicts.select(["group_id", "stale_candidate", "last_progress"])
-        pieces = [carried_batch(batch.slice(start, PARTITIONS_PER_STEP), staleness, self.carry) for start in range(0, batch.num_rows, PARTITIONS_PER_STEP)]
+        steps = range(0, batch.num_rows, PARTITIONS_PER_STEP)
+        pieces = list(in_threads(lambda start: carried_batch(batch.slice(start, PARTITIONS_PER_STEP), staleness, self.carry), steps, MATCH_THREADS))
         facts = pa.Table.from_batches(pieces) if pieces else None
         n = batch.num_rows
         rows = _output(ROW_FACT, n, **{name: columns[name] for name, _ in NESTED_OUTPUT if name in self.carry})
@@ -378,7 +384,14 @@ def _sides(batches: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, pa.Record
     if schema is None:
         return None
     snap, store = (_one_batch(pa.Table.from_batches(side, schema=schema), NESTED_INPUT) for side in parts)
-    return _unpacked_snapshot(snap), _unpacked_store(store)
+    # Each side's packed rows read beside the other's.
+    readers: tuple[Callable[[], pa.RecordBatch], ...] = (lambda: _unpacked_snapshot(snap), lambda: _unpacked_store(store))
+    unpacked = list(in_threads(_called, readers, MATCH_THREADS))
+    return unpacked[0], unpacked[1]
+
+
+def _called(read: Callable[[], pa.RecordBatch]) -> pa.RecordBatch:
+    return read()
 
 
 def _unpacked_snapshot(snap: pa.RecordBatch) -> pa.RecordBatch:
@@ -412,6 +425,40 @@ PARTITIONS_PER_BATCH = 2_000
 # 10k x 10k (500,000 positions a side; ``bench/diag/match_memory.py``): all at once 0.4-0.5 s and
 # 353 MB of peak RSS above the input's; 2,000 at a time 0.22 s and 138 MB; 500 0.28 s and 48 MB.
 PARTITIONS_PER_CHUNK = 500
+
+
+# Threads a match task matches its chunks in (``in_threads``; also its facts' steps, and its two
+# sides' packed rows): most of a chunk's work is NumPy's and Arrow's, which run without Python's
+# lock, so two chunks at once use two cores. At 10k x 10k (stop 87, ``bench/diag/match_parts.py``,
+# two runs of 8 rounds): the match's Python 0.46 -> 0.39-0.41 s, its job 0.72-0.75 -> 0.65-0.67 s
+# (medians); the facts 0.145 -> 0.098 s; the worker's peak RSS about 35 MB more
+# (``bench/diag/match_memory.py --threads 1,2``).
+MATCH_THREADS = 2
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def in_threads(work: Callable[[_T], _R], items: Iterable[_T], threads: int) -> Iterator[_R]:
+    """``work`` of each of ``items``, given in the items' order, made ``threads`` at a time (1:
+    in this thread, one after the other). While the caller uses a result, at most ``threads - 1``
+    more are being made: memory holds ``threads`` results at once. An error is raised at its
+    item's turn; items not started by then are not started (those running are waited for)."""
+    if threads <= 1:
+        yield from map(work, items)
+        return
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="position-match") as pool:
+        pending: deque[Future[_R]] = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(work, item))
+                if len(pending) >= threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def _valid(values: pa.Array) -> np.ndarray:
@@ -530,32 +577,34 @@ def _match(
         pa.concat_arrays([_column(snap, "partition"), _column(store, "partition")]),
     )
     n_parts = int(part.max()) + 1 if len(part) else 0
-    pieces: Iterable[tuple[pa.Table, pa.Table, pa.Table]]
-    if n_parts <= chunk:
-        pieces = [_match_rows(snap, store, part, unreadable)]
-    else:
-        # Chunk c holds the partitions coded c * chunk .. (c + 1) * chunk - 1: its rows' codes
-        # less c * chunk are its own codes (the filter keeps the rows' order).
-        of = part // chunk
-        pieces = (
-            _match_rows(
+    of = part // chunk
+
+    def one(c: int) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table | None]:
+        """Chunk ``c``'s match: its partitions (and packed, when asked), groups, vanished.
+        Chunk c holds the partitions coded c * chunk .. (c + 1) * chunk - 1: its rows' codes
+        less c * chunk are its own codes (the filter keeps the rows' order)."""
+        if n_parts <= chunk:
+            partitions, groups, vanished = _match_rows(snap, store, part, unreadable)
+        else:
+            partitions, groups, vanished = _match_rows(
                 snap.filter(pa.array(of[:n_snap] == c)),
                 store.filter(pa.array(of[n_snap:] == c)),
                 np.concatenate([part[:n_snap][of[:n_snap] == c], part[n_snap:][of[n_snap:] == c]]) - c * chunk,
                 unreadable,
             )
-            for c in range(-(-n_parts // chunk))
-        )
+        given = None
+        if packed and partitions.num_rows:
+            changed = int(pc.sum(partitions.column("changed")).as_py() or 0)
+            given = _output(ROW_PACKED, 1, packed=pa.array([pack(partitions)], pa.binary()), changed=pa.array([changed], pa.int64()))
+        return partitions, groups, vanished, given
+
     verdicts = []
     gone = []
-    for partitions, groups, vanished in pieces:
+    for partitions, groups, vanished, given in in_threads(one, range(max(-(-n_parts // chunk), 1)), MATCH_THREADS):
         gone.append(vanished)
         if log is not None:
             log.add(partitions)
-        if packed and partitions.num_rows:
-            changed = int(pc.sum(partitions.column("changed")).as_py() or 0)
-            partitions = _output(ROW_PACKED, 1, packed=pa.array([pack(partitions)], pa.binary()), changed=pa.array([changed], pa.int64()))
-        yield pa.concat_tables([partitions, vanished])
+        yield pa.concat_tables([partitions if given is None else given, vanished])
         verdicts.append(groups)
     combined = _verdicts(verdicts)
     if verdicts_out is not None:

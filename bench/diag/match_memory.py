@@ -1,6 +1,6 @@
 """The store match's memory in its Python worker (issue 12), by chunk size.
 
-    ./dev.sh py bench/diag/match_memory.py [--partitions 10000] [--groups 10000] [--chunks 0,2000,500] [--log none,append,rewrite]
+    ./dev.sh py bench/diag/match_memory.py [--partitions 10000] [--groups 10000] [--chunks 0,2000,500] [--log none,append,rewrite] [--threads 1,2]
 
 Builds the match's input (``position_match.NESTED_INPUT``) of the cycle bench's shape in Arrow:
 topics of 50 partitions, group *i* committing on every partition of topic *i* mod #topics; the
@@ -10,7 +10,9 @@ each chunk size runs ``position_match.nested_batches`` over it in a fresh Python
 only the worker's modules imported, as a Spark Python worker does, and prints that process's
 peak RSS above what it held once the input was read (``VmHWM``, reset through
 ``/proc/self/clear_refs``: ``ru_maxrss`` keeps the parent's peak across ``exec``), PyArrow's pool peak and
-the seconds. ``0`` is every partition at once (one chunk). Not a test: a diagnosis.
+the seconds. ``0`` is every partition at once (one chunk). ``--threads``: the threads the match
+runs its chunks in (``position_match.MATCH_THREADS``, stop 87; 0: the module's own). Not a test:
+a diagnosis.
 """
 from __future__ import annotations
 
