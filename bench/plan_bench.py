@@ -95,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         "--parts", action="store_true",
         help="also time the planner's parts, each forced on its own inside `plan`: the store match, the rules' collect, compute_plan",
     )
+    ap.add_argument(
+        "--catalyst", action="store_true",
+        help="also sum Catalyst's phases (analysis, optimization, planning: the query's QueryPlanningTracker) of every "
+        "collect and toArrow each step runs (stop 87)",
+    )
     args = ap.parse_args(argv)
 
     from spark_purge import pipeline
@@ -107,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     part_seconds: dict[str, list[float]] = {}
     if args.parts:
         _time_parts(part_seconds)
+    catalyst: dict[str, float] = {}  # --catalyst: Catalyst's phases of the current step, seconds
+    if args.catalyst:
+        _track_catalyst(catalyst)
     detached = getattr(pipeline, "detached", None)  # None on code before the store's changes were cut (a baseline)
     keep = getattr(pipeline, "kept", None)  # None on code before the snapshot was cut and hashed (a baseline)
     try:  # held rows are freed by detach.drop; Spark's cache (code before detach.held) by unpersist
@@ -121,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         _unpacked()
     seconds: dict[str, list[float]] = {"snapshot": [], "plan": [], "rows": [], "progress": []}
     calls: dict[str, list[int]] = {k: [] for k in seconds}  # --py4j
+    phases: dict[str, dict[str, list[float]]] = {k: {p: [] for p in CATALYST_PHASES} for k in seconds}  # --catalyst
     jobs: dict[str, list[int]] = {k: [] for k in seconds}
     tracker = spark.sparkContext.statusTracker()
     with tempfile.TemporaryDirectory(prefix="plan-bench-") as tmp_s:
@@ -149,10 +158,13 @@ def main(argv: list[str] | None = None) -> int:
                     if args.py4j:
                         self.counting = sent_commands(spark.sparkContext, threading.current_thread())
                         self.sent = self.counting.__enter__()
+                    catalyst.clear()
                     self.t0 = time.perf_counter()
 
                 def __exit__(self, *exc: object) -> None:
                     seconds[name].append(time.perf_counter() - self.t0)
+                    for phase in CATALYST_PHASES:
+                        phases[name][phase].append(catalyst.get(phase, 0.0))
                     if args.py4j:
                         calls[name].append(len(self.sent))
                         self.counting.__exit__(None, None, None)
@@ -218,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<10} {min(v):7.2f} / {statistics.median(v):6.2f}  {statistics.median(jobs[name][keep]):4}{count}")
     total = [sum(seconds[k][i] for k in seconds) for i in range(len(seconds["plan"]))][keep]
     print(f"{'total':<10} {min(total):7.2f} / {statistics.median(total):6.2f}")
+    if args.catalyst:
+        print("Catalyst's phases of the step's collects and toArrow calls, median s: " + ", ".join(CATALYST_PHASES))
+        for name in seconds:
+            print(f"  {name:<10} " + "  ".join(f"{statistics.median(phases[name][p][keep]):6.3f}" for p in CATALYST_PHASES))
     if args.log_file == "alternate" and len(set(way[keep])) == 2:
         print("each way apart (the log's files made by the match's task and committed / Spark's writer), min / median s:")
         for name in [*seconds, "total"]:
@@ -233,6 +249,33 @@ def main(argv: list[str] | None = None) -> int:
             v = values[1:] if len(values) > 1 else values
             print(f"  {name:<26} {min(v):6.2f} / {statistics.median(v):6.2f}")
     return 0
+
+
+# Spark's QueryPlanningTracker phases (``--catalyst``).
+CATALYST_PHASES = ("analysis", "optimization", "planning")
+
+
+def _track_catalyst(into: dict[str, float]) -> None:
+    """Wrap ``DataFrame.collect`` and ``toArrow`` to add, after each, the phases Catalyst spent
+    on its query (``QueryExecution.tracker``) to ``into`` (seconds by phase). Analysis is counted
+    where a DataFrame made by the step is collected: a DataFrame analysed earlier and collected
+    now counts its analysis again (none of the steps does)."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    def tracked(method):  # type: ignore[no-untyped-def]
+        def run(self, *a, **k):  # type: ignore[no-untyped-def]
+            result = method(self, *a, **k)
+            summaries = self._jdf.queryExecution().tracker().phases()
+            for phase in CATALYST_PHASES:
+                found = summaries.get(phase)
+                if found.isDefined():
+                    into[phase] = into.get(phase, 0.0) + found.get().durationMs() / 1000
+            return result
+
+        return run
+
+    DataFrame.collect = tracked(DataFrame.collect)  # type: ignore[method-assign]
+    DataFrame.toArrow = tracked(DataFrame.toArrow)  # type: ignore[method-assign]
 
 
 def _unpacked() -> None:

@@ -46,6 +46,7 @@ the two sides' packed rows: most of that work is NumPy's and Arrow's, which rele
 """
 from __future__ import annotations
 
+import ctypes
 import io
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -277,6 +278,7 @@ def nested_batches(
         if log is not None:
             yield from out(log.row())
         pa.default_memory_pool().release_unused()
+        _trim_malloc()
 
     return run
 
@@ -392,6 +394,20 @@ def _sides(batches: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, pa.Record
 
 def _called(read: Callable[[], pa.RecordBatch]) -> pa.RecordBatch:
     return read()
+
+
+def _trim_malloc() -> None:
+    """Give the C library's freed memory back to the system (glibc's ``malloc_trim``; elsewhere
+    nothing). NumPy's arrays come from ``malloc``, and each thread of ``in_threads`` frees into an
+    arena of its own, which keeps what was freed: after a 10k x 10k match the worker held 10-25 MB
+    more with two threads than with one, and ``malloc_trim`` gave that back (stop 87). The worker
+    lives on between batches, beside the plan's jobs."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def _unpacked_snapshot(snap: pa.RecordBatch) -> pa.RecordBatch:
