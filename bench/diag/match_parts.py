@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=6)
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark SQL setting for the session (repeatable)")
     ap.add_argument("--nested", action="store_true", help="the snapshot's group rows nested, as before stop 82 (default: packed)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after the rounds, profile one more `python` round (cProfile, every thread the match starts) and print its N costliest functions (stop 87)")
     args = ap.parse_args(argv)
 
     import pyarrow as pa
@@ -115,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
                 m.release()
             seconds[name].append(time.perf_counter() - t0)
         print(f"round {r}: " + ", ".join(f"{n} {v[-1]:.2f}s" for n, v in seconds.items()), flush=True)
+    if args.profile:  # the match's own threads (``in_threads``) profiled too
+        from profiles import every_thread, top
+
+        _, profiled = every_thread(lambda: [None for _ in real((), None, args.repeat + 1, None, True, None)(iter(batches))])
+        print(f"python, profiled over {len(profiled)} threads, by own time:\n{top(profiled, args.profile)}", flush=True)
     drop(holder)
     drop(snapshot)
     drop(behind)

@@ -15,29 +15,19 @@ a change would have to cut.
 from __future__ import annotations
 
 import argparse
-import cProfile
 import gc
-import io
 import json
-import pstats
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "bench" / "diag")]
 
-
-def _top(profiles: list[cProfile.Profile], n: int) -> str:
-    out = io.StringIO()
-    stats = pstats.Stats(profiles[0], stream=out)
-    for other in profiles[1:]:
-        stats.add(other)
-    stats.sort_stats("tottime").print_stats(n)
-    return "\n".join(line for line in out.getvalue().splitlines() if line.strip() and "Ordered by" not in line)
+import profiles  # noqa: E402  (bench/diag/profiles.py)
+from profiles import every_thread  # noqa: E402
 
 
 def measure(config_file: str, repeat: int, top: int) -> dict[str, Any]:
@@ -62,23 +52,11 @@ def measure(config_file: str, repeat: int, top: int) -> dict[str, Any]:
     out: dict[str, Any] = {"commits": commits}
     for name, values in times.items():  # the first round warms connections and imports
         out[name] = f"min {min(values[1:]):.3f} s, median {statistics.median(values[1:]):.3f} s (first {values[0]:.3f} s)"
-    snap_profiles = [cProfile.Profile()]
-    plain_run = threading.Thread.run
-
-    def profiled_run(thread: threading.Thread) -> None:  # the client's IO thread is where it decodes
-        profile = cProfile.Profile()
-        snap_profiles.append(profile)
-        profile.runcall(plain_run, thread)
-
-    threading.Thread.run = profiled_run  # type: ignore[method-assign]
-    try:
-        snap = snap_profiles[0].runcall(source.take_snapshot, options)
-    finally:
-        threading.Thread.run = plain_run  # type: ignore[method-assign]
-    chunk_profile = cProfile.Profile()
-    chunk_profile.runcall(source_arrow.plan_chunks, snap, "packed", options.rows_per_partition)
-    out["profile: take_snapshot (every thread)"] = _top(snap_profiles, top)
-    out["profile: plan_chunks"] = _top([chunk_profile], top)
+    # The client's IO thread is where it decodes: every thread profiled.
+    snap, snap_profiles = every_thread(lambda: source.take_snapshot(options))
+    _, chunk_profiles = every_thread(lambda: source_arrow.plan_chunks(snap, "packed", options.rows_per_partition))
+    out["profile: take_snapshot (every thread)"] = profiles.top(snap_profiles, top)
+    out["profile: plan_chunks"] = profiles.top(chunk_profiles, top)
     return out
 
 
