@@ -47,6 +47,7 @@ the two sides' packed rows: most of that work is NumPy's and Arrow's, which rele
 from __future__ import annotations
 
 import ctypes
+import functools
 import io
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -388,8 +389,8 @@ def _sides(batches: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, pa.Record
     snap, store = (_one_batch(pa.Table.from_batches(side, schema=schema), NESTED_INPUT) for side in parts)
     # Each side's packed rows read beside the other's.
     readers: tuple[Callable[[], pa.RecordBatch], ...] = (lambda: _unpacked_snapshot(snap), lambda: _unpacked_store(store))
-    unpacked = list(in_threads(_called, readers, MATCH_THREADS))
-    return unpacked[0], unpacked[1]
+    unpacked_snap, unpacked_store = in_threads(_called, readers, MATCH_THREADS)
+    return unpacked_snap, unpacked_store
 
 
 def _called(read: Callable[[], pa.RecordBatch]) -> pa.RecordBatch:
@@ -402,12 +403,19 @@ def _trim_malloc() -> None:
     arena of its own, which keeps what was freed: after a 10k x 10k match the worker held 10-25 MB
     more with two threads than with one, and ``malloc_trim`` gave that back (stop 87). The worker
     lives on between batches, beside the plan's jobs."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, looked up once (None: not this C library)."""
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        trim = libc.malloc_trim
+        trim: Callable[[int], int] = ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
-        return
-    trim(0)
+        return None
+    return trim
 
 
 def _unpacked_snapshot(snap: pa.RecordBatch) -> pa.RecordBatch:

@@ -96,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     union = _union(snapshot, store)
     table = union.toArrow()
     batches = table.to_batches(max_chunksize=10000)
+
+    def python_round(batch_id: int) -> Iterator:  # type: ignore[type-arg]
+        """The match's own function over the input in this process, its log as batch ``batch_id``'s, packed."""
+        return real((), None, batch_id, None, True, None)(iter(batches))
     print(f"input: {table.num_rows} rows, {table.nbytes / 1e6:.0f} MB as Arrow", flush=True)
 
     empty_store = store.limit(0)
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 m.staleness_table()
                 m.release()
             elif name == "python":
-                for _ in real((), None, r + 1, None, True, None)(iter(batches)):
+                for _ in python_round(r + 1):
                     pass
             else:
                 m = carried(*variants[name])
@@ -120,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:  # the match's own threads (``in_threads``) profiled too
         from profiles import every_thread, top
 
-        _, profiled = every_thread(lambda: [None for _ in real((), None, args.repeat + 1, None, True, None)(iter(batches))])
+        _, profiled = every_thread(lambda: list(python_round(args.repeat + 1)))
         print(f"python, profiled over {len(profiled)} threads, by own time:\n{top(profiled, args.profile)}", flush=True)
     drop(holder)
     drop(snapshot)

@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "bench" / "diag")]
 
 import profiles  # noqa: E402  (bench/diag/profiles.py)
-from profiles import every_thread  # noqa: E402
 
 
 def measure(config_file: str, repeat: int, top: int) -> dict[str, Any]:
@@ -53,8 +52,8 @@ def measure(config_file: str, repeat: int, top: int) -> dict[str, Any]:
     for name, values in times.items():  # the first round warms connections and imports
         out[name] = f"min {min(values[1:]):.3f} s, median {statistics.median(values[1:]):.3f} s (first {values[0]:.3f} s)"
     # The client's IO thread is where it decodes: every thread profiled.
-    snap, snap_profiles = every_thread(lambda: source.take_snapshot(options))
-    _, chunk_profiles = every_thread(lambda: source_arrow.plan_chunks(snap, "packed", options.rows_per_partition))
+    snap, snap_profiles = profiles.every_thread(lambda: source.take_snapshot(options))
+    _, chunk_profiles = profiles.every_thread(lambda: source_arrow.plan_chunks(snap, "packed", options.rows_per_partition))
     out["profile: take_snapshot (every thread)"] = profiles.top(snap_profiles, top)
     out["profile: plan_chunks"] = profiles.top(chunk_profiles, top)
     return out
