@@ -77,6 +77,7 @@ from spark_purge.replay import bounded_rows, is_stale, replay_context, stale_row
 from spark_purge.retirement import RegistryTracker, RetirementRegistry
 from spark_purge.runner import AuditWriter, BatchResult, BatchRunner, PurgeClient
 from spark_purge.session import activate
+from spark_purge.snapshot_pack import PACKED_COLUMN
 from spark_purge.tiering import TieringTable
 from spark_purge.vanished import retention_warning
 
@@ -477,7 +478,16 @@ def kept(snapshot: DataFrame) -> DataFrame:
     (``spark.sql.requireAllClusterKeysForCoPartition=false``, which ``session.get_spark`` sets
     for a local session). A packed snapshot (``PACKED_SNAPSHOT``, the stream's) holds its group
     rows in a few blobs instead: its facts come from the store match's task, and what unpacks
-    them (``policy.with_groups``) reads the whole snapshot in one task."""
+    them (``policy.with_groups``) reads the whole snapshot in one task.
+
+    A packed snapshot is held as the source gives it, with no shuffle: its tasks carry its
+    O(partitions) rows and a few blobs, which every reader takes whole (the store match's one
+    task, ``with_groups``), and the held rows' lineage is cut once the first job has read them
+    (``detach.held``), so later stages ship nothing. The shuffle's write and read of the blobs
+    (incompressible LZ4) and the job that fills its second piece after the plan's first look
+    (a ``limit(1)``) are saved (issue 12)."""
+    if PACKED_COLUMN in snapshot.columns:
+        return held(snapshot)
     spark = snapshot.sparkSession
     # As many pieces as the cluster runs tasks at once (and no more than a shuffle makes): every
     # stage reading the snapshot runs one task a piece, and the snapshot is O(partitions) rows.
