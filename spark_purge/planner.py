@@ -49,6 +49,7 @@ from spark_purge.policy.inputs import TopicRuleRow
 from spark_purge.policy.plan import rules_of_pairs
 from spark_purge.policy.positions import NestedPositions, flat_store, is_nested, nest_store
 from spark_purge.schemas import APPEND_HISTORY, MANUAL_OFFSETS, PARTITION_STATE
+from spark_purge.snapshot_pack import PACKED_COLUMN
 
 # (topic, partition) -> epoch ms  ->  (topic, partition) -> first offset at/after it (Kafka I/O).
 OffsetLookup = Callable[[Mapping[TopicPartitionKey, int]], Mapping[TopicPartitionKey, int]]
@@ -149,8 +150,9 @@ class Planner:
             self.last_pairs.pairs = positions.discovery()
         rows = compute_plan(
             # The group rows stay nested in their partition's row; the vanished ones join them.
-            # A packed snapshot's are unpacked only if read: not when the match made the facts.
-            with_groups(snapshot).select(*PARTITION_STATE.fieldNames(), "groups"),
+            # A packed snapshot's are unpacked only if read (``compute_plan`` makes the unpacking
+            # only then): not when the match made the facts.
+            snapshot if PACKED_COLUMN in snapshot.columns else with_groups(snapshot).select(*PARTITION_STATE.fieldNames(), "groups"),
             positions.vanished() if positions is not None and gone else None,
             self.config,
             now=now,

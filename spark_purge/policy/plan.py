@@ -2,6 +2,7 @@
 step over the selected partitions joined with their rule, group facts and manual entry."""
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Collection, Mapping, Sequence
@@ -17,11 +18,12 @@ from spark_purge._time import as_utc
 from spark_purge.config import END, PurgeConfig
 from spark_purge.policy.groups import KEYS, group_status, is_external, with_group_status
 from spark_purge.policy.incarnation import same_incarnation
-from spark_purge.policy.inputs import TopicRuleRow, group_rows, refuse_name_clashes, resolve_topics
+from spark_purge.policy.inputs import TopicRuleRow, group_rows, refuse_name_clashes, resolve_topics, with_groups
 from spark_purge.policy.positions import MatchedFacts, Positions
 from spark_purge.policy.retirement import with_retirement, with_retirement_facts
 from spark_purge.policy.reuse import reused
-from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, MANUAL_RULES, PLAN, TOPIC_RULES
+from spark_purge.schemas import EXTERNAL_CONSUMER_TYPES, MANUAL_RULES, PARTITION_STATE, PLAN, TOPIC_RULES
+from spark_purge.snapshot_pack import PACKED_COLUMN
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +122,8 @@ def compute_plan(
     """The purge plan (schema ``PLAN``) for a snapshot: see the module docstring for the rules.
 
     ``partitions``: ``PARTITION_STATE``, or ``SNAPSHOT`` rows whose ``groups`` column holds
-    each partition's group rows (they then stay in their partition's row: ``with_group_status``);
+    each partition's group rows (they then stay in their partition's row: ``with_group_status``),
+    or ``PACKED_SNAPSHOT`` rows (the group rows packed: unpacked only if the plan reads them);
     ``groups``: ``GROUP_OFFSETS`` rows besides those (every one when ``partitions`` has no
     ``groups`` column; a committed_offset < 0 means no commit; None: none; the planner passes
     a snapshot and its vanished groups' rows); ``progress``: ``GROUP_PROGRESS`` or None (then
@@ -151,13 +154,20 @@ def compute_plan(
     bound allows and which bound sets it), ``with_binding_constraint`` (what blocks or binds the
     partition, and whether to act) and ``with_explanation`` (the blocking group and the detail).
     """
-    every_group = _every_group_row(partitions, groups)
-    topic_rules = _selected_topic_rules(partitions, every_group, config, as_utc(now), unreadable_groups, discovery)
+    # Built only when read: with the match's pairs and facts (the usual batch) the group rows are
+    # never read, and making their DataFrames (the packed snapshot's unpacking, the rows'
+    # explode) is Catalyst's analysis for nothing (issue 12).
+    nested = functools.cache(lambda: _nested_rows(partitions))
+    every_group = functools.cache(lambda: _every_group_row(nested(), groups))
+    if discovery is None:
+        topic_rules = _selected_topic_rules(nested(), every_group(), config, as_utc(now), unreadable_groups)
+    else:
+        topic_rules = _selected_topic_rules(None, None, config, as_utc(now), unreadable_groups, discovery)
     in_transition = sorted(set(tiering_transitions))
     made = facts is not None and groups is None and list(facts.rules) == topic_rules
     # The store match's task made the facts with these very rules (``facts``): its rows carry
     # the partitions' columns, so the facts' own task (and its read of the group rows) is not run.
-    base = with_topic_rules(facts.rows if made and facts is not None else partitions, topic_rules).withColumn(
+    base = with_topic_rules(facts.rows if made and facts is not None else nested(), topic_rules).withColumn(
         "tiering_transition", F.col("topic").isin(in_transition) if in_transition else F.lit(False)
     )
     if facts is not None:  # (which way, for a run that wants to know: DEBUG)
@@ -166,7 +176,7 @@ def compute_plan(
         df = base
     else:
         if staleness is None and progress is not None:
-            staleness = Positions.match(partitions, every_group, progress, keep=False).staleness(unreadable_groups or ())
+            staleness = Positions.match(nested(), every_group(), progress, keep=False).staleness(unreadable_groups or ())
         if groups is None and "groups" in base.columns:  # the usual case: the facts come in their own task
             df = with_group_status(base, staleness)
         else:  # vanished groups' rows (few) join the snapshot's own (or a snapshot without nested rows)
@@ -231,6 +241,15 @@ def _rule_value(rule: TopicRuleRow) -> dict[str, object]:
     return values
 
 
+def _nested_rows(partitions: DataFrame) -> DataFrame:
+    """``partitions`` with their group rows nested in ``groups``: packed rows (``PACKED_SNAPSHOT``)
+    unpacked (``with_groups``: a task of its own when read) to ``PARTITION_STATE`` and ``groups``;
+    others as they are."""
+    if PACKED_COLUMN not in partitions.columns:
+        return partitions
+    return with_groups(partitions).select(*PARTITION_STATE.fieldNames(), "groups")
+
+
 def _every_group_row(partitions: DataFrame, groups: DataFrame | None) -> DataFrame:
     """``GROUP_OFFSETS``: the rows nested in ``partitions`` (if any) and ``groups``."""
     if "groups" not in partitions.columns:
@@ -251,8 +270,8 @@ class RetirementInput:
 
 
 def _selected_topic_rules(
-    partitions: DataFrame,
-    groups: DataFrame,
+    partitions: DataFrame | None,
+    groups: DataFrame | None,
     config: PurgeConfig,
     now: datetime,
     unreadable_groups: Mapping[str, str] | None,
@@ -262,6 +281,8 @@ def _selected_topic_rules(
     discovery pairs (``_discovery_pairs``), or ``pairs`` when the caller has them already (the
     planner's store match gives them in its own job: ``positions.NestedPositions.discovery``)."""
     if pairs is None:
+        if partitions is None or groups is None:
+            raise ValueError("_selected_topic_rules needs the partitions and their group rows, or their discovery pairs")
         pairs = _discovery_pairs(partitions, groups)
     return rules_of_pairs(pairs, config, now, unreadable_groups)
 

@@ -297,6 +297,49 @@ def test_the_facts_from_the_match_give_the_plan_the_facts_task_gives(spark: Spar
     plan.release()
 
 
+def test_a_packed_snapshot_is_unpacked_only_when_its_group_rows_are_read(spark: SparkSession, monkeypatch: Any) -> None:
+    """Issue 12: the pipeline's snapshot comes packed (``PACKED_SNAPSHOT``). When the store
+    match's task made the facts, the plan never reads the group rows, so it makes no DataFrame to
+    unpack them (``policy.with_groups``); when the pairs changed, it unpacks them for the facts'
+    own task. Either way the rows are the nested snapshot's."""
+    from spark_purge.policy import plan as plan_module
+    from tests.unit.packing import packed_frame
+
+    unpacked: list[int] = []
+    real = plan_module.with_groups
+
+    def counted(snapshot: Any) -> Any:
+        unpacked.append(1)
+        return real(snapshot)
+
+    monkeypatch.setattr(plan_module, "with_groups", counted)
+    progress = spark.createDataFrame([r for r in PROGRESS_ROWS if r[0] != "gone"], schemas.PROGRESS_STORE)
+    nested = spark.createDataFrame(PROGRESS_SNAPSHOT, schemas.SNAPSHOT)
+    packed = packed_frame(nested)
+    pairs = LastPairs()
+    for batch in range(3):
+        unpacked.clear()
+        plan = Planner(PROGRESS_CONFIG, lambda _: {}, lambda: progress, last_pairs=pairs).plan(packed)
+        assert plan is not None and plan.positions is not None
+        assert (plan.positions.facts() is not None) == (batch > 0)
+        # The first batch has no pairs kept: its facts' own task reads the group rows, unpacked.
+        assert len(unpacked) == (0 if batch else 1)
+        got = sorted(tuple(r) for r in plan.rows.collect())
+        plan.release()
+        same = Planner(PROGRESS_CONFIG, lambda _: {}, lambda: progress).plan(nested)
+        assert same is not None
+        assert got == sorted(tuple(r) for r in same.rows.collect())
+        same.release()
+    # New pairs (a new group on logs): the match's facts are not taken; the snapshot is unpacked.
+    grown = [*PROGRESS_SNAPSHOT[:2], snapshot_row("logs", 2, 0, 100, 100, [group("idle", "Empty", 0, 30), group("new", "Stable", 1, 5)]), *PROGRESS_SNAPSHOT[3:]]
+    unpacked.clear()
+    plan = Planner(PROGRESS_CONFIG, lambda _: {}, lambda: progress, last_pairs=pairs).plan(packed_frame(spark.createDataFrame(grown, schemas.SNAPSHOT)))
+    assert plan is not None
+    rows = {(r["topic"], r["partition"]): r for r in plan.rows.collect()}
+    assert len(unpacked) == 1 and rows[("logs", 1)]["binding_constraint"] == "missing_commit"
+    plan.release()
+
+
 def _node_names(node: Any) -> list[str]:
     """Every node name of a physical plan (a cached relation's own plan is not among them)."""
     children = node.children()
