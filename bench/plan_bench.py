@@ -100,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also sum Catalyst's phases (analysis, optimization, planning: the query's QueryPlanningTracker) of every "
         "collect and toArrow each step runs (stop 87)",
     )
+    ap.add_argument(
+        "--rules", type=int, default=0, metavar="N",
+        help="also print the N Catalyst rules that took the most time over the steady cycles (every query the cycles "
+        "ran; Spark's RuleExecutor metrics, reset after the first cycle) (stop 88)",
+    )
     args = ap.parse_args(argv)
 
     from spark_purge import pipeline
@@ -172,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
 
             return Step()
 
+        rule_executor = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.rules.RuleExecutor  # type: ignore[union-attr]
+        rule_times = ""
         for c in range(args.cycles):
+            if args.rules and c == min(1, args.cycles - 1):
+                rule_executor.resetMetrics()
             now = datetime.now(timezone.utc)
             snap = synthetic(args.partitions, args.groups, args.per_topic, c, int(now.timestamp() * 1000))
             n_commits = len(snap.commits)
@@ -220,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             free(df)
             took = sum(seconds[k][-1] for k in seconds)
             print(f"cycle {c}: {took:.2f}s ({len(rows)} plan rows, {sum(r['actionable'] for r in rows)} actionable)", flush=True)
+        if args.rules:
+            rule_times = str(rule_executor.dumpTimeSpent())
     spark.stop()
     keep = slice(1, None) if args.cycles > 1 else slice(None)
     print(f"\n{args.partitions} partitions x {args.groups} groups ({n_commits} commits), steady-state cycles {len(seconds['plan'][keep])}")
@@ -243,12 +254,31 @@ def main(argv: list[str] | None = None) -> int:
                 v = [x for x, w in zip(values, way[keep]) if w == kind]
                 cells.append(f"{kind} {min(v):6.2f} / {statistics.median(v):6.2f}")
             print(f"  {name:<10} " + "   ".join(cells))
+    if rule_times:
+        print(_top_rules(rule_times, args.rules, len(seconds["plan"][keep])))
     if part_seconds:
         print("inside plan, each part forced on its own (min / median s):")
         for name, values in part_seconds.items():
             v = values[1:] if len(values) > 1 else values
             print(f"  {name:<26} {min(v):6.2f} / {statistics.median(v):6.2f}")
     return 0
+
+
+def _top_rules(dump: str, n: int, cycles: int) -> str:
+    """The ``n`` costliest rules of ``RuleExecutor.dumpTimeSpent``'s text (a line per rule: its
+    name, effective / total time in ns, effective / total runs), per cycle."""
+    import re
+
+    rows = []
+    for line in dump.splitlines():
+        m = re.match(r"\s*(\S+)\s+(\d+)\s*/\s*(\d+)\s+(\d+)\s*/\s*(\d+)\s*$", line)
+        if m:
+            rows.append((int(m[3]), int(m[2]), m[1], f"{m[4]} / {m[5]}"))
+    head = [line.strip() for line in dump.splitlines() if line.strip().startswith("Total")]
+    rows.sort(reverse=True)
+    lines = [f"Catalyst rules over the {cycles} steady cycles (ms a cycle: total, of it effective; runs effective / total):", *("  " + h for h in head)]
+    lines += [f"  {name.rsplit('.', 1)[-1]:<52} {total / 1e6 / cycles:8.2f} {effective / 1e6 / cycles:8.2f}   {runs}" for total, effective, name, runs in rows[:n]]
+    return "\n".join(lines)
 
 
 # Spark's QueryPlanningTracker phases (``--catalyst``).
