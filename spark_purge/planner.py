@@ -122,8 +122,19 @@ class Planner:
         """The plan for a snapshot, or None when the snapshot has no rows. ``batch_id``: the
         batch that will record the plan's positions in the progress store (the match then also
         makes their log file: ``NestedPositions.log_file``)."""
-        first = snapshot.select("snapshot_time", "unreadable_groups").limit(1).collect()
-        if not first:
+        # One small job (no shuffle: an aggregate of all rows) reads what the plan needs on the
+        # driver: the snapshot's time and unreadable groups (every row carries the same) and the
+        # partitions with an open transaction (last stable offset below the high watermark). It
+        # is the first to read a batch's held snapshot, so it also fills the held rows whole.
+        first = snapshot.agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.first("snapshot_time").alias("snapshot_time"),
+            F.first("unreadable_groups").alias("unreadable_groups"),
+            F.collect_list(
+                F.when(F.col("last_stable_offset") < F.col("high_watermark"), F.struct("topic", "partition", "last_stable_offset"))
+            ).alias("pending"),
+        ).collect()
+        if not first[0]["rows"]:
             return None
         now = as_utc(first[0]["snapshot_time"])
         partitions = partition_rows(snapshot)
@@ -169,8 +180,7 @@ class Planner:
             retirement=self.retirement(),
             tiering_transitions=self.tiering_transitions(),
         )
-        pending = partitions.where(F.col("last_stable_offset") < F.col("high_watermark"))
-        lsos = {(r["topic"], r["partition"]): int(r["last_stable_offset"]) for r in pending.select("topic", "partition", "last_stable_offset").collect()}
+        lsos = {(r["topic"], r["partition"]): int(r["last_stable_offset"]) for r in first[0]["pending"]}
         return Plan(rows, now, open_transactions=lsos, positions=positions)
 
     def guessed_rules(self, now: datetime, unreadable: Mapping[str, str]) -> list[TopicRuleRow] | None:

@@ -82,6 +82,9 @@ def test_one_snapshot_gives_exactly_these_plan_rows(spark: SparkSession) -> None
     assert_df_equality(plan.rows.orderBy("topic", "partition"), expected)
     # One ListOffsets-by-timestamp question, for the one partition with an @timestamp entry.
     assert asked == [{("orders", 1): int(datetime(2024, 5, 1, 10, 0, tzinfo=timezone.utc).timestamp() * 1000)}]
+    # The one partition with an open transaction (last stable offset 480, below 500), by its LSO;
+    # "other" (no rule) would count too, had it one.
+    assert plan.open_transactions == {("orders", 1): 480}
 
 
 def test_no_timestamp_entries_no_lookup_and_empty_snapshot_no_plan(spark: SparkSession) -> None:
