@@ -157,8 +157,14 @@ def compute_plan(
     # Built only when read: with the match's pairs and facts (the usual batch) the group rows are
     # never read, and making their DataFrames (the packed snapshot's unpacking, the rows'
     # explode) is Catalyst's analysis for nothing (issue 12).
-    nested = functools.cache(lambda: _nested_rows(partitions))
-    every_group = functools.cache(lambda: _every_group_row(nested(), groups))
+    @functools.cache
+    def nested() -> DataFrame:
+        return _nested_rows(partitions)
+
+    @functools.cache
+    def every_group() -> DataFrame:
+        return _every_group_row(nested(), groups)
+
     if discovery is None:
         topic_rules = _selected_topic_rules(nested(), every_group(), config, as_utc(now), unreadable_groups)
     else:
