@@ -466,26 +466,25 @@ def kept(snapshot: DataFrame) -> DataFrame:
     """``snapshot`` cut from its source and held for the batch (``detach.held``; ``detach.drop``
     it after).
 
-    The data source's input partitions carry the snapshot's Arrow bytes (``source``), and a
-    task carries its partition: every stage reading the snapshot, even from held rows, would ship
-    them again (3.5 MB a task at 1k partitions x 1k groups, ten times that at 10k). One shuffle
-    ships them once: the stages after it read the held rows through shuffle partitions, which carry
-    nothing. It makes one piece per task slot (at most ``spark.sql.shuffle.partitions``), hashed
-    by (topic, partition), and the held rows keep that partitioning: the plan's per-partition work
-    (a partition's facts from the group rows in its row, ``policy.groups.with_group_status``, or
-    joined to it when vanished groups' rows join them: ``group_status``) then needs no
-    further shuffle of the group rows where Spark may co-partition on those two keys
-    (``spark.sql.requireAllClusterKeysForCoPartition=false``, which ``session.get_spark`` sets
-    for a local session). A packed snapshot (``PACKED_SNAPSHOT``, the stream's) holds its group
-    rows in a few blobs instead: its facts come from the store match's task, and what unpacks
-    them (``policy.with_groups``) reads the whole snapshot in one task.
+    A packed snapshot (``PACKED_SNAPSHOT``, the pipeline's own) is held as the source gives it,
+    with no shuffle (issue 12, stop 88). Its rows are O(partitions) and its group rows sit in a
+    few blobs, which every reader takes whole (the planner's first look, one aggregate; the store
+    match's one task; ``policy.with_groups``). The held rows' lineage is cut once that first job
+    has read them (``detach.held``), so later stages ship nothing of the source's input
+    partitions. A shuffle would only write and read the blobs (incompressible LZ4) once more.
 
-    A packed snapshot is held as the source gives it, with no shuffle: its tasks carry its
-    O(partitions) rows and a few blobs, which every reader takes whole (the store match's one
-    task, ``with_groups``), and the held rows' lineage is cut once the first job has read them
-    (``detach.held``), so later stages ship nothing. The shuffle's write and read of the blobs
-    (incompressible LZ4) and the job that fills its second piece after the plan's first look
-    (a ``limit(1)``) are saved (issue 12)."""
+    A snapshot with its group rows nested (``SNAPSHOT``) is shuffled first. The data source's
+    input partitions carry the snapshot's Arrow bytes (``source``), and a task carries its
+    partition: every stage of the first job that reads the snapshot would ship them again (3.5 MB
+    a task at 1k partitions x 1k groups, ten times that at 10k). One shuffle ships them once: the
+    stages after it read through shuffle partitions, which carry nothing. It makes one piece per
+    task slot (at most ``spark.sql.shuffle.partitions``), hashed by (topic, partition), and the
+    held rows keep that partitioning: the plan's per-partition work (a partition's facts from the
+    group rows in its row, ``policy.groups.with_group_status``, or joined to it when vanished
+    groups' rows join them: ``group_status``) then needs no further shuffle of the group rows
+    where Spark may co-partition on those two keys
+    (``spark.sql.requireAllClusterKeysForCoPartition=false``, which ``session.get_spark`` sets
+    for a local session)."""
     if PACKED_COLUMN in snapshot.columns:
         return held(snapshot)
     spark = snapshot.sparkSession
