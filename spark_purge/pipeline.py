@@ -28,10 +28,10 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
 3. remembers every group position it saw and when it last moved (``audit.ProgressStore``,
    an append of the changed ones: stale-group detection, and vanished groups — a position Kafka
    forgot keeps holding, see ``spark_purge.vanished``). In a planned batch this runs beside
-   step 2 (the same thread as the lease's renewal), from the moment the plan's rows are on the
-   driver: the runner reads nothing of the store, and the positions recorded are ones the
-   snapshot saw, true whether or not the batch's deletes follow (a batch Spark replays matches
-   them as it would the last batch's). The batch ends when both have;
+   step 2's deletes and outcomes (the same thread as the lease's renewal), from the moment its
+   intents are written: the runner reads nothing of the store, and the positions recorded are
+   ones the snapshot saw, true whether or not the batch's deletes follow (a batch Spark replays
+   matches them as it would the last batch's). The batch ends when both have;
 4. when some rule has a ``min_retention`` or ``retirement.enable`` is set, records the
    partitions' high watermarks (``history.AppendHistory``), so later time floors hold records by
    append time and a retiring partition's quiet time is known; with
@@ -458,10 +458,10 @@ class PurgePipeline:
         ctx = BatchContext(
             self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint, lease_generation=lease_generation()
         )
-        # The positions seen are recorded beside the intents, deletes and outcomes: the runner
-        # reads nothing of the store, and they are true whether or not the deletes follow.
-        beside.append(self._beside(self._remember, snapshot, plan, batch_id))
-        return self.runner.run(plan_rows, ctx)
+        # The positions seen are recorded beside the deletes and outcomes, from when the intents
+        # are written (while the runner waits on Kafka): the runner reads nothing of the store,
+        # and they are true whether or not the deletes follow.
+        return self.runner.run(plan_rows, ctx, after_intents=lambda: beside.append(self._beside(self._remember, snapshot, plan, batch_id)))
 
     def _record_history(self, snapshot: DataFrame, batch_id: int) -> None:
         """Add the snapshot's high watermarks (its ``PARTITION_STATE`` rows) to the append
