@@ -28,10 +28,10 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
 3. remembers every group position it saw and when it last moved (``audit.ProgressStore``,
    an append of the changed ones: stale-group detection, and vanished groups — a position Kafka
    forgot keeps holding, see ``spark_purge.vanished``). In a planned batch this runs beside
-   step 2's deletes and outcomes (the same thread as the lease's renewal), from the moment its
-   intents are written: the runner reads nothing of the store, and the positions recorded are
-   ones the snapshot saw, true whether or not the batch's deletes follow (a batch Spark replays
-   matches them as it would the last batch's). The batch ends when both have;
+   step 2 (on a side thread, as the lease's renewal), from the moment the plan's rows are on the
+   driver: the runner reads nothing of the store, and the positions recorded are ones the
+   snapshot saw, true whether or not the batch's deletes follow (a batch Spark replays matches
+   them as it would the last batch's). The batch ends when both have;
 4. when some rule has a ``min_retention`` or ``retirement.enable`` is set, records the
    partitions' high watermarks (``history.AppendHistory``), so later time floors hold records by
    append time and a retiring partition's quiet time is known; with
@@ -195,8 +195,9 @@ class PurgePipeline:
         # query's keep-warm thread waits on (``idle_since``, ``start_stream``).
         self._idle_since: float | None = time.monotonic()
         self._keeper: IdleKeeper | None = None
-        # One thread for what runs beside a batch's own steps (the lease's renewal beside the
-        # plan, the progress store's append beside the deletes): made when first needed.
+        # Two threads for what runs beside a batch's own steps (the lease's renewal and the store
+        # match's job beside the plan, the progress store's append beside the deletes): made
+        # when first needed.
         self._beside_pool: ThreadPoolExecutor | None = None
         self._last_pairs = LastPairs()  # the planner's, from one batch to the next
         self._clock: BrokerClock | None = broker_clock(self.config)
@@ -265,6 +266,7 @@ class PurgePipeline:
             tiering_transitions=TieringTable.beside(self.spark, self.config.audit.path).in_transition,
             rewrite_above=self.progress.rewrite_above,
             last_pairs=self._last_pairs,
+            beside=self._beside,
         )
 
     @property
@@ -372,11 +374,11 @@ class PurgePipeline:
         return (lambda: generation), lease.waited_s
 
     def _beside(self, work: Callable[..., Any], *args: object) -> Future[object]:
-        """``work(*args)`` on the pipeline's one side thread while the batch's own thread goes
-        on. The thread makes the pipeline's session its active one first (``session.activate``:
+        """``work(*args)`` on one of the pipeline's two side threads while the batch's own thread
+        goes on. The thread makes the pipeline's session its active one first (``session.activate``:
         Delta's JVM side reads the thread's active session)."""
         if self._beside_pool is None:
-            self._beside_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-purge-beside")
+            self._beside_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="spark-purge-beside")
         spark = self.spark
 
         def run() -> object:
@@ -458,10 +460,12 @@ class PurgePipeline:
         ctx = BatchContext(
             self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint, lease_generation=lease_generation()
         )
-        # The positions seen are recorded beside the deletes and outcomes, from when the intents
-        # are written (while the runner waits on Kafka): the runner reads nothing of the store,
-        # and they are true whether or not the deletes follow.
-        return self.runner.run(plan_rows, ctx, after_intents=lambda: beside.append(self._beside(self._remember, snapshot, plan, batch_id)))
+        # The positions seen are recorded beside the intents, deletes and outcomes: the runner
+        # reads nothing of the store, and they are true whether or not the deletes follow. (Begun
+        # once the intents were written instead, beside the deletes only, it slowed the broker's
+        # DeleteRecords by about as much as it saved: runs/bench89-cb10k-*.txt.)
+        beside.append(self._beside(self._remember, snapshot, plan, batch_id))
+        return self.runner.run(plan_rows, ctx)
 
     def _record_history(self, snapshot: DataFrame, batch_id: int) -> None:
         """Add the snapshot's high watermarks (its ``PARTITION_STATE`` rows) to the append

@@ -111,16 +111,13 @@ class BatchRunner:
     # (``TieringTable.in_transition``); the plan read them once, a disablement may start since.
     transitions: Callable[[], Collection[str]] | None = None
 
-    def run(self, plan: Sequence[Row] | pa.Table, ctx: BatchContext, after_intents: Callable[[], object] | None = None) -> BatchResult:
+    def run(self, plan: Sequence[Row] | pa.Table, ctx: BatchContext) -> BatchResult:
         """Intents first, then :meth:`execute`. ``plan``: the plan's rows (``ANNOTATED_PLAN``),
-        as an Arrow table or ``Row``s. ``after_intents``: called once the intents are written,
-        before the deletes (the pipeline starts what it runs beside them)."""
+        as an Arrow table or ``Row``s."""
         batch = _Batch(plan_table(plan))
         self.audit.ensure_table()
         # 1. intents: persisted before anything is deleted.
         self.audit.write(intent_table(batch.table, ctx), "intent", ctx.batch_id)
-        if after_intents is not None:
-            after_intents()
         if self.retirements is not None:
             self.retirements.before_deletes(batch.rows(), ctx)
         self._fault("intents_written", ctx.batch_id)
