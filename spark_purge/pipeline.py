@@ -401,10 +401,10 @@ class PurgePipeline:
         try:
             try:
                 result = self._steps(held_rows, plans, beside, batch_id)
-            except BaseException:
+            except BaseException as exc:
                 wait(beside)
                 for failed in (f.exception() for f in beside):
-                    if failed is not None:
+                    if failed is not None and failed is not exc:  # (the lease's own error is raised as it is)
                         log.warning("batch %d: beside its failure, also: %s", batch_id, failed)
                 raise
             wait(beside)
