@@ -5,9 +5,7 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
 
 0. takes the purger lease before its first batch (writing the generation's ``lease`` audit row)
    and keeps it renewed (``PurgerLease.keep``, ``spark_purge.lease``); a fenced job raises
-   ``FencedError``. A dry run takes no lease. Once held, its renewal runs beside the plan (a
-   thread of the pipeline's: the plan reads nothing of the lease), and is joined before the
-   batch writes or deletes anything;
+   ``FencedError``. A dry run takes no lease;
    then adds the configured external consumers (a Spark query's checkpoint position, static holds)
    to the snapshot as group rows (``external_snapshot``), read on the driver through Hadoop's
    FileSystem, fresh for every batch (a replayed batch sees the current positions);
@@ -26,12 +24,8 @@ This module is the only place that wires I/O together. Per micro-batch (``foreac
    each bounded by the fresh snapshot's plan, none older than ``stream.max_snapshot_age``
    (``spark_purge.replay``); a batch whose outcomes are recorded is not redone;
 3. remembers every group position it saw and when it last moved (``audit.ProgressStore``,
-   an append of the changed ones: stale-group detection, and vanished groups — a position Kafka
-   forgot keeps holding, see ``spark_purge.vanished``). In a planned batch this runs beside
-   step 2 (on a side thread, as the lease's renewal), from the moment the plan's rows are on the
-   driver: the runner reads nothing of the store, and the positions recorded are ones the
-   snapshot saw, true whether or not the batch's deletes follow (a batch Spark replays matches
-   them as it would the last batch's). The batch ends when both have;
+   a MERGE: stale-group detection, and vanished groups — a position Kafka forgot keeps holding,
+   see ``spark_purge.vanished``);
 4. when some rule has a ``min_retention`` or ``retirement.enable`` is set, records the
    partitions' high watermarks (``history.AppendHistory``), so later time floors hold records by
    append time and a retiring partition's quiet time is known; with
@@ -56,10 +50,8 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -195,10 +187,6 @@ class PurgePipeline:
         # query's keep-warm thread waits on (``idle_since``, ``start_stream``).
         self._idle_since: float | None = time.monotonic()
         self._keeper: IdleKeeper | None = None
-        # Two threads for what runs beside a batch's own steps (the lease's renewal and the store
-        # match's job beside the plan, the progress store's append beside the deletes): made
-        # when first needed.
-        self._beside_pool: ThreadPoolExecutor | None = None
         self._last_pairs = LastPairs()  # the planner's, from one batch to the next
         self._clock: BrokerClock | None = broker_clock(self.config)
         # A dry run deletes nothing and never fences the real job: no lease.
@@ -266,7 +254,6 @@ class PurgePipeline:
             tiering_transitions=TieringTable.beside(self.spark, self.config.audit.path).in_transition,
             rewrite_above=self.progress.rewrite_above,
             last_pairs=self._last_pairs,
-            beside=self._beside,
         )
 
     @property
@@ -312,9 +299,6 @@ class PurgePipeline:
         if self._keeper is not None:
             self._keeper.stop()
             self._keeper = None
-        if self._beside_pool is not None:
-            self._beside_pool.shutdown(wait=True)
-            self._beside_pool = None
         if self.lease is not None:
             self.lease.release()
         if self._client is not None:
@@ -343,23 +327,15 @@ class PurgePipeline:
             self.registry.register(location, self.query_id, name, self.clock())
         self._registered = True
 
-    def _hold_lease(self, batch_id: int, beside: list[Future[object]]) -> tuple[Callable[[], int | None], float]:
+    def _hold_lease(self, batch_id: int) -> tuple[int | None, float]:
         """Acquire the lease before the first batch (and write its audit fence row), keep it
-        renewed at later ones (``PurgerLease.keep``). Returns (what gives the generation held,
-        None: no lease, or raises ``FencedError`` when fenced: the batch calls it before it
-        writes or deletes anything; the seconds this acquisition waited, 0 when none was needed).
-
-        An acquisition is made here, before the plan: a wait for another job's lease makes the
-        batch plan from a fresh snapshot. A held lease's renewal (a Delta commit once a third of
-        ``ttl`` has passed) runs beside the plan (``_beside``, added to ``beside``): the plan
-        reads nothing of the lease."""
+        renewed at later ones (``PurgerLease.keep``); (the generation held, None: no lease; the
+        seconds this acquisition waited, 0 when none was needed). ``FencedError`` when fenced."""
         lease = self.lease
         if lease is None:
-            return (lambda: None), 0.0
+            return None, 0.0
         if lease.held:
-            renewal = self._beside(lease.keep, f"at the start of batch {batch_id}")
-            beside.append(renewal)
-            return (lambda: int(cast(int, renewal.result()))), 0.0
+            return lease.keep(f"at the start of batch {batch_id}"), 0.0
         state = lease.acquire()
         before = lease.taken_over
         detail = f"took over from the expired {before.describe()}" if before is not None else None
@@ -370,22 +346,7 @@ class PurgePipeline:
         sink.ensure_table()
         sink.write([row], "lease", -1, txn=lease.fence_txn())
         lease.check(f"after writing its generation's audit fence ({state.event})")
-        generation = state.generation
-        return (lambda: generation), lease.waited_s
-
-    def _beside(self, work: Callable[..., Any], *args: object) -> Future[object]:
-        """``work(*args)`` on one of the pipeline's two side threads while the batch's own thread
-        goes on. The thread makes the pipeline's session its active one first (``session.activate``:
-        Delta's JVM side reads the thread's active session)."""
-        if self._beside_pool is None:
-            self._beside_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="spark-purge-beside")
-        spark = self.spark
-
-        def run() -> object:
-            activate(spark)
-            return work(*args)
-
-        return self._beside_pool.submit(run)
+        return state.generation, lease.waited_s
 
     def process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
         self._idle_since = None
@@ -395,77 +356,51 @@ class PurgePipeline:
             self._idle_since = time.monotonic()
 
     def _process_batch(self, snapshot: DataFrame, batch_id: int) -> BatchResult:
-        held_rows: list[DataFrame] = [kept(snapshot)]  # the held snapshot(s): dropped when the batch ends
-        plans: list[Plan] = []
-        beside: list[Future[object]] = []  # what runs beside the batch's steps: joined before it ends
+        base = kept(snapshot)
+        joined: DataFrame | None = None  # the snapshot with external consumers' rows, when held
+        plan: Plan | None = None
         try:
-            try:
-                result = self._steps(held_rows, plans, beside, batch_id)
-            except BaseException as exc:
-                wait(beside)
-                for failed in (f.exception() for f in beside):
-                    if failed is not None and failed is not exc:  # (the lease's own error is raised as it is)
-                        log.warning("batch %d: beside its failure, also: %s", batch_id, failed)
-                raise
-            wait(beside)
-            for done in beside:
-                done.result()  # a failure beside the batch fails it (Spark runs it again)
+            self._register()
+            generation, waited_s = self._hold_lease(batch_id)
+            if waited_s > 0:
+                # The snapshot was taken before this job waited for the lease (another job held
+                # it): consumers may have moved back meanwhile. Plan from a fresh one.
+                log.warning("batch %d: waited %.1fs for the lease; planning from a fresh snapshot", batch_id, waited_s)
+                drop(base)
+                base = kept(read_snapshot(self.spark, self.config, packed=True))
+            snapshot = with_external(self.spark, self.config, base)
+            if snapshot is not base:  # external consumers' rows joined the unpacked groups: held once
+                snapshot = joined = held(snapshot)
+            # Only the first batch a process sees (or one it saw already) can be a replay.
+            maybe_replay = self._last_batch is None or batch_id <= self._last_batch
+            recorded = self.audit.recorded(batch_id) if maybe_replay else None
+            self._last_batch = batch_id
+            if recorded is not None and recorded.has_outcomes:
+                log.info("batch %d: its outcomes are already in the audit; nothing to redo", batch_id)
+                return self._done(BatchResult(batch_id))
+            if recorded is not None and recorded.intents:
+                result, plan = self._replay(snapshot, recorded.intents, generation)
+            else:
+                plan = self.planner.plan(snapshot, batch_id)
+                if plan is None:
+                    return self._done(BatchResult(batch_id))
+                read_clock(self._clock)
+                # One row per partition, kept as Arrow columns to the audit's Parquet (issue 12).
+                plan_rows = with_producers(plan, collect_table(plan.rows), self.client)
+                ctx = BatchContext(
+                    self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint, lease_generation=generation
+                )
+                result = self.runner.run(plan_rows, ctx)
+            if plan is not None:
+                self._remember(snapshot, plan, batch_id)
         finally:
-            for plan in plans:
+            if plan is not None:
                 plan.release()
-            for rows in held_rows:
-                drop(rows)
+            drop(base)
+            if joined is not None:
+                drop(joined)
             activate(self.spark)  # not the streaming batch's cloned session (``session.activate``)
         return self._done(result)
-
-    def _steps(self, held_rows: list[DataFrame], plans: list[Plan], beside: list[Future[object]], batch_id: int) -> BatchResult:
-        """``_process_batch``'s steps. Adds to ``held_rows`` what it holds, to ``plans`` its
-        plan, to ``beside`` what it runs beside its own steps; the caller releases, drops and
-        joins them."""
-        self._register()
-        lease_generation, waited_s = self._hold_lease(batch_id, beside)
-        base = held_rows[0]
-        if waited_s > 0:
-            # The snapshot was taken before this job waited for the lease (another job held
-            # it): consumers may have moved back meanwhile. Plan from a fresh one.
-            log.warning("batch %d: waited %.1fs for the lease; planning from a fresh snapshot", batch_id, waited_s)
-            drop(base)
-            base = held_rows[0] = kept(read_snapshot(self.spark, self.config, packed=True))
-        snapshot = with_external(self.spark, self.config, base)
-        if snapshot is not base:  # external consumers' rows joined the unpacked groups: held once
-            snapshot = held(snapshot)
-            held_rows.append(snapshot)
-        # Only the first batch a process sees (or one it saw already) can be a replay.
-        maybe_replay = self._last_batch is None or batch_id <= self._last_batch
-        recorded = self.audit.recorded(batch_id) if maybe_replay else None
-        self._last_batch = batch_id
-        if recorded is not None and recorded.has_outcomes:
-            log.info("batch %d: its outcomes are already in the audit; nothing to redo", batch_id)
-            lease_generation()  # a fenced job still stops here
-            return BatchResult(batch_id)
-        if recorded is not None and recorded.intents:
-            result, plan = self._replay(snapshot, recorded.intents, lease_generation())
-            if plan is not None:
-                plans.append(plan)
-                self._remember(snapshot, plan, batch_id)
-            return result
-        plan = self.planner.plan(snapshot, batch_id)
-        if plan is None:
-            lease_generation()
-            return BatchResult(batch_id)
-        plans.append(plan)
-        read_clock(self._clock)
-        # One row per partition, kept as Arrow columns to the audit's Parquet (issue 12).
-        plan_rows = with_producers(plan, collect_table(plan.rows), self.client)
-        ctx = BatchContext(
-            self.run_id, self.query_id, batch_id, plan.planned_at, self.dry_run, self._fingerprint, lease_generation=lease_generation()
-        )
-        # The positions seen are recorded beside the intents, deletes and outcomes: the runner
-        # reads nothing of the store, and they are true whether or not the deletes follow. (Begun
-        # once the intents were written instead, beside the deletes only, it slowed the broker's
-        # DeleteRecords by about as much as it saved: runs/bench89-cb10k-*.txt.)
-        beside.append(self._beside(self._remember, snapshot, plan, batch_id))
-        return self.runner.run(plan_rows, ctx)
 
     def _record_history(self, snapshot: DataFrame, batch_id: int) -> None:
         """Add the snapshot's high watermarks (its ``PARTITION_STATE`` rows) to the append

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -119,10 +117,6 @@ class Planner:
     rewrite_above: Callable[[], int | None] = lambda: None
     # The last batch's discovery pairs (None: none kept; every plan then runs the facts' own task).
     last_pairs: LastPairs | None = None
-    # Runs a function on another thread (the pipeline's ``_beside``; None: none). Given, the
-    # store match's job runs there while this thread makes the plan's query from the last
-    # batch's pairs (``Planner.plan``).
-    beside: Callable[[Callable[[], Any]], Future[Any]] | None = None
 
     def plan(self, snapshot: DataFrame, batch_id: int | None = None) -> Plan | None:
         """The plan for a snapshot, or None when the snapshot has no rows. ``batch_id``: the
@@ -160,68 +154,34 @@ class Planner:
         positions = (
             None if nested is None else NestedPositions.match(snapshot, nested, unreadable, at=now, log_batch=batch_id, rewrite_above=room, facts=guess)
         )
-        # The group rows stay nested in their partition's row; the vanished ones join them. A
-        # packed snapshot's are unpacked only if read (``compute_plan`` makes the unpacking only
-        # then): not when the match made the facts.
-        nested_rows = snapshot if PACKED_COLUMN in snapshot.columns else with_groups(snapshot).select(*PARTITION_STATE.fieldNames(), "groups")
-        inputs: dict[str, Any] = dict(
+        # Staleness per group, and whether any remembered position is gone from the snapshot
+        # (usually none: then no vanished rows to join), in one job.
+        staleness, gone = (None, False) if positions is None else positions.staleness_table()
+        if positions is not None and self.last_pairs is not None:
+            self.last_pairs.pairs = positions.discovery()
+        rows = compute_plan(
+            # The group rows stay nested in their partition's row; the vanished ones join them.
+            # A packed snapshot's are unpacked only if read (``compute_plan`` makes the unpacking
+            # only then): not when the match made the facts.
+            snapshot if PACKED_COLUMN in snapshot.columns else with_groups(snapshot).select(*PARTITION_STATE.fieldNames(), "groups"),
+            positions.vanished() if positions is not None and gone else None,
+            self.config,
+            now=now,
+            # The store's flat rows are read only without a match's staleness: never here (the
+            # match runs whenever there is a store), so they are not built (issue 12).
+            staleness=staleness,
+            # The rules' discovery pairs, from the match's job (no job of their own).
+            discovery=None if positions is None else positions.discovery(),
+            # The match's facts, when its rules are the ones planned with (else the facts' own task).
+            facts=None if positions is None else positions.facts(),
             manual_offsets=self.manual_offsets(partitions),
             unreadable_groups=unreadable,
             append_history=self.history(snapshot.sparkSession),
             retirement=self.retirement(),
             tiering_transitions=self.tiering_transitions(),
         )
-        # Staleness per group, and whether any remembered position is gone from the snapshot
-        # (usually none: then no vanished rows to join), in one job. Asked for the facts with the
-        # last batch's rules, the plan's query is made meanwhile, with those rules and the
-        # facts the job is making (its analysis, optimization and physical planning: Catalyst's
-        # work on the driver, beside the match's task): taken only when the job's own pairs
-        # resolve to the same rules and no position vanished, which makes it the very query
-        # made below from the job's answers (issue 12).
-        ahead = None
-        if positions is not None and guess is not None and self.beside is not None and self.last_pairs is not None:
-            ahead = self._ahead(positions, nested_rows, now, guess, self.last_pairs.pairs, inputs)
-        else:
-            staleness, gone = (None, False) if positions is None else positions.staleness_table()
-        if ahead is not None:
-            speculative, (staleness, gone) = ahead
-        if positions is not None and self.last_pairs is not None:
-            self.last_pairs.pairs = positions.discovery()
-        if ahead is not None and positions is not None and not gone and rules_of_pairs(positions.discovery(), self.config, now, unreadable) == guess:
-            rows = speculative
-        else:
-            rows = compute_plan(
-                nested_rows,
-                positions.vanished() if positions is not None and gone else None,
-                self.config,
-                now=now,
-                # The store's flat rows are read only without a match's staleness: never here (the
-                # match runs whenever there is a store), so they are not built (issue 12).
-                staleness=staleness,
-                # The rules' discovery pairs, from the match's job (no job of their own).
-                discovery=None if positions is None else positions.discovery(),
-                # The match's facts, when its rules are the ones planned with (else the facts' own task).
-                facts=None if positions is None else positions.facts(),
-                **inputs,
-            )
         lsos = {(r["topic"], r["partition"]): int(r["last_stable_offset"]) for r in first[0]["pending"]}
         return Plan(rows, now, open_transactions=lsos, positions=positions)
-
-    def _ahead(
-        self, positions: NestedPositions, nested_rows: DataFrame, now: datetime, guess: list[TopicRuleRow], pairs: pa.Table | None,
-        inputs: dict[str, Any],
-    ) -> tuple[DataFrame, tuple[pa.Table, bool]]:
-        """The store match's job (``staleness_table``) run beside, and meanwhile the plan's query
-        made as if the job answers ``pairs`` (the last batch's, which resolve to ``guess``) and
-        no vanished position: (that query, planned; the job's answer)."""
-        assert self.beside is not None
-        matching = self.beside(positions.staleness_table)
-        try:
-            query = compute_plan(nested_rows, None, self.config, now=now, discovery=pairs, facts=positions.asked_facts(), **inputs)
-            query._jdf.queryExecution().executedPlan()  # Catalyst's work now, kept by the query for its collect
-        finally:
-            answer = matching.result()  # the job's own error first, when both failed
-        return query, answer
 
     def guessed_rules(self, now: datetime, unreadable: Mapping[str, str]) -> list[TopicRuleRow] | None:
         """The rules the last batch's discovery pairs resolve to at ``now`` (None: no pairs kept,

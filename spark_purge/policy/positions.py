@@ -392,15 +392,7 @@ class NestedPositions:
         """The consumer facts the task gave (``match``'s ``facts``) and the rules it made them
         with, once ``staleness_table`` ran; None when not asked, or when a remembered position
         vanished (the task then made none: the vanished groups' rows join the facts' own task)."""
-        if self._gone is None or self._gone:
-            return None
-        return self.asked_facts()
-
-    def asked_facts(self) -> MatchedFacts | None:
-        """``facts()`` as the task gives them if no remembered position vanished, before its
-        job has run (None: not asked). For a plan made while the job runs (``Planner.plan``),
-        taken only when ``facts()`` then gives the same."""
-        if self._asked is None:
+        if self._asked is None or self._gone is None or self._gone:
             return None
         rows = self.out.where(_kind() == ROW_FACT).select(*PARTITION_STATE.fieldNames(), *STATUS.fieldNames())
         return MatchedFacts(rows, self._asked)

@@ -144,56 +144,6 @@ def test_crash_after_intents_then_restart_completes_exactly_once(
     assert log_starts(admin, topic3, 3)[0] >= 40
 
 
-def test_the_positions_are_recorded_beside_the_deletes_and_joined_before_the_batch_ends(
-    spark: SparkSession, kafka_cluster: LocalKafka, admin: KafkaAdminClient, topic3: str, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The progress store's append runs beside the runner (``PurgePipeline._beside``): a runner
-    that fails after its intents still leaves the batch's positions recorded when the batch
-    fails (the side work was joined, not left running); a store that fails beside a batch fails
-    the batch after its deletes and outcomes, and Spark's rerun of it redoes nothing."""
-    from spark_purge.audit import ProgressStore
-    from spark_purge.pipeline import progress_store, read_snapshot
-
-    commit_topic(admin, f"{topic3}-a", topic3, [10, 20, 30])
-    cfg = make_config(tmp_path, kafka_cluster.bootstrap_servers, topic3, [f"{topic3}-a"])
-    checkpoint = str(tmp_path / "cp")
-    crash_at: list[str] = ["intents_written"]
-
-    def crash(step: str, batch_id: int) -> None:
-        if step in crash_at:
-            raise RuntimeError(f"simulated crash at {step}")
-
-    pipeline = PurgePipeline(spark, cfg, default_client_factory(cfg), checkpoint_location=checkpoint, query_id_override="q-beside", fault_hook=crash)
-    snapshot = read_snapshot(spark, cfg).cache()
-    snapshot.count()
-    store = progress_store(spark, checkpoint, "q-beside")
-    try:
-        with pytest.raises(RuntimeError, match="simulated crash at intents_written"):
-            pipeline.process_batch(snapshot, 0)
-        assert log_starts(admin, topic3, 3) == [0, 0, 0]  # nothing deleted
-        remembered = {(r["group_id"], r["partition"]): r["committed_offset"] for r in store.read().collect()}
-        assert remembered == {(f"{topic3}-a", p): o for p, o in enumerate([10, 20, 30])}
-
-        crash_at.clear()
-
-        def down(*_: object, **__: object) -> None:
-            raise RuntimeError("progress store unavailable")
-
-        monkeypatch.setattr(ProgressStore, "record", down)
-        monkeypatch.setattr(ProgressStore, "update", down)
-        with pytest.raises(RuntimeError, match="progress store unavailable"):
-            pipeline.process_batch(snapshot, 1)
-        assert log_starts(admin, topic3, 3) == [10, 20, 30]  # the deletes went on beside it
-        assert {r["partition"]: r["status"] for r in audit_rows(spark, cfg, batch_id=1)} == {0: "deleted", 1: "deleted", 2: "deleted"}
-        monkeypatch.undo()
-        again = pipeline.process_batch(snapshot, 1)  # what foreachBatch does after the failure
-    finally:
-        pipeline.close()
-        snapshot.unpersist()
-    assert again.deleted == 0 and len(audit_rows(spark, cfg, batch_id=1)) == 3
-
-
 def wait_purged(query: StreamingQuery, pipeline: PurgePipeline, admin: KafkaAdminClient, topic: str, step: list[int]) -> None:
     """Until Kafka shows the cut to ``step`` (the log starts of ``topic``'s partitions) and the
     batch that made it has written its outcomes (the stream's deleted records add up to it)."""

@@ -343,52 +343,6 @@ def test_a_packed_snapshot_is_unpacked_only_when_its_group_rows_are_read(spark: 
     plan.release()
 
 
-def test_the_plan_made_beside_the_store_match_is_taken_only_when_it_is_the_one_its_answers_make(spark: SparkSession, monkeypatch: Any) -> None:
-    """Issue 12: given a thread to run the store match's job on (``Planner.beside``), the planner
-    makes the plan's query meanwhile from the last batch's pairs. It takes that query only when
-    the job's own pairs resolve to the same rules and no remembered position vanished; otherwise
-    it makes the plan again from the job's answers. Either way the rows are those of a planner
-    with no thread and no pairs kept."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from spark_purge import planner as planner_module
-    from tests.unit.packing import packed_frame
-
-    made: list[int] = []
-    real = planner_module.compute_plan
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        made.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(planner_module, "compute_plan", counted)
-    kept_store = spark.createDataFrame([r for r in PROGRESS_ROWS if r[0] != "gone"], schemas.PROGRESS_STORE)
-    with_gone = spark.createDataFrame(PROGRESS_ROWS, schemas.PROGRESS_STORE)
-    grown = [*PROGRESS_SNAPSHOT[:2], snapshot_row("logs", 2, 0, 100, 100, [group("idle", "Empty", 0, 30), group("new", "Stable", 1, 5)]), *PROGRESS_SNAPSHOT[3:]]
-    pairs = LastPairs()
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        # (the snapshot, the store, how many plans made: one when the one made beside is taken)
-        for rows, store, plans in [
-            (PROGRESS_SNAPSHOT, kept_store, 1),  # no pairs kept yet: nothing made beside
-            (PROGRESS_SNAPSHOT, kept_store, 1),  # the same pairs: the plan made beside is taken
-            (grown, kept_store, 2),  # a new group on logs: new pairs, the plan made again
-            (grown, kept_store, 1),
-            (grown, with_gone, 2),  # a remembered position vanished: made again, its rows joined
-        ]:
-            made.clear()
-            nested = spark.createDataFrame(rows, schemas.SNAPSHOT)
-            plan = Planner(PROGRESS_CONFIG, lambda _: {}, lambda s=store: s, last_pairs=pairs, beside=pool.submit).plan(packed_frame(nested))
-            assert plan is not None
-            assert len(made) == plans
-            got = sorted(tuple(r) for r in plan.rows.collect())
-            plan.release()
-            made.clear()
-            same = Planner(PROGRESS_CONFIG, lambda _: {}, lambda s=store: s).plan(nested)
-            assert same is not None and len(made) == 1
-            assert got == sorted(tuple(r) for r in same.rows.collect())
-            same.release()
-
-
 def _node_names(node: Any) -> list[str]:
     """Every node name of a physical plan (a cached relation's own plan is not among them)."""
     children = node.children()
