@@ -433,15 +433,12 @@ def kafka_side_main(bootstrap: str) -> int:
 
 class Phases:
     """Times named phases and counts the Spark jobs each ran (a job group per phase; a nested
-    phase's jobs are its own, not its parent's). Each thread nests its own phases: one the
-    pipeline runs beside the batch's own thread (its side thread) is not part of the phase it
-    overlaps, and is marked ``beside`` in the report (``beside``)."""
+    phase's jobs are its own, not its parent's)."""
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark
         self.cycle = 0
-        self._stacks = threading.local()
-        self.beside: set[str] = set()
+        self.stack: list[str] = []
         self.seconds: dict[str, list[float]] = defaultdict(list)
         self.jobs: dict[str, list[int]] = defaultdict(list)
         self._inner: dict[str, float] = defaultdict(float)
@@ -456,17 +453,8 @@ class Phases:
         else:
             sc.setJobGroup(self._group(name), name)
 
-    @property
-    def stack(self) -> list[str]:
-        """This thread's open phases, outermost first."""
-        if not hasattr(self._stacks, "open"):
-            self._stacks.open = []
-        return self._stacks.open  # type: ignore[no-any-return]
-
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        if threading.current_thread().name.startswith("spark-purge-beside") and not self.stack:
-            self.beside.add(name)
         self.stack.append(name)
         self._set(name)
         t0 = time.perf_counter()
@@ -907,7 +895,7 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
         secs = phases.seconds.get(name, [])[keep]
         jobs = phases.jobs.get(name, [])[keep]
         if any(secs) or any(jobs):
-            print(f"{name:<18} {_stats(secs)}  {statistics.median(jobs) if jobs else 0:>4}" + ("  (beside the batch's own steps)" if name in phases.beside else ""))
+            print(f"{name:<18} {_stats(secs)}  {statistics.median(jobs) if jobs else 0:>4}")
     cycle = figures["cycle"][keep]
     floor = [s + d for s, d in zip(figures["floor"]["snapshot"][keep], figures["floor"]["delete"][keep])]
     print(f"{'cycle':<18} {_stats(cycle)}  {sum(statistics.median(phases.jobs[p][keep]) for p in PHASES if phases.jobs.get(p)):>4}")
