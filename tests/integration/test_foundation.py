@@ -11,6 +11,7 @@ from kafka import KafkaAdminClient
 from kafka.structs import TopicPartition
 from pyspark.sql import SparkSession
 
+from spark_purge.fs import HadoopFiles
 from spark_purge.session import HEAP_OPTIONS, HUGE_METHODS_OPTION, IDLE_PYTHON_WORKERS, TRIM_OPTION, java_accepts
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.workload import log_starts, produce
@@ -41,6 +42,32 @@ def test_delta_round_trip(spark: SparkSession, tmp_path: Path) -> None:
     assert [(r.topic, r.partition, r.cutoff) for r in back] == rows
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
     assert history[0]["operation"] == "WRITE"
+
+
+def test_a_local_session_writes_local_files_through_the_raw_local_file_system(spark: SparkSession, tmp_path: Path) -> None:
+    """session.RAW_LOCAL_FS reaches both of Hadoop's APIs: a Delta append, a streaming
+    checkpoint's commit and a file the package writes leave no Hadoop ``.crc`` side file, and
+    Delta and the checkpoint read back what they wrote."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    uri = jvm.java.net.URI(tmp_path.as_uri())
+    assert jvm.org.apache.hadoop.fs.FileSystem.get(uri, hadoop).getClass().getName() == "org.apache.hadoop.fs.RawLocalFileSystem"
+    context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(uri, hadoop)
+    assert context.getDefaultFileSystem().getClass().getName() == "org.apache.hadoop.fs.local.RawLocalFs"
+    path = str(tmp_path / "table")
+    for cutoff in (1, 2):
+        spark.createDataFrame([("orders", 0, cutoff)], "topic string, partition int, cutoff long").write.format("delta").mode("append").save(path)
+    assert sorted(r.cutoff for r in spark.read.format("delta").load(path).collect()) == [1, 2]
+    query = spark.readStream.format("rate").option("rowsPerSecond", 10).load().writeStream.format("noop")
+    running = query.option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    running.awaitTermination(120)
+    assert running.exception() is None
+    assert (tmp_path / "ck" / "commits" / "0").is_file()
+    HadoopFiles(spark).write_text(str(tmp_path / "note.txt"), "written")
+    assert (tmp_path / "note.txt").read_text() == "written"
+    assert (tmp_path / "table" / "_delta_log" / "00000000000000000001.json").is_file()
+    assert not [str(p) for p in tmp_path.rglob("*.crc") if p.name.startswith(".")]
 
 
 def test_a_local_session_runs_the_serial_collector(spark: SparkSession) -> None:

@@ -18,6 +18,7 @@ from spark_purge.session import (
     DATAFRAME_DEBUGGING,
     DELTA_PACKAGE,
     QUERY_CONTEXT,
+    RAW_LOCAL_FS,
     TRIM_OPTION,
     TYPES_FRAMEWORK,
     driver_java_options,
@@ -26,6 +27,7 @@ from spark_purge.session import (
     launcher_java,
     log4j2_config,
     quiet_debugging,
+    raw_local_fs,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,6 +121,17 @@ def test_jars_packages_adds_delta_unless_named() -> None:
     assert jars_packages({"spark.jars.packages": "org.x:y:1"}) == f"org.x:y:1,{DELTA_PACKAGE}"
     mine = "io.delta:delta-spark_4.2_2.13:9.9.9"
     assert jars_packages({"spark.jars.packages": mine}) == mine
+
+
+def test_local_paths_go_raw_unless_the_caller_names_a_local_file_system() -> None:
+    assert raw_local_fs({}) == {
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+    }
+    # Either key named: both left to the caller (and to Hadoop's defaults for the other).
+    for key in RAW_LOCAL_FS:
+        assert raw_local_fs({key: "org.example.Mine"}) == {}
+    assert raw_local_fs({"spark.hadoop.fs.s3a.impl": "x"}) == RAW_LOCAL_FS
 
 
 def test_verbosity_flags() -> None:
