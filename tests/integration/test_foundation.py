@@ -61,7 +61,10 @@ def test_a_local_session_writes_local_files_through_the_raw_local_file_system(sp
     assert sorted(r.cutoff for r in spark.read.format("delta").load(path).collect()) == [1, 2]
     query = spark.readStream.format("rate").option("rowsPerSecond", 10).load().writeStream.format("noop")
     running = query.option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
-    running.awaitTermination(120)
+    try:
+        assert running.awaitTermination(120)
+    finally:
+        running.stop()  # not left running in the shared session when it did not end in time
     assert running.exception() is None
     assert (tmp_path / "ck" / "commits" / "0").is_file()
     HadoopFiles(spark).write_text(str(tmp_path / "note.txt"), "written")
