@@ -13,15 +13,16 @@
 # (Kafka Streams 4.3.1, the streams-group member helper's classpath), .cache/jars/tiered-storage
 # (Kafka's LocalTieredStorage, from the 4.3.1 storage test jar, for the tiered test broker), .cache/jars/tools (kafka-tools
 # 4.3.1 for the benchmarks' kafka-delete-records.sh baseline; only `bench` resolves it),
-# .cache/airflow-venv (Airflow and its Spark provider, apart from .venv: only `airflow-env`, or
+# .cache/jars/local-fs (the local file system a local session uses for file: paths, compiled by
+# javac from build/jvm/local-fs), .cache/airflow-venv (Airflow and its Spark provider, apart from .venv: only `airflow-env`, or
 # `test` with an airflow marker, creates it), .cache/class-archive (the local driver JVM's class
 # archive, written once: spark_purge/warm.py). A second
-# run downloads nothing: each step is skipped while the stamp of its inputs (setup.py, the poms)
+# run downloads nothing: each step is skipped while the stamp of its inputs (setup.py, the poms, the local file system's sources)
 # is unchanged. The package itself never looks for this checkout: every command below exports
 # SPARK_PURGE_KAFKA_JARS (the test cluster launcher's broker jars), SPARK_PURGE_DELTA_JARS
 # (Delta's jars for a local SparkSession) and SPARK_PURGE_SPARK_KAFKA_JARS (Spark's Kafka
 # connector, which the tests' session adds), SPARK_PURGE_KAFKA_STREAMS_JARS and
-# SPARK_PURGE_TIERED_STORAGE_JARS pointing into .cache/jars.
+# SPARK_PURGE_TIERED_STORAGE_JARS pointing into .cache/jars, and SPARK_PURGE_LOCAL_FS_JAR.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -56,6 +57,25 @@ setup_jars() {
   echo "$want" > "$dest/.stamp"
 }
 
+# The local file system without chmod/readlink processes (build/jvm/local-fs/README.md): compiled
+# with javac against the Hadoop API jar of the installed PySpark (no download), one small jar.
+LOCAL_FS_JAR=$ROOT/.cache/jars/local-fs/spark-purge-local-fs.jar
+
+setup_local_fs() {
+  local src=build/jvm/local-fs dest; dest=$(dirname "$LOCAL_FS_JAR")
+  local api; api=$(ls "$VENV"/lib/python3*/site-packages/pyspark/jars/hadoop-client-api-*.jar 2>/dev/null | head -1)
+  [[ -n $api ]] || { say "no hadoop-client-api jar in the .venv's PySpark"; exit 2; }
+  local want; want=$( (cat "$src"/io/sparkpurge/localfs/*.java; basename "$api") | sha256sum | cut -c1-16)
+  if [[ -f $dest/.stamp && $(cat "$dest/.stamp") == "$want" && -f $LOCAL_FS_JAR ]]; then return; fi
+  command -v javac >/dev/null || { say "javac not found on PATH: install a JDK 17+ (Maven needs one too)"; exit 2; }
+  say "compiling the local file system ($src) into $dest"
+  rm -rf "$dest.tmp"; mkdir -p "$dest.tmp/classes"
+  javac --release 17 -nowarn -d "$dest.tmp/classes" -cp "$api" "$src"/io/sparkpurge/localfs/*.java
+  jar cf "$dest.tmp/$(basename "$LOCAL_FS_JAR")" -C "$dest.tmp/classes" .
+  rm -rf "$dest.tmp/classes" "$dest"; mv "$dest.tmp" "$dest"
+  echo "$want" > "$dest/.stamp"
+}
+
 # Airflow is large and pins its own dependency tree (pandas 3, its own pyarrow): it gets a
 # virtualenv of its own, with plain PyPI versions that resolve without Airflow's constraints file.
 AIRFLOW_VENV=$ROOT/.cache/airflow-venv
@@ -85,6 +105,9 @@ setup() {
   setup_jars kafka-streams
   # Kafka's LocalTieredStorage (the storage test jar, 4.3.1) alone, for the tiered-storage test broker.
   setup_jars tiered-storage -DexcludeTransitive=true
+  # The local file system a local session's driver loads for file: paths (before the class archive:
+  # the jar is on the driver's classpath, a part of the archive's key).
+  setup_local_fs
   # The local driver JVM's class archive (spark_purge/warm.py): written once (about a minute),
   # so that every session, the first one included, maps it; 0.2 s when it is in place.
   "$VENV/bin/python" -m spark_purge.warm --if-needed \
@@ -105,6 +128,8 @@ export SPARK_PURGE_KAFKA_STREAMS_JARS=$ROOT/.cache/jars/kafka-streams
 export SPARK_PURGE_AIRFLOW_PYTHON=$AIRFLOW_VENV/bin/python
 # LocalTieredStorage's jar: a plugin on the tiered test broker's classpath (LocalKafka(tiered=True)).
 export SPARK_PURGE_TIERED_STORAGE_JARS=$ROOT/.cache/jars/tiered-storage
+# The local file system without chmod/readlink processes, on a local driver's classpath (spark_purge/session.py).
+export SPARK_PURGE_LOCAL_FS_JAR=$LOCAL_FS_JAR
 cmd=${1:-help}; [[ $# -gt 0 ]] && shift
 case $cmd in
   setup) setup ;;

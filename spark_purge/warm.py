@@ -41,7 +41,7 @@ NOT_WRITTEN = "not written"
 def archive_status(environ: Mapping[str, str] = os.environ) -> tuple[str, Path | None]:
     """Where this installation's archive stands before any session starts: ``OFF``,
     ``UNSUPPORTED`` or ``IN_PLACE`` (with its path), else ``NOT_WRITTEN`` (with where it goes)."""
-    from spark_purge.session import archive_classpath, java_accepts, launcher_java
+    from spark_purge.session import archive_classpath, java_accepts, launcher_java, local_fs
 
     folder = class_archive.archive_folder(environ)
     if folder is None:
@@ -49,7 +49,8 @@ def archive_status(environ: Mapping[str, str] = os.environ) -> tuple[str, Path |
     java = launcher_java(environ)
     if java is None or not java_accepts(class_archive.PROBE, environ):
         return UNSUPPORTED, None
-    key = class_archive.archive_key(java, archive_classpath({}))
+    # The class path a local session's driver gets (``session.get_spark``): the local file system's jar too.
+    key = class_archive.archive_key(java, archive_classpath(local_fs({}, environ)))
     final = class_archive.final_path(folder, key)
     if folder.is_dir() and class_archive.promote(folder, key):
         return IN_PLACE, final

@@ -2,17 +2,30 @@
 writes and reads a real Delta table."""
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from kafka import KafkaAdminClient
 from kafka.structs import TopicPartition
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from spark_purge.fs import HadoopFiles
-from spark_purge.session import HEAP_OPTIONS, HUGE_METHODS_OPTION, IDLE_PYTHON_WORKERS, TRIM_OPTION, java_accepts
+from spark_purge.session import (
+    HEAP_OPTIONS,
+    HUGE_METHODS_OPTION,
+    IDLE_PYTHON_WORKERS,
+    LOCAL_FS_JAR_ENV,
+    NIO_LOCAL_FS,
+    RAW_LOCAL_FS,
+    TRIM_OPTION,
+    java_accepts,
+)
 from spark_purge.testing.cluster import LocalKafka
 from spark_purge.testing.workload import log_starts, produce
 
@@ -44,17 +57,19 @@ def test_delta_round_trip(spark: SparkSession, tmp_path: Path) -> None:
     assert history[0]["operation"] == "WRITE"
 
 
-def test_a_local_session_writes_local_files_through_the_raw_local_file_system(spark: SparkSession, tmp_path: Path) -> None:
-    """session.RAW_LOCAL_FS reaches both of Hadoop's APIs: a Delta append, a streaming
-    checkpoint's commit and a file the package writes leave no Hadoop ``.crc`` side file, and
-    Delta and the checkpoint read back what they wrote."""
+def test_a_local_session_writes_local_files_through_a_raw_local_file_system(spark: SparkSession, tmp_path: Path) -> None:
+    """session.local_fs reaches both of Hadoop's APIs (the package's own file system when
+    ``SPARK_PURGE_LOCAL_FS_JAR`` names its jar, as ``./dev.sh`` does; else Hadoop's raw one): a
+    Delta append, a streaming checkpoint's commit and a file the package writes leave no Hadoop
+    ``.crc`` side file, and Delta and the checkpoint read back what they wrote."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
     uri = jvm.java.net.URI(tmp_path.as_uri())
-    assert jvm.org.apache.hadoop.fs.FileSystem.get(uri, hadoop).getClass().getName() == "org.apache.hadoop.fs.RawLocalFileSystem"
+    chosen = NIO_LOCAL_FS if os.environ.get(LOCAL_FS_JAR_ENV) else RAW_LOCAL_FS
+    assert jvm.org.apache.hadoop.fs.FileSystem.get(uri, hadoop).getClass().getName() == chosen["spark.hadoop.fs.file.impl"]
     context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(uri, hadoop)
-    assert context.getDefaultFileSystem().getClass().getName() == "org.apache.hadoop.fs.local.RawLocalFs"
+    assert context.getDefaultFileSystem().getClass().getName() == chosen["spark.hadoop.fs.AbstractFileSystem.file.impl"]
     path = str(tmp_path / "table")
     for cutoff in (1, 2):
         spark.createDataFrame([("orders", 0, cutoff)], "topic string, partition int, cutoff long").write.format("delta").mode("append").save(path)
@@ -71,6 +86,97 @@ def test_a_local_session_writes_local_files_through_the_raw_local_file_system(sp
     assert (tmp_path / "note.txt").read_text() == "written"
     assert (tmp_path / "table" / "_delta_log" / "00000000000000000001.json").is_file()
     assert not [str(p) for p in tmp_path.rglob("*.crc") if p.name.startswith(".")]
+
+
+def _file_systems(spark: SparkSession) -> tuple[Any, Any]:
+    """Hadoop's raw local file system and the package's (``NIO_LOCAL_FS``), each initialized on
+    its own (not through Hadoop's cache): the pair whose answers must agree."""
+    if not os.environ.get(LOCAL_FS_JAR_ENV):
+        pytest.skip(f"{LOCAL_FS_JAR_ENV} is not set (./dev.sh sets it): the package's local file system is not on this session's class path")
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    root = jvm.java.net.URI("file:///")
+    raw, nio = jvm.org.apache.hadoop.fs.RawLocalFileSystem(), jvm.io.sparkpurge.localfs.NioLocalFileSystem()
+    for fs in (raw, nio):
+        fs.initialize(root, hadoop)
+    return raw, nio
+
+
+def _java_error(call: Callable[[], Any]) -> str:
+    with pytest.raises(Py4JJavaError) as caught:
+        call()
+    return str(caught.value.java_exception.getClass().getName())
+
+
+def test_the_package_local_file_system_sets_the_modes_chmod_set(spark: SparkSession, tmp_path: Path) -> None:
+    """NioLocalFileSystem.setPermission leaves the mode Hadoop's ``chmod`` process leaves, on twin
+    files and folders: a plain mode, set-user-ID cleared on a file, set-group-ID kept on a folder
+    (``chmod`` with four digits keeps it), the sticky bit, through a symbolic link; and a missing
+    path is an error (``FileNotFoundException``)."""
+    raw, nio = _file_systems(spark)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    cases = [  # (a folder?, the mode before, the mode set)
+        (False, 0o644, 0o600), (False, 0o4755, 0o755), (False, 0o600, 0o1644),
+        (True, 0o2775, 0o755), (True, 0o755, 0o1777), (True, 0o4700, 0o750),
+    ]
+    for i, (folder, before, wanted) in enumerate(cases):
+        modes = []
+        for name, fs in (("raw", raw), ("nio", nio)):
+            path = tmp_path / f"{name}-{i}"
+            path.mkdir() if folder else path.write_text("x")
+            os.chmod(path, before)
+            fs.setPermission(jvm.org.apache.hadoop.fs.Path(str(path)), jvm.org.apache.hadoop.fs.permission.FsPermission(wanted))
+            modes.append(oct(path.stat().st_mode & 0o7777))
+        assert modes[0] == modes[1], (folder, oct(before), oct(wanted), modes)
+    # Through a symbolic link: the target's mode changes, as chmod's does.
+    for name, fs in (("raw", raw), ("nio", nio)):
+        target, link = tmp_path / f"{name}-target", tmp_path / f"{name}-link"
+        target.write_text("x")
+        os.chmod(target, 0o644)
+        link.symlink_to(target)
+        fs.setPermission(jvm.org.apache.hadoop.fs.Path(str(link)), jvm.org.apache.hadoop.fs.permission.FsPermission(0o640))
+        assert oct(target.stat().st_mode & 0o7777) == oct(0o640), name
+    missing = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "missing"))
+    perm = jvm.org.apache.hadoop.fs.permission.FsPermission(0o644)
+    _java_error(lambda: raw.setPermission(missing, perm))  # chmod's exit status
+    assert _java_error(lambda: nio.setPermission(missing, perm)) == "java.io.FileNotFoundException"
+
+
+def test_the_package_local_file_system_answers_link_status_as_hadoop_does(spark: SparkSession, tmp_path: Path) -> None:
+    """NioLocalFileSystem.getFileLinkStatus answers as RawLocalFileSystem's (which runs
+    ``readlink`` on the path's text) for a file, a folder, a symbolic link to each and a dangling
+    one, each as a plain and as a ``file:`` path; and a missing path is FileNotFoundException."""
+    raw, nio = _file_systems(spark)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    (tmp_path / "file").write_text("twelve bytes")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "to-file").symlink_to(tmp_path / "file")
+    (tmp_path / "to-folder").symlink_to(tmp_path / "folder")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+
+    def status(fs: Any, text: str) -> tuple[Any, ...]:
+        got = fs.getFileLinkStatus(jvm.org.apache.hadoop.fs.Path(text))
+        link = str(got.getSymlink()) if got.isSymlink() else None
+        return (str(got.getPath()), got.isFile(), got.isDirectory(), got.isSymlink(), link, got.getLen(), str(got.getPermission()))
+
+    links = 0
+    for name in ("file", "folder", "to-file", "to-folder", "dangling"):
+        for text in (str(tmp_path / name), (tmp_path / name).as_uri()):
+            if name == "dangling" and text.startswith("file:"):
+                # readlink of "file:/..." names no link: Hadoop then stats the link's target
+                for fs in (raw, nio):
+                    assert _java_error(lambda fs=fs, text=text: status(fs, text)) == "java.io.FileNotFoundException"
+                continue
+            answers = status(raw, text), status(nio, text)
+            assert answers[0] == answers[1], (text, answers)
+            links += answers[1][3]
+    assert links == 3  # the plain paths of the three links: a check that can tell them apart
+    missing = str(tmp_path / "missing")
+    for fs in (raw, nio):
+        assert _java_error(lambda fs=fs: status(fs, missing)) == "java.io.FileNotFoundException"
 
 
 def test_a_local_session_runs_the_serial_collector(spark: SparkSession) -> None:

@@ -1,6 +1,7 @@
 """A local session's Delta artifact and log4j2 configuration: declared once, the user's own wins."""
 from __future__ import annotations
 
+import os
 import re
 from functools import reduce
 from pathlib import Path
@@ -11,12 +12,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_purge.cli import EXIT_USAGE, build_parser, main, verbosity_of
+from spark_purge.errors import ConfigError
 from spark_purge.logs import NORMAL, QUIET, VERBOSE
 from spark_purge.session import (
     ARROW_BATCH_BYTES,
     CODEGEN_CACHE_ENTRIES,
     DATAFRAME_DEBUGGING,
     DELTA_PACKAGE,
+    LOCAL_FS_JAR_ENV,
     QUERY_CONTEXT,
     RAW_LOCAL_FS,
     TRIM_OPTION,
@@ -25,9 +28,9 @@ from spark_purge.session import (
     jars_packages,
     java_accepts,
     launcher_java,
+    local_fs,
     log4j2_config,
     quiet_debugging,
-    raw_local_fs,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,15 +126,37 @@ def test_jars_packages_adds_delta_unless_named() -> None:
     assert jars_packages({"spark.jars.packages": mine}) == mine
 
 
-def test_local_paths_go_raw_unless_the_caller_names_a_local_file_system() -> None:
-    assert raw_local_fs({}) == {
+def test_local_paths_go_raw_without_the_jar_unless_the_caller_names_a_local_file_system() -> None:
+    assert local_fs({}, {}) == {
         "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
         "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
     }
     # Either key named: both left to the caller (and to Hadoop's defaults for the other).
     for key in RAW_LOCAL_FS:
-        assert raw_local_fs({key: "org.example.Mine"}) == {}
-    assert raw_local_fs({"spark.hadoop.fs.s3a.impl": "x"}) == RAW_LOCAL_FS
+        assert local_fs({key: "org.example.Mine"}, {}) == {}
+    assert local_fs({"spark.hadoop.fs.s3a.impl": "x"}, {}) == RAW_LOCAL_FS
+
+
+def test_local_paths_go_through_the_package_file_system_when_its_jar_is_named(tmp_path: Path) -> None:
+    jar = tmp_path / "local-fs.jar"
+    jar.write_bytes(b"PK")
+    env = {LOCAL_FS_JAR_ENV: str(jar)}
+    assert local_fs({}, env) == {
+        "spark.hadoop.fs.file.impl": "io.sparkpurge.localfs.NioLocalFileSystem",
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": "io.sparkpurge.localfs.NioLocalFs",
+        "spark.driver.extraClassPath": str(jar),
+    }
+    # The caller's class path is kept, the jar after it, once.
+    mine = os.pathsep.join(["/opt/a.jar", "/opt/b"])
+    assert local_fs({"spark.driver.extraClassPath": mine}, env)["spark.driver.extraClassPath"] == os.pathsep.join([mine, str(jar)])
+    both = os.pathsep.join([str(jar), "/opt/a.jar"])
+    assert local_fs({"spark.driver.extraClassPath": both}, env)["spark.driver.extraClassPath"] == both
+    # The caller's file system wins over the jar too; then the class path is left alone.
+    assert local_fs({"spark.hadoop.fs.file.impl": "org.example.Mine"}, env) == {}
+    # A wrong path is an error that names the variable and the value, not a silent fallback.
+    missing = str(tmp_path / "nope.jar")
+    with pytest.raises(ConfigError, match=rf"SPARK_PURGE_LOCAL_FS_JAR: .*{re.escape(repr(missing))}"):
+        local_fs({}, {LOCAL_FS_JAR_ENV: missing})
 
 
 def test_verbosity_flags() -> None:

@@ -2,18 +2,17 @@
 how it reports. The real warm-up, with a JVM: ``tests/integration/test_class_archive.py``."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from spark_purge import class_archive as ca
 from spark_purge import warm
-from spark_purge.session import archive_classpath, launcher_java
+from spark_purge.session import LOCAL_FS_JAR_ENV, archive_classpath, launcher_java, local_fs
 
 
 def env(folder: Path | str) -> dict[str, str]:
-    import os
-
     return {**os.environ, ca.ARCHIVE_ENV: str(folder)}
 
 
@@ -36,7 +35,12 @@ def test_no_archive_yet_names_where_it_goes_and_claims_nothing(tmp_path: Path) -
     java = launcher_java()
     assert java is not None
     assert status == warm.NOT_WRITTEN
-    assert final == ca.final_path(folder, ca.archive_key(java, archive_classpath({})))
+    # The key of the class path a session's driver gets: with the local file system's jar when
+    # it is named (./dev.sh names it), which makes it another archive than PySpark's jars alone.
+    classpath = archive_classpath(local_fs({}))
+    assert final == ca.final_path(folder, ca.archive_key(java, classpath))
+    jar = os.environ.get(LOCAL_FS_JAR_ENV)
+    assert (jar in classpath) if jar else classpath == archive_classpath({})
     assert not folder.exists()  # no folder made, no .part claimed: a session does that
 
 
