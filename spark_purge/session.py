@@ -123,9 +123,10 @@ RAW_LOCAL_FS = {
 # checked through ``java.nio`` (build/jvm/local-fs: ``./dev.sh setup`` compiles it against the
 # installed PySpark's Hadoop API and exports ``SPARK_PURGE_LOCAL_FS_JAR``; a local driver loads the
 # jar from its class path). At 10k x 10k the batch's Delta steps (lease, intents, outcomes,
-# progress record) took 0.23 s a cycle against 0.49-0.52 s raw, Spark's checkpoint commits
-# 0.01 s against 0.05-0.06 s (stop 90's prototype, ``cycle_bench.py``). Without the jar (a wheel
-# installed without this checkout): ``RAW_LOCAL_FS``.
+# progress record) took 0.19-0.22 s a cycle against 0.50-0.56 s raw, Spark's checkpoint commits
+# 0.01 s against 0.05 s, the cycle 4.93 / 5.03 s median against 5.92 / 5.68 s (stop 91,
+# ``cycle_bench.py``, alternating). Without the jar (a wheel installed without this checkout):
+# ``RAW_LOCAL_FS``.
 LOCAL_FS_JAR_ENV = "SPARK_PURGE_LOCAL_FS_JAR"
 NIO_LOCAL_FS = {
     "spark.hadoop.fs.file.impl": "io.sparkpurge.localfs.NioLocalFileSystem",
