@@ -63,8 +63,9 @@ LOCAL_FS_JAR=$ROOT/.cache/jars/local-fs/spark-purge-local-fs.jar
 
 setup_local_fs() {
   local src=build/jvm/local-fs dest; dest=$(dirname "$LOCAL_FS_JAR")
-  local api; api=$(ls "$VENV"/lib/python3*/site-packages/pyspark/jars/hadoop-client-api-*.jar 2>/dev/null | head -1)
-  [[ -n $api ]] || { say "no hadoop-client-api jar in the .venv's PySpark"; exit 2; }
+  local jars api; jars=$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+  api=$(compgen -G "$jars/hadoop-client-api-*.jar" | head -1 || true)
+  [[ -n $api ]] || { say "no hadoop-client-api jar in $jars (the .venv's PySpark)"; exit 2; }
   local want; want=$( (cat "$src"/io/sparkpurge/localfs/*.java; basename "$api") | sha256sum | cut -c1-16)
   if [[ -f $dest/.stamp && $(cat "$dest/.stamp") == "$want" && -f $LOCAL_FS_JAR ]]; then return; fi
   command -v javac >/dev/null || { say "javac not found on PATH: install a JDK 17+ (Maven needs one too)"; exit 2; }
