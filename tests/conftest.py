@@ -1,7 +1,8 @@
 """Shared fixtures: one Spark session (with Delta) per test run.
 
 The package takes its jar folders from ``SPARK_PURGE_KAFKA_JARS`` / ``SPARK_PURGE_DELTA_JARS`` (and
-the test helpers' from ``SPARK_PURGE_SPARK_KAFKA_JARS`` / ``SPARK_PURGE_KAFKA_STREAMS_JARS``;
+the test helpers' from ``SPARK_PURGE_SPARK_KAFKA_JARS`` / ``SPARK_PURGE_KAFKA_STREAMS_JARS``, and the
+local file system's jar from ``SPARK_PURGE_LOCAL_FS_JAR``;
 ``./dev.sh`` exports them all); a bare ``python -m pytest`` in this checkout defaults them to the
 checkout's ``.cache/jars`` (filled by ``./dev.sh setup``), here in the tests, never in the package.
 """
@@ -15,7 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_purge import class_archive
-from spark_purge.session import DELTA_JARS_ENV, get_spark
+from spark_purge.session import DELTA_JARS_ENV, LOCAL_FS_JAR_ENV, get_spark
 from spark_purge.testing.cluster import KAFKA_JARS_ENV, TIERED_STORAGE_JARS_ENV
 from spark_purge.testing.share import STREAMS_JARS_ENV
 from spark_purge.testing.workload import SPARK_KAFKA_JARS_ENV, spark_kafka_jars
@@ -29,6 +30,8 @@ os.environ.setdefault(SPARK_KAFKA_JARS_ENV, str(REPO_ROOT / ".cache/jars/spark-k
 os.environ.setdefault(STREAMS_JARS_ENV, str(REPO_ROOT / ".cache/jars/kafka-streams"))
 # Kafka's LocalTieredStorage (the 4.3.1 storage test jar), for the tiered-storage broker.
 os.environ.setdefault(TIERED_STORAGE_JARS_ENV, str(REPO_ROOT / ".cache/jars/tiered-storage"))
+# The package's local file system (compiled by ./dev.sh setup), on the test session's driver.
+os.environ.setdefault(LOCAL_FS_JAR_ENV, str(REPO_ROOT / ".cache/jars/local-fs/spark-purge-local-fs.jar"))
 # A developer's shell may name a `spark-purge serve` for their own commands; the tests' CLI
 # processes run locally (tests/integration/test_server.py names its server with --server).
 os.environ.pop("SPARK_PURGE_SERVER", None)
