@@ -22,7 +22,9 @@ larger ``--warmup`` shows the cycle a continuous purge settles to.
 
 Prints per phase min / median / mean seconds, the Spark jobs it ran, and the Delta commits per cycle;
 the cycle's CPU time per part (Python driver, Spark JVM, Python workers, Kafka brokers: on a
-2-core machine a cycle that uses more CPU seconds than twice its wall time waited for a core)
+2-core machine a cycle that uses more CPU seconds than twice its wall time waited for a core),
+the Spark JVM's time collecting garbage in the cycle (its collectors' own count; each collection
+stops the JVM's threads) and in how many cycles a full collection ran,
 and the whole machine's (a worker that exits during the cycle takes its own CPU time with it);
 with ``--stream``, Spark's own steps of each trigger (``StreamingQueryProgress.durationMs``: the
 source's ``latestOffset``, which takes the snapshot, the offset log's write...), the time from
@@ -679,6 +681,7 @@ class Recorder:
         self._before = 0
         self._classes0 = 0
         self._cpu0: tuple[dict[str, float], dict[int, float]] = ({}, {})
+        self._gc0 = (0.0, 0)
 
     def _versions(self) -> int:
         return sum(delta_versions(p) for p in self.tmp.rglob("*") if (p / "_delta_log").is_dir())
@@ -691,6 +694,7 @@ class Recorder:
         self._commits, self._before, self._classes0 = snap["commits"], self._versions(), generated_classes(self.spark)
         if c and self.gap_s:
             time.sleep(self.gap_s)
+        self._gc0 = gc_pauses(self.spark)
         self._cpu0, self.t0 = cpu_seconds(self.jvm_pid, self.cluster.pids()), time.perf_counter()
         self.wall0.append(time.time())
 
@@ -698,6 +702,9 @@ class Recorder:
         c = self.phases.cycle
         self.cycle_s.append(time.perf_counter() - self.t0)
         cpu1 = cpu_seconds(self.jvm_pid, self.cluster.pids())
+        gc1 = gc_pauses(self.spark)
+        self.cpu_s["gc"].append(gc1[0] - self._gc0[0])
+        self.cpu_s["gc full"].append(gc1[1] - self._gc0[1])
         self.compiled.append(generated_classes(self.spark) - self._classes0)
         if dump is not None:
             dump_sources(self.spark, dump, c)
@@ -718,7 +725,7 @@ class Recorder:
         self.floor["delete"].append(self.kafka.call("delete", to=3 + 2 * c))
         self.floor["no-op delete"].append(self.kafka.call("delete"))
         cpu = self.cpu_s
-        print(f"cycle {label}: {self.cycle_s[-1]:.2f}s, CPU {sum(cpu[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu['jit'][-1]:.2f}s, "
+        print(f"cycle {label}: {self.cycle_s[-1]:.2f}s, CPU {sum(cpu[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu['jit'][-1]:.2f}s, JVM collecting {cpu['gc'][-1]:.2f}s, "
               f"{self.compiled[-1]} classes generated (floor {self.floor['snapshot'][-1] + self.floor['delete'][-1]:.2f}s, "
               f"{self._commits} commits); {self.phases.slowest(c)}", flush=True)
 
@@ -884,6 +891,18 @@ def generated_classes(spark: Any) -> int:
     return int(spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
 
 
+def gc_pauses(spark: Any) -> tuple[float, int]:
+    """The Spark JVM's collectors so far: seconds spent collecting (its young and full
+    collections, which stop every thread of that JVM; the JVM's own count, ``GarbageCollectorMXBean``)
+    and how many full (old generation) collections were among them (stop 92)."""
+    seconds, full = 0.0, 0
+    for bean in spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans():
+        seconds += bean.getCollectionTime() / 1000
+        if bean.getName() in ("MarkSweepCompact", "PS MarkSweep", "G1 Old Generation"):
+            full += int(bean.getCollectionCount())
+    return seconds, full
+
+
 def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) -> None:
     phases: Phases = figures["phases"]
     keep = slice(args.warmup, None) if len(figures["cycle"]) > args.warmup else slice(None)
@@ -905,6 +924,10 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
         print(f"{'  ' + label:<18} {_stats(cpu[part][keep])}")
         if part == "jvm":
             print(f"{'    its JIT':<18} {_stats(cpu['jit'][keep])}  (compiler threads: the JVM still warming up)")
+        if "gc" in cpu:
+            fulls = cpu["gc full"][keep]
+            print(f"{'    its collector':<18} {_stats(cpu['gc'][keep])}  (wall time collecting, every thread stopped; full collections "
+                  f"in {sum(1 for n in fulls if n)} of {len(fulls)} cycles)")
     print(f"{'  whole machine':<18} {_stats(cpu['machine'][keep])}  (/proc/stat: also workers gone before the cycle ended, and anything else running)")
     print(f"{'floor: snapshot':<18} {_stats(figures['floor']['snapshot'][keep])}")
     print(f"{'floor: delete':<18} {_stats(figures['floor']['delete'][keep])}  (one record a partition, as the cycle's)")
