@@ -888,15 +888,25 @@ def _source_of(key: Any) -> str:
 def generated_classes(spark: Any) -> int:
     """Classes Spark's code generation has compiled in this JVM so far (its codegen metrics:
     one per compilation, cache hits not counted)."""
-    return int(spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
+    from spark_purge.py4j_calls import jvm_class
+
+    metrics = jvm_class(spark.sparkContext._jvm, "org.apache.spark.metrics.source.CodegenMetrics")  # no package walk (``gc_pauses``)
+    return int(metrics.METRIC_COMPILATION_TIME().getCount())
 
 
 def gc_pauses(spark: Any) -> tuple[float, int]:
     """The Spark JVM's collectors so far: seconds spent collecting (its young and full
     collections, which stop every thread of that JVM; the JVM's own count, ``GarbageCollectorMXBean``)
     and how many full (old generation) collections were among them (stop 92)."""
+    from spark_purge.py4j_calls import jvm_class
+
+    # The class named in full and the list read by index: ``jvm.java.lang...`` asks the JVM about
+    # each package in turn, and a Python loop over a Java list ends on the iterator's exception,
+    # which PySpark's error handler inspects with some thirty more lookups: each a failed class
+    # lookup reading every jar's entries on the stream's thread (stop 92).
     seconds, full = 0.0, 0
-    for bean in spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans():
+    beans = jvm_class(spark.sparkContext._jvm, "java.lang.management.ManagementFactory").getGarbageCollectorMXBeans()
+    for bean in (beans.get(i) for i in range(beans.size())):
         seconds += bean.getCollectionTime() / 1000
         if bean.getName() in ("MarkSweepCompact", "PS MarkSweep", "G1 Old Generation"):
             full += int(bean.getCollectionCount())

@@ -4,6 +4,7 @@
     ./dev.sh py bench/diag/jfr_samples.py REC.jfr paths NAME [DEPTH]     # the stacks down from a name, counted
     ./dev.sh py bench/diag/jfr_samples.py REC.jfr under NAME [K]         # what a name calls (K frames), and the self frames
     ./dev.sh py bench/diag/jfr_samples.py REC.jfr compiles [K]           # the JIT's compilations and deoptimizations
+    ./dev.sh py bench/diag/jfr_samples.py REC.jfr allocations [K]        # bytes allocated by site, and the collections
 
 Record a bench's Spark JVM with ``--conf spark.driver.extraJavaOptions=-XX:StartFlightRecording=
 delay=110s,duration=75s,filename=REC.jfr,settings=profile`` (``cycle_bench.py``; the delay skips
@@ -121,9 +122,55 @@ def compiles(path: str, k: int) -> None:
         print(f"  {n:5}  {method}")
 
 
+# Frames of the JDK's and Scala's own libraries: an allocation is put on the first frame below them.
+_LIBRARY = ("java.", "javax.", "jdk.", "sun.", "scala.", "com.google.", "io.netty.", "org.apache.arrow.memory.")
+
+
+def _frame(frame: dict) -> str:
+    method = frame["method"]
+    return method["type"]["name"].replace("/", ".") + "." + method["name"]
+
+
+def allocations(path: str, k: int) -> None:
+    """Where the JVM allocates (``jdk.ObjectAllocationSample``, each sample weighted by the bytes
+    it stands for): by thread kind, by the first frame outside the JDK's and Scala's libraries,
+    and by the object's class; then its collections (``jdk.GarbageCollection``) by kind, with
+    their pauses (stop 92: what a steady cycle allocates, and so what its collections cost).
+    A sample's weight is what its thread allocated since that thread's previous sample (JFR
+    throttles the samples), so the per-thread totals hold, but a site's share is only as good
+    as its count of samples: a thread seldom sampled puts all it allocated on the few sites
+    sampled. The count of samples per site is printed beside the bytes."""
+    found = events(path, "jdk.ObjectAllocationSample,jdk.GarbageCollection", depth=64)
+    allocs = [e["values"] for e in found if e["type"] == "jdk.ObjectAllocationSample"]
+    gcs = [e["values"] for e in found if e["type"] == "jdk.GarbageCollection"]
+    span = sorted(e["values"]["startTime"] for e in found)
+    total = sum(a["weight"] for a in allocs)
+    print(f"{len(allocs)} allocation samples standing for {total / 2**20:.0f} MB, from {span[0] if span else '-'} to {span[-1] if span else '-'}")
+    kinds, sites, classes, seen = collections.Counter(), collections.Counter(), collections.Counter(), collections.Counter()
+    for a in allocs:
+        thread = (a.get("eventThread") or {}).get("javaName") or "?"
+        kinds["executor" if "Executor task" in thread else "py4j" if thread.startswith("Thread-") else "other"] += a["weight"]
+        frames = [_frame(f) for f in (a.get("stackTrace") or {}).get("frames", [])]
+        own = next((f for f in frames if not f.startswith(_LIBRARY)), frames[0] if frames else "?")
+        sites[own] += a["weight"]
+        seen[own] += 1
+        classes[(a.get("objectClass") or {}).get("name", "?")] += a["weight"]
+    for title, counter in (("by thread kind", kinds), ("by site (first frame outside the libraries)", sites), ("by class", classes)):
+        print(f"{title} (MB, share):")
+        for name, weight in counter.most_common(k):
+            count = f" {seen[name]:5} samples" if counter is sites else ""
+            print(f"  {weight / 2**20:8.1f} {weight / max(total, 1):6.1%}{count}  {name}")
+    print("collections (count, pauses in seconds: sum, longest):")
+    by_name: dict[str, list[float]] = collections.defaultdict(list)
+    for g in gcs:
+        by_name[g.get("name", "?")].append(_seconds(g.get("sumOfPauses") or g.get("duration") or "PT0S"))
+    for name, pauses in sorted(by_name.items()):
+        print(f"  {name}: {len(pauses)}, {sum(pauses):.2f} s, longest {max(pauses):.3f} s")
+
+
 def main(argv: list[str]) -> None:
-    if len(argv) >= 2 and argv[1] == "compiles":
-        compiles(argv[0], int(argv[2]) if len(argv) > 2 else 25)
+    if len(argv) >= 2 and argv[1] in ("compiles", "allocations"):
+        (compiles if argv[1] == "compiles" else allocations)(argv[0], int(argv[2]) if len(argv) > 2 else 25)
         return
     if len(argv) < 3 or argv[1] not in ("marks", "paths", "under"):
         raise SystemExit(__doc__)
