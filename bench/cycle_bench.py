@@ -934,10 +934,10 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
         print(f"{'  ' + label:<18} {_stats(cpu[part][keep])}")
         if part == "jvm":
             print(f"{'    its JIT':<18} {_stats(cpu['jit'][keep])}  (compiler threads: the JVM still warming up)")
-        if "gc" in cpu:
-            fulls = cpu["gc full"][keep]
-            print(f"{'    its collector':<18} {_stats(cpu['gc'][keep])}  (wall time collecting, every thread stopped; full collections "
-                  f"in {sum(1 for n in fulls if n)} of {len(fulls)} cycles)")
+            if "gc" in cpu:
+                fulls = cpu["gc full"][keep]
+                print(f"{'    its collector':<18} {_stats(cpu['gc'][keep])}  (wall time collecting, every thread stopped; full collections "
+                      f"in {sum(1 for n in fulls if n)} of {len(fulls)} cycles)")
     print(f"{'  whole machine':<18} {_stats(cpu['machine'][keep])}  (/proc/stat: also workers gone before the cycle ended, and anything else running)")
     print(f"{'floor: snapshot':<18} {_stats(figures['floor']['snapshot'][keep])}")
     print(f"{'floor: delete':<18} {_stats(figures['floor']['delete'][keep])}  (one record a partition, as the cycle's)")
