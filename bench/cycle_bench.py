@@ -682,6 +682,8 @@ class Recorder:
         self._classes0 = 0
         self._cpu0: tuple[dict[str, float], dict[int, float]] = ({}, {})
         self._gc0 = (0.0, 0)
+        self.gc_s: list[float] = []  # the Spark JVM's time collecting garbage, each cycle (``gc_pauses``)
+        self.gc_full: list[int] = []  # full collections among them
 
     def _versions(self) -> int:
         return sum(delta_versions(p) for p in self.tmp.rglob("*") if (p / "_delta_log").is_dir())
@@ -703,8 +705,8 @@ class Recorder:
         self.cycle_s.append(time.perf_counter() - self.t0)
         cpu1 = cpu_seconds(self.jvm_pid, self.cluster.pids())
         gc1 = gc_pauses(self.spark)
-        self.cpu_s["gc"].append(gc1[0] - self._gc0[0])
-        self.cpu_s["gc full"].append(gc1[1] - self._gc0[1])
+        self.gc_s.append(gc1[0] - self._gc0[0])
+        self.gc_full.append(gc1[1] - self._gc0[1])
         self.compiled.append(generated_classes(self.spark) - self._classes0)
         if dump is not None:
             dump_sources(self.spark, dump, c)
@@ -725,7 +727,7 @@ class Recorder:
         self.floor["delete"].append(self.kafka.call("delete", to=3 + 2 * c))
         self.floor["no-op delete"].append(self.kafka.call("delete"))
         cpu = self.cpu_s
-        print(f"cycle {label}: {self.cycle_s[-1]:.2f}s, CPU {sum(cpu[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu['jit'][-1]:.2f}s, JVM collecting {cpu['gc'][-1]:.2f}s, "
+        print(f"cycle {label}: {self.cycle_s[-1]:.2f}s, CPU {sum(cpu[part][-1] for part in CPU_PARTS):.2f}s of which JIT {cpu['jit'][-1]:.2f}s, JVM collecting {self.gc_s[-1]:.2f}s, "
               f"{self.compiled[-1]} classes generated (floor {self.floor['snapshot'][-1] + self.floor['delete'][-1]:.2f}s, "
               f"{self._commits} commits); {self.phases.slowest(c)}", flush=True)
 
@@ -734,7 +736,7 @@ class Recorder:
         return RssSampler(self.jvm_pid, where=lambda: f"cycle {phases.cycle} {'/'.join(phases.stack) or 'between phases'}")
 
     def figures(self, rss: RssSampler) -> dict[str, Any]:
-        return {"phases": self.phases, "floor": self.floor, "cycle": self.cycle_s, "cpu": self.cpu_s, "delta": self.delta_commits,
+        return {"phases": self.phases, "floor": self.floor, "cycle": self.cycle_s, "cpu": self.cpu_s, "gc": (self.gc_s, self.gc_full), "delta": self.delta_commits,
                 "compiled": self.compiled, "rss": dict(rss.peak), "kinds": dict(rss.kinds), "at_peak": rss.at_peak, "sites": self.sites}
 
 
@@ -934,9 +936,9 @@ def report(args: argparse.Namespace, n_commits: int, figures: dict[str, Any]) ->
         print(f"{'  ' + label:<18} {_stats(cpu[part][keep])}")
         if part == "jvm":
             print(f"{'    its JIT':<18} {_stats(cpu['jit'][keep])}  (compiler threads: the JVM still warming up)")
-            if "gc" in cpu:
-                fulls = cpu["gc full"][keep]
-                print(f"{'    its collector':<18} {_stats(cpu['gc'][keep])}  (wall time collecting, every thread stopped; full collections "
+            if "gc" in figures:
+                collecting, fulls = (values[keep] for values in figures["gc"])
+                print(f"{'    its collector':<18} {_stats(collecting)}  (wall time collecting, every thread stopped; full collections "
                       f"in {sum(1 for n in fulls if n)} of {len(fulls)} cycles)")
     print(f"{'  whole machine':<18} {_stats(cpu['machine'][keep])}  (/proc/stat: also workers gone before the cycle ended, and anything else running)")
     print(f"{'floor: snapshot':<18} {_stats(figures['floor']['snapshot'][keep])}")

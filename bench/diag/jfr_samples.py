@@ -32,13 +32,18 @@ def events(path: str, kinds: str, depth: int = 200) -> list[dict]:
     return json.loads(out)["recording"]["events"]
 
 
+def _thread_kind(thread: str) -> str:
+    """``executor`` (a task thread), ``py4j`` (the driver's Py4J threads) or ``other``."""
+    return "executor" if "Executor task" in thread else "py4j" if thread.startswith("Thread-") else "other"
+
+
 def samples(path: str) -> list[tuple[str, list[str]]]:
     """(thread kind, frames innermost first) of every execution sample."""
     found = []
     for event in events(path, "jdk.ExecutionSample"):
         values = event["values"]
         thread = (values.get("sampledThread") or {}).get("javaName") or "?"
-        kind = "executor" if "Executor task" in thread else "py4j" if thread.startswith("Thread-") else "other"
+        kind = _thread_kind(thread)
         frames = (values.get("stackTrace") or {}).get("frames") or []
         found.append((kind, [f["method"]["type"]["name"].split("/")[-1] + "." + f["method"]["name"] for f in frames]))
     return found
@@ -149,7 +154,7 @@ def allocations(path: str, k: int) -> None:
     kinds, sites, classes, seen = collections.Counter(), collections.Counter(), collections.Counter(), collections.Counter()
     for a in allocs:
         thread = (a.get("eventThread") or {}).get("javaName") or "?"
-        kinds["executor" if "Executor task" in thread else "py4j" if thread.startswith("Thread-") else "other"] += a["weight"]
+        kinds[_thread_kind(thread)] += a["weight"]
         frames = [_frame(f) for f in (a.get("stackTrace") or {}).get("frames", [])]
         own = next((f for f in frames if not f.startswith(_LIBRARY)), frames[0] if frames else "?")
         sites[own] += a["weight"]
